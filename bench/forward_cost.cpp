@@ -1,0 +1,147 @@
+// forward_cost: wall time of one target forward of n new tokens over a filled KV cache, n = 1, 2, 4, ..., 64,
+// as ratios to n = 1. This curve decides how large a draft tree a machine can afford: a tree of n nodes pays
+// cost(n + 1) / cost(1) per cycle and must win back that ratio in accepted tokens.
+//
+//   forward_cost --model PATH                     # a checkpoint
+//   forward_cost --dim 288 --layers 6 --vocab 32000 ...   # random weights of a given shape
+//
+// Method: --warmup untimed forwards, then --repeats timed ones per n; the median is reported. The new rows are
+// dropped after each forward (truncate) so every measurement sees the same cache length. The n new tokens form
+// a causal chain (a tree of the same size costs the same: only the mask differs).
+#include <ATen/Parallel.h>
+
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "core/base/error.h"
+#include "core/base/file_bytes.h"
+#include "core/base/platform.h"
+#include "core/model/llama_model.h"
+
+namespace po = boost::program_options;
+using namespace draftlab;
+
+int main(int argc, char** argv) {
+  ensure_blas_coretype(argc, argv);
+  std::string model_path, out_path, dtype = "float32";
+  ModelConfig c;
+  c.hidden_size = 288;
+  c.num_hidden_layers = 6;
+  c.num_attention_heads = 6;
+  c.num_key_value_heads = 6;
+  c.intermediate_size = 768;
+  c.vocab_size = 32000;
+  c.max_position_embeddings = 1024;
+  int threads = 2, warmup = 5, repeats = 21;
+  int64_t cache_len = 256, max_n = 64;
+
+  po::options_description desc("forward_cost: target forward cost versus number of new tokens\n\noptions");
+  desc.add_options()("help,h", "show this help")
+      ("model", po::value(&model_path), "checkpoint (HF folder or llama2.c .bin); else random weights of --dim ...")
+      ("dim", po::value(&c.hidden_size)->default_value(c.hidden_size), "hidden size (random weights)")
+      ("layers", po::value(&c.num_hidden_layers)->default_value(c.num_hidden_layers), "layers")
+      ("heads", po::value(&c.num_attention_heads)->default_value(c.num_attention_heads), "attention heads")
+      ("kv-heads", po::value(&c.num_key_value_heads)->default_value(c.num_key_value_heads), "kv heads")
+      ("hidden", po::value(&c.intermediate_size)->default_value(c.intermediate_size), "MLP intermediate size")
+      ("vocab", po::value(&c.vocab_size)->default_value(c.vocab_size), "vocabulary size")
+      ("cache", po::value(&cache_len)->default_value(cache_len), "tokens already in the KV cache")
+      ("max-n", po::value(&max_n)->default_value(max_n), "largest n (powers of two from 1)")
+      ("threads", po::value(&threads)->default_value(threads), "intra-op threads")
+      ("dtype", po::value(&dtype)->default_value(dtype), "float32 or bfloat16")
+      ("warmup", po::value(&warmup)->default_value(warmup), "untimed forwards per n")
+      ("repeats", po::value(&repeats)->default_value(repeats), "timed forwards per n (median reported)")
+      ("out", po::value(&out_path), "write the results as JSON here");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    if (vm.count("help")) {
+      std::cout << desc << "\n";
+      return 0;
+    }
+    po::notify(vm);
+
+    at::set_num_threads(threads);
+    ComputeOptions compute;
+    compute.dtype = parse_compute_dtype(dtype);
+    check_supported(compute);
+    std::unique_ptr<LlamaModel> model;
+    if (!model_path.empty()) {
+      model = LlamaModel::load(model_path, compute);
+    } else {
+      c.head_dim = c.hidden_size / c.num_attention_heads;
+      c.max_position_embeddings = std::max<int64_t>(1024, cache_len + max_n);
+      c.validate("command line");
+      model = std::make_unique<LlamaModel>(c, random_llama_weights(c, 1234, compute), compute);
+    }
+    const ModelConfig& mc = model->config();
+    check(cache_len + max_n <= mc.max_position_embeddings,
+          "--cache + --max-n exceed the model's context " + std::to_string(mc.max_position_embeddings));
+
+    KvCache cache = model->make_cache(cache_len + max_n);
+    std::vector<int64_t> prefix(cache_len);
+    for (int64_t i = 0; i < cache_len; ++i) prefix[i] = (i * 7919 + 1) % mc.vocab_size;
+    if (cache_len > 0) model->forward_chain(cache, prefix, {ForwardOptions::Logits::None, {}, {}});
+
+    std::printf("model: %s | d=%ld layers=%ld heads=%ld/%ld I=%ld vocab=%ld params=%.2fM | %s | threads=%d\n",
+                model_path.empty() ? "random" : model_path.c_str(), (long)mc.hidden_size, (long)mc.num_hidden_layers,
+                (long)mc.num_attention_heads, (long)mc.num_key_value_heads, (long)mc.intermediate_size,
+                (long)mc.vocab_size, model->num_parameters() / 1e6, dtype.c_str(), at::get_num_threads());
+    std::printf("blas: %s\ncpu: %s\ncache: %ld tokens, warmup %d, repeats %d (median)\n\n", blas_description().c_str(),
+                cpu_model_name().c_str(), (long)cache_len, warmup, repeats);
+    std::printf("%6s %12s %10s %14s\n", "n", "median_ms", "ratio", "ms_per_token");
+
+    nlohmann::json rows = nlohmann::json::array();
+    double base = 0.0;
+    for (int64_t n = 1; n <= max_n; n *= 2) {
+      std::vector<int64_t> toks(n);
+      for (int64_t i = 0; i < n; ++i) toks[i] = (i * 31 + 7) % mc.vocab_size;
+      std::vector<double> ms;
+      for (int r = 0; r < warmup + repeats; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        // Logits for every new row: a verifier needs them all.
+        model->forward_chain(cache, toks);
+        double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        cache.truncate(cache_len);
+        if (r >= warmup) ms.push_back(dt);
+      }
+      std::sort(ms.begin(), ms.end());
+      const double med = ms[ms.size() / 2];
+      if (n == 1) base = med;
+      std::printf("%6ld %12.3f %10.2f %14.3f\n", (long)n, med, med / base, med / n);
+      rows.push_back({{"n", n}, {"median_ms", med}, {"ratio_to_n1", med / base}, {"min_ms", ms.front()},
+                      {"max_ms", ms.back()}});
+    }
+    if (!out_path.empty()) {
+      std::time_t now = std::time(nullptr);
+      char date[64];
+      std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+      nlohmann::json j = {{"benchmark", "forward_cost"},
+                          {"model", model_path.empty() ? "random" : model_path},
+                          {"config", mc.to_hf_json(dtype)},
+                          {"cache_tokens", cache_len},
+                          {"threads", at::get_num_threads()},
+                          {"dtype", dtype},
+                          {"blas", blas_description()},
+                          {"cpu", cpu_model_name()},
+                          {"warmup", warmup},
+                          {"repeats", repeats},
+                          {"date", date},
+                          {"results", rows}};
+      write_file_atomically(out_path, j.dump(2) + "\n");
+      std::printf("\nwrote %s\n", out_path.c_str());
+    }
+  } catch (const po::error& e) {
+    std::cerr << "forward_cost: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "forward_cost: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

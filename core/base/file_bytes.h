@@ -1,0 +1,40 @@
+// Read-only view of a whole file, memory-mapped when possible.
+// Checkpoints and vocabularies are parsed in place; nothing is copied until a tensor is built.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace draftlab {
+
+class FileBytes {
+ public:
+  // Throws Error naming the path if the file cannot be opened or mapped.
+  explicit FileBytes(const std::string& path);
+  ~FileBytes();
+  FileBytes(const FileBytes&) = delete;
+  FileBytes& operator=(const FileBytes&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Whole file as a string (small text files: config.json, tokenizer.json). Throws Error naming the path.
+std::string read_text_file(const std::string& path);
+
+// True if path exists and is a regular file / directory.
+bool is_file(const std::string& path);
+bool is_directory(const std::string& path);
+
+// Writes `bytes` to `path` atomically: a temporary file beside it, then rename.
+// A failed or interrupted write never leaves a partial file at `path`.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
+}  // namespace draftlab

@@ -1,0 +1,60 @@
+#include "core/base/platform.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace draftlab {
+
+bool cpu_has_avx512f() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
+void ensure_blas_coretype(int argc, char** argv) {
+  (void)argc;
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  if (!cpu_has_avx512f()) return;
+  // Guard against an exec loop if something clears the variable again.
+  if (std::getenv("DRAFTLAB_REEXECED") != nullptr) return;
+  ::setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+  ::setenv("DRAFTLAB_REEXECED", "1", 1);
+  ::execv("/proc/self/exe", argv);
+  // execv only returns on failure: carry on with whatever kernels OpenBLAS picked.
+}
+
+std::string blas_description() {
+  using StrFn = char* (*)();
+  auto config = reinterpret_cast<StrFn>(::dlsym(RTLD_DEFAULT, "openblas_get_config"));
+  auto core = reinterpret_cast<StrFn>(::dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  std::string out;
+  if (config) out = config();
+  if (core) out += std::string(out.empty() ? "" : " ") + "core=" + core();
+  if (out.empty()) out = "unknown (not OpenBLAS)";
+  const char* env = std::getenv("OPENBLAS_CORETYPE");
+  out += std::string(" OPENBLAS_CORETYPE=") + (env ? env : "(unset)");
+  return out;
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto pos = line.find(':');
+      if (pos != std::string::npos) return line.substr(line.find_first_not_of(" \t", pos + 1));
+    }
+  }
+  return "unknown";
+}
+
+}  // namespace draftlab

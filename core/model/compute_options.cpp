@@ -1,0 +1,46 @@
+#include "core/model/compute_options.h"
+
+#include <ATen/Context.h>
+
+#include "core/base/error.h"
+
+namespace draftlab {
+
+at::ScalarType parse_compute_dtype(const std::string& name) {
+  if (name == "float32" || name == "fp32" || name == "f32") return at::kFloat;
+  if (name == "bfloat16" || name == "bf16") return at::kBFloat16;
+  if (name == "float16" || name == "fp16" || name == "f16" || name == "half") return at::kHalf;
+  throw Error("--dtype: expected one of float32, bfloat16, float16, got '" + name + "'");
+}
+
+at::Device parse_compute_device(const std::string& name) {
+  if (name == "cpu") return at::kCPU;
+  if (name.rfind("cuda", 0) == 0) {
+    if (!at::hasCUDA()) throw Error("--device: '" + name + "' asked for, but this libtorch has no CUDA device");
+    try {
+      return at::Device(name);
+    } catch (const std::exception&) {
+      throw Error("--device: expected cpu, cuda or cuda:N, got '" + name + "'");
+    }
+  }
+  throw Error("--device: expected cpu, cuda or cuda:N, got '" + name + "'");
+}
+
+std::string compute_dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "float32";
+    case at::kBFloat16: return "bfloat16";
+    case at::kHalf: return "float16";
+    default: return c10::toString(t);
+  }
+}
+
+void check_supported(const ComputeOptions& options) {
+  if (options.device.is_cpu() && options.dtype == at::kHalf)
+    throw Error("--dtype float16: libtorch 1.13 has no float16 matrix multiply on CPU; use float32 or bfloat16 "
+                "(float16 works on CUDA)");
+  if (options.dtype != at::kFloat && options.dtype != at::kBFloat16 && options.dtype != at::kHalf)
+    throw Error("compute dtype: expected float32, bfloat16 or float16, got " + compute_dtype_name(options.dtype));
+}
+
+}  // namespace draftlab

@@ -1,0 +1,60 @@
+#include "core/model/kv_cache.h"
+
+#include <string>
+
+#include "core/base/error.h"
+
+namespace draftlab {
+
+KvCache::KvCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t capacity,
+                 const ComputeOptions& options)
+    : capacity_(capacity) {
+  check(capacity > 0, "KvCache: capacity must be positive, got " + std::to_string(capacity));
+  storage_ = at::zeros({num_layers, 2, num_kv_heads, capacity, head_dim}, options.tensor_options());
+}
+
+void KvCache::check_room(int64_t n) const {
+  if (length_ + n > capacity_)
+    throw Error("context full: " + std::to_string(length_) + " cached + " + std::to_string(n) +
+                " new tokens exceed the KV cache capacity of " + std::to_string(capacity_));
+}
+
+void KvCache::write(int64_t layer, int64_t start, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t n = k.size(1);
+  storage_[layer][0].narrow(1, start, n).copy_(k);
+  storage_[layer][1].narrow(1, start, n).copy_(v);
+}
+
+void KvCache::advance_to(int64_t new_length) {
+  check(new_length >= length_ && new_length <= capacity_,
+        "KvCache::advance_to: " + std::to_string(new_length) + " outside [" + std::to_string(length_) + ", " +
+            std::to_string(capacity_) + "]");
+  length_ = new_length;
+}
+
+void KvCache::truncate(int64_t new_length) {
+  check(new_length >= 0 && new_length <= length_,
+        "KvCache::truncate: " + std::to_string(new_length) + " outside [0, " + std::to_string(length_) + "]");
+  length_ = new_length;
+}
+
+void KvCache::keep_rows(int64_t start, const std::vector<int64_t>& rows) {
+  check(start >= 0 && start <= length_, "KvCache::keep_rows: start " + std::to_string(start) + " outside cache");
+  int64_t prev = start - 1;
+  bool identity = true;  // rows == start, start+1, ...: nothing to move
+  for (size_t i = 0; i < rows.size(); ++i) {
+    check(rows[i] > prev && rows[i] < length_, "KvCache::keep_rows: rows must increase within [start, length)");
+    identity = identity && rows[i] == start + static_cast<int64_t>(i);
+    prev = rows[i];
+  }
+  const auto kept = static_cast<int64_t>(rows.size());
+  if (!identity) {
+    auto index = at::tensor(rows, at::TensorOptions().dtype(at::kLong)).to(storage_.device());
+    // index_select makes a copy, so source and destination may overlap safely.
+    auto gathered = storage_.index_select(3, index);
+    storage_.narrow(3, start, kept).copy_(gathered);
+  }
+  length_ = start + kept;
+}
+
+}  // namespace draftlab

@@ -1,0 +1,68 @@
+// LlamaModel - a Llama-family decoder (embeddings, RMSNorm, RoPE, grouped-query attention, SwiGLU, LM head)
+// whose forward appends n tokens to a KvCache under an arbitrary ancestor mask. One call can score a whole
+// draft tree: each new token attends to the committed prefix plus the new tokens its mask row allows.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/io/model_config.h"
+#include "core/model/compute_options.h"
+#include "core/model/kv_cache.h"
+#include "core/model/llama_weights.h"
+#include "core/model/rope.h"
+
+namespace draftlab {
+
+struct ForwardOptions {
+  enum class Logits { All, Last, Rows, None };
+  Logits logits = Logits::All;
+  at::Tensor rows;                      // int64 row indices into the new tokens, when logits == Rows
+  std::vector<int64_t> capture_layers;  // return the hidden state after these decoder layers (0-based)
+};
+
+struct ForwardOutput {
+  at::Tensor logits;                // [rows, vocab] float32 (undefined when Logits::None)
+  at::Tensor features;              // [n, d]: final normed hidden state that feeds the LM head (EAGLE's feature)
+  std::vector<at::Tensor> hidden;   // [n, d] per capture_layers entry, in that order
+};
+
+class LlamaModel {
+ public:
+  LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options);
+
+  // Loads a Hugging Face folder (config.json + model.safetensors or a sharded index), a .safetensors file with
+  // config.json beside it, or a llama2.c .bin checkpoint. Throws Error naming the file and what is wrong.
+  static std::unique_ptr<LlamaModel> load(const std::string& path, const ComputeOptions& options);
+
+  // Writes a Hugging Face folder: config.json and model.safetensors in file_dtype (float32/float16/bfloat16).
+  void save_hf(const std::string& dir, at::ScalarType file_dtype) const;
+
+  KvCache make_cache(int64_t capacity) const;
+
+  // Appends tokens [n] (int64) at cache rows [cache.length(), +n) with RoPE positions [n] (int64).
+  // ancestor_mask [n, n] bool: row i allows new token j (true on the diagonal); undefined = causal chain.
+  // Throws Error on out-of-range tokens/positions, a malformed mask, or a full cache (cache left unchanged).
+  ForwardOutput forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& positions,
+                        const at::Tensor& ancestor_mask = {}, const ForwardOptions& options = {}) const;
+
+  // Convenience: a chain of tokens continuing the cache (positions = cache rows).
+  ForwardOutput forward_chain(KvCache& cache, const std::vector<int64_t>& tokens,
+                              const ForwardOptions& options = {}) const;
+
+  const ModelConfig& config() const { return config_; }
+  const ComputeOptions& options() const { return options_; }
+  const LlamaWeights& weights() const { return weights_; }
+  int64_t num_parameters() const;
+
+ private:
+  ModelConfig config_;
+  LlamaWeights weights_;
+  ComputeOptions options_;
+  RotaryEmbedding rope_;
+};
+
+}  // namespace draftlab

@@ -1,0 +1,126 @@
+#include "core/model/llama_weights.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cstring>
+
+#include "core/base/error.h"
+
+namespace draftlab {
+
+namespace {
+
+at::ScalarType torch_dtype(const TensorEntry& e) {
+  switch (e.dtype) {
+    case DType::F32: return at::kFloat;
+    case DType::F16: return at::kHalf;
+    case DType::BF16: return at::kBFloat16;
+    default: throw Error::in_file(e.file, e.name + " dtype", "F32, F16 or BF16", dtype_name(e.dtype));
+  }
+}
+
+// Copies a checkpoint tensor (any supported dtype) to the compute device and dtype, after checking its shape.
+at::Tensor to_tensor(const TensorEntry& e, const std::vector<int64_t>& expected, const ComputeOptions& o) {
+  if (e.shape != expected)
+    throw Error::in_file(e.file, e.name + " shape", shape_string(expected) + " (from the model config)",
+                         shape_string(e.shape));
+  // memcpy rather than from_blob: safetensors offsets need not be aligned for vectorised kernels.
+  auto t = at::empty(e.shape, at::TensorOptions().dtype(torch_dtype(e)));
+  if (e.nbytes) std::memcpy(t.data_ptr(), e.data, e.nbytes);
+  return t.to(o.device, o.dtype);
+}
+
+// Pairs (2i, 2i+1) -> halves (i, i + hd/2) within each head: the inverse of Meta's interleaving, the same
+// permutation Hugging Face's convert_llama_weights_to_hf applies.
+at::Tensor pairs_to_halves(const at::Tensor& w, int64_t heads, int64_t head_dim) {
+  const int64_t in = w.size(1);
+  return w.view({heads, head_dim / 2, 2, in}).transpose(1, 2).reshape({heads * head_dim, in});
+}
+
+}  // namespace
+
+LlamaWeights load_llama_weights(const ModelConfig& c, const TensorLookup& lookup, bool rope_pairs,
+                                const std::string& source, const ComputeOptions& o) {
+  auto get = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    const TensorEntry* e = lookup(name);
+    if (!e) throw Error::at(source, "tensor '" + name + "' not found (expected shape " + shape_string(shape) + ")");
+    return to_tensor(*e, shape, o);
+  };
+  const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads;
+  const int64_t I = c.intermediate_size, V = c.vocab_size;
+
+  LlamaWeights w;
+  w.embed = get("model.embed_tokens.weight", {V, d});
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    LlamaLayerWeights L;
+    L.attn_norm = get(p + "input_layernorm.weight", {d});
+    auto q = get(p + "self_attn.q_proj.weight", {H * hd, d});
+    auto k = get(p + "self_attn.k_proj.weight", {KVH * hd, d});
+    auto v = get(p + "self_attn.v_proj.weight", {KVH * hd, d});
+    if (rope_pairs) {
+      q = pairs_to_halves(q, H, hd);
+      k = pairs_to_halves(k, KVH, hd);
+    }
+    L.wqkv = at::cat({q, k, v}, 0);
+    L.wo = get(p + "self_attn.o_proj.weight", {d, H * hd});
+    L.mlp_norm = get(p + "post_attention_layernorm.weight", {d});
+    L.w_gate_up = at::cat({get(p + "mlp.gate_proj.weight", {I, d}), get(p + "mlp.up_proj.weight", {I, d})}, 0);
+    L.w_down = get(p + "mlp.down_proj.weight", {d, I});
+    w.layers.push_back(std::move(L));
+  }
+  w.norm = get("model.norm.weight", {d});
+  if (c.tie_word_embeddings) {
+    w.lm_head = w.embed;
+  } else {
+    if (!lookup("lm_head.weight"))
+      throw Error::at(source, "tensor 'lm_head.weight' not found and tie_word_embeddings is false");
+    w.lm_head = get("lm_head.weight", {V, d});
+  }
+  return w;
+}
+
+LlamaWeights random_llama_weights(const ModelConfig& c, uint64_t seed, const ComputeOptions& o) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto normal = [&](std::vector<int64_t> shape) {
+    return at::normal(0.0, 0.02, shape, gen, at::TensorOptions().dtype(at::kFloat)).to(o.device, o.dtype);
+  };
+  auto ones = [&](int64_t n) { return at::ones({n}, o.tensor_options()); };
+  const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads;
+  LlamaWeights w;
+  w.embed = normal({c.vocab_size, d});
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    w.layers.push_back({ones(d), normal({(H + 2 * KVH) * hd, d}), normal({d, H * hd}), ones(d),
+                        normal({2 * c.intermediate_size, d}), normal({d, c.intermediate_size})});
+  }
+  w.norm = ones(d);
+  w.lm_head = c.tie_word_embeddings ? w.embed : normal({c.vocab_size, d});
+  return w;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> hf_named_tensors(const ModelConfig& c, const LlamaWeights& w,
+                                                                 at::ScalarType dtype) {
+  auto out_t = [&](const at::Tensor& t) { return t.detach().to(at::kCPU, dtype).contiguous(); };
+  const int64_t hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads;
+  const int64_t I = c.intermediate_size;
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  out.emplace_back("model.embed_tokens.weight", out_t(w.embed));
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const LlamaLayerWeights& L = w.layers[l];
+    out.emplace_back(p + "input_layernorm.weight", out_t(L.attn_norm));
+    out.emplace_back(p + "self_attn.q_proj.weight", out_t(L.wqkv.narrow(0, 0, H * hd)));
+    out.emplace_back(p + "self_attn.k_proj.weight", out_t(L.wqkv.narrow(0, H * hd, KVH * hd)));
+    out.emplace_back(p + "self_attn.v_proj.weight", out_t(L.wqkv.narrow(0, (H + KVH) * hd, KVH * hd)));
+    out.emplace_back(p + "self_attn.o_proj.weight", out_t(L.wo));
+    out.emplace_back(p + "post_attention_layernorm.weight", out_t(L.mlp_norm));
+    out.emplace_back(p + "mlp.gate_proj.weight", out_t(L.w_gate_up.narrow(0, 0, I)));
+    out.emplace_back(p + "mlp.up_proj.weight", out_t(L.w_gate_up.narrow(0, I, I)));
+    out.emplace_back(p + "mlp.down_proj.weight", out_t(L.w_down));
+  }
+  out.emplace_back("model.norm.weight", out_t(w.norm));
+  if (!c.tie_word_embeddings) out.emplace_back("lm_head.weight", out_t(w.lm_head));
+  return out;
+}
+
+}  // namespace draftlab

@@ -1,0 +1,52 @@
+// LlamaWeights - the tensors of a Llama-family model, laid out for a fast forward:
+// q/k/v projections fused into one [(H + 2 KVH) * head_dim, d] matrix and gate/up into one [2 I, d] matrix,
+// so each layer runs 4 matrix products instead of 7. Loading and saving translate to/from Hugging Face names.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/io/model_config.h"
+#include "core/io/tensor_entry.h"
+#include "core/model/compute_options.h"
+
+namespace draftlab {
+
+struct LlamaLayerWeights {
+  at::Tensor attn_norm;  // [d]                      input_layernorm
+  at::Tensor wqkv;       // [(H + 2 KVH) * hd, d]    q_proj ; k_proj ; v_proj
+  at::Tensor wo;         // [d, H * hd]              o_proj
+  at::Tensor mlp_norm;   // [d]                      post_attention_layernorm
+  at::Tensor w_gate_up;  // [2 I, d]                 gate_proj ; up_proj
+  at::Tensor w_down;     // [d, I]                   down_proj
+};
+
+struct LlamaWeights {
+  at::Tensor embed;  // [vocab, d]
+  std::vector<LlamaLayerWeights> layers;
+  at::Tensor norm;     // [d]
+  at::Tensor lm_head;  // [vocab, d]; the same tensor as embed when tie_word_embeddings
+};
+
+// Finds a checkpoint tensor by Hugging Face name (nullptr if absent).
+using TensorLookup = std::function<const TensorEntry*(const std::string& name)>;
+
+// Builds the weights from checkpoint tensors, checking every shape against the config (a mismatch is an Error
+// naming file, tensor, expected and actual shape). `rope_pairs` = the checkpoint rotates consecutive pairs
+// (llama2.c / Meta layout): q and k rows are permuted to the halves convention.
+// `source` names the checkpoint in "tensor not found" errors.
+LlamaWeights load_llama_weights(const ModelConfig& config, const TensorLookup& lookup, bool rope_pairs,
+                                const std::string& source, const ComputeOptions& options);
+
+// Random weights (normal, std 0.02; norms at 1) for benchmarks and tests. Deterministic for a seed.
+LlamaWeights random_llama_weights(const ModelConfig& config, uint64_t seed, const ComputeOptions& options);
+
+// The tensors under Hugging Face names, split back out of the fused matrices, contiguous on CPU in `dtype`.
+std::vector<std::pair<std::string, at::Tensor>> hf_named_tensors(const ModelConfig& config,
+                                                                 const LlamaWeights& weights, at::ScalarType dtype);
+
+}  // namespace draftlab

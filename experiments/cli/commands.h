@@ -1,0 +1,8 @@
+// Subcommands of the `draftlab` executable. Each takes the arguments after its name and returns an exit code.
+#pragma once
+
+namespace draftlab::cli {
+
+int run_generate(int argc, char** argv);
+
+}  // namespace draftlab::cli

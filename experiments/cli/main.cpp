@@ -1,0 +1,45 @@
+// draftlab - command-line entry point. `draftlab <command> --help` documents each command.
+#include <ATen/Parallel.h>
+
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "core/base/error.h"
+#include "core/base/platform.h"
+#include "experiments/cli/commands.h"
+
+namespace {
+
+void print_usage() {
+  std::cout << "usage: draftlab <command> [options]\n\n"
+               "commands:\n"
+               "  generate   decode a prompt with a model and print text and tokens/s\n\n"
+               "Run 'draftlab <command> --help' for the options of a command.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Must run before the first BLAS call (it may re-execute the program with OPENBLAS_CORETYPE set).
+  draftlab::ensure_blas_coretype(argc, argv);
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    print_usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  try {
+    if (command == "generate") return draftlab::cli::run_generate(argc - 1, argv + 1);
+    std::cerr << "draftlab: unknown command '" << command << "'\n";
+    print_usage();
+    return 2;
+  } catch (const draftlab::Error& e) {
+    std::cerr << "draftlab " << command << ": error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    // c10::Error and friends: unexpected, but still a clean exit rather than a crash.
+    std::cerr << "draftlab " << command << ": internal error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,69 @@
+#include "experiments/cli/model_loading.h"
+
+#include <ATen/Parallel.h>
+
+#include <iostream>
+
+#include "core/base/error.h"
+#include "core/base/file_bytes.h"
+#include "core/base/platform.h"
+
+namespace po = boost::program_options;
+
+namespace draftlab::cli {
+
+void add_model_options(po::options_description& desc, ModelOptions& o) {
+  desc.add_options()
+      ("model,m", po::value(&o.model_path)->required(),
+       "Hugging Face model folder (config.json + safetensors), or a llama2.c .bin checkpoint")
+      ("tokenizer", po::value(&o.tokenizer_path),
+       "tokenizer file: tokenizer.json, tokenizer.model, llama2.c tokenizer.bin or .gguf "
+       "(default: tokenizer.json in the model folder)")
+      ("dtype", po::value(&o.dtype)->default_value(o.dtype), "compute dtype: float32, bfloat16, float16")
+      ("device", po::value(&o.device)->default_value(o.device), "cpu, cuda, cuda:N")
+      ("threads", po::value(&o.threads)->default_value(o.threads), "intra-op threads")
+      ("verbose,v", po::bool_switch(&o.verbose), "print the environment (BLAS, threads, model shape)");
+}
+
+LoadedModel load_model_and_tokenizer(const ModelOptions& o) {
+  check(o.threads > 0, "--threads: expected a positive number, got " + std::to_string(o.threads));
+  at::set_num_threads(o.threads);
+  ComputeOptions compute;
+  compute.dtype = parse_compute_dtype(o.dtype);
+  compute.device = parse_compute_device(o.device);
+  check_supported(compute);
+
+  if (o.verbose) {
+    std::cerr << "cpu: " << cpu_model_name() << "\n"
+              << "blas: " << blas_description() << "\n"
+              << "threads: " << at::get_num_threads() << "\n";
+  }
+
+  std::string tok_path = o.tokenizer_path;
+  if (tok_path.empty()) {
+    if (is_directory(o.model_path) && is_file(o.model_path + "/tokenizer.json")) {
+      tok_path = o.model_path + "/tokenizer.json";
+    } else {
+      throw Error("--tokenizer: required for " + o.model_path +
+                  " (no tokenizer.json in a model folder to default to)");
+    }
+  }
+
+  LoadedModel loaded;
+  loaded.model = LlamaModel::load(o.model_path, compute);
+  loaded.tokenizer = load_tokenizer(tok_path);
+  const ModelConfig& c = loaded.model->config();
+  if (loaded.tokenizer->vocab_size() > c.vocab_size)
+    throw Error::in_file(tok_path, "vocabulary size", "at most the model's vocab_size " + std::to_string(c.vocab_size),
+                         std::to_string(loaded.tokenizer->vocab_size()));
+  if (o.verbose) {
+    std::cerr << "model: " << o.model_path << " (" << loaded.model->num_parameters() << " parameters, d="
+              << c.hidden_size << ", layers=" << c.num_hidden_layers << ", heads=" << c.num_attention_heads << "/"
+              << c.num_key_value_heads << ", vocab=" << c.vocab_size << ", context=" << c.max_position_embeddings
+              << ", dtype=" << compute_dtype_name(compute.dtype) << ")\n"
+              << "tokenizer: " << tok_path << " (vocab " << loaded.tokenizer->vocab_size() << ")\n";
+  }
+  return loaded;
+}
+
+}  // namespace draftlab::cli

@@ -1,0 +1,35 @@
+// Shared command-line plumbing: the options every model-using command takes, and loading model + tokenizer.
+#pragma once
+
+#include <boost/program_options.hpp>
+
+#include <memory>
+#include <string>
+
+#include "core/model/llama_model.h"
+#include "core/text/tokenizer.h"
+
+namespace draftlab::cli {
+
+struct ModelOptions {
+  std::string model_path;
+  std::string tokenizer_path;  // empty: tokenizer.json in the model folder
+  std::string dtype = "float32";
+  std::string device = "cpu";
+  int threads = 2;
+  bool verbose = false;
+};
+
+// Adds --model, --tokenizer, --dtype, --device, --threads, --verbose.
+void add_model_options(boost::program_options::options_description& desc, ModelOptions& o);
+
+struct LoadedModel {
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+// Sets the thread count, prints the environment with --verbose, loads model and tokenizer, and checks that the
+// tokenizer's vocabulary fits the model's. Throws Error naming the file on any problem.
+LoadedModel load_model_and_tokenizer(const ModelOptions& o);
+
+}  // namespace draftlab::cli

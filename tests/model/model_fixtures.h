@@ -1,0 +1,67 @@
+// Small models for tests: random weights of a chosen shape (GQA by default), built in milliseconds.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model/llama_model.h"
+
+namespace draftlab::testing {
+
+inline ModelConfig tiny_config(int64_t kv_heads = 2, bool tied = false) {
+  ModelConfig c;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = kv_heads;
+  c.head_dim = 16;
+  c.vocab_size = 97;
+  c.max_position_embeddings = 128;
+  c.tie_word_embeddings = tied;
+  c.rms_norm_eps = 1e-5;
+  c.validate("tiny_config");
+  return c;
+}
+
+// Random weights scaled up (std 0.02 makes every logit ~0, hiding bugs): std 0.3 gives peaked, varied outputs.
+inline std::unique_ptr<LlamaModel> tiny_model(at::ScalarType dtype = at::kFloat, int64_t kv_heads = 2,
+                                              uint64_t seed = 7, bool tied = false) {
+  ComputeOptions o;
+  o.dtype = dtype;
+  ModelConfig c = tiny_config(kv_heads, tied);
+  LlamaWeights w = random_llama_weights(c, seed, ComputeOptions{});  // float32, then scaled and cast
+  auto scale = [&](at::Tensor& t, double s) { t = (t * s).to(dtype); };
+  scale(w.embed, 50.0);
+  for (auto& L : w.layers) {
+    scale(L.attn_norm, 1.0);
+    scale(L.wqkv, 10.0);
+    scale(L.wo, 10.0);
+    scale(L.mlp_norm, 1.0);
+    scale(L.w_gate_up, 10.0);
+    scale(L.w_down, 10.0);
+  }
+  scale(w.norm, 1.0);
+  w.lm_head = tied ? w.embed : (w.lm_head * 50.0).to(dtype);
+  return std::make_unique<LlamaModel>(c, std::move(w), o);
+}
+
+inline at::Tensor long_tensor(const std::vector<int64_t>& v) {
+  return at::tensor(v, at::TensorOptions().dtype(at::kLong));
+}
+
+inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kFloat) - b.to(at::kFloat)).abs().max().item<double>();
+}
+
+// max |a - b| relative to the scale of b (at least 1): comparable across dtypes and logit magnitudes.
+inline double rel_diff(const at::Tensor& a, const at::Tensor& b) {
+  const double scale = std::max(1.0, b.to(at::kFloat).abs().max().item<double>());
+  return max_abs_diff(a, b) / scale;
+}
+
+}  // namespace draftlab::testing

@@ -1,0 +1,41 @@
+// Paths to the peer test vectors in ../shared, and a skip for when they are absent.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <sys/stat.h>
+
+namespace draftlab::testing {
+
+// $DRAFTLAB_SHARED, else the ../shared beside the source tree.
+inline std::string shared_dir() {
+  const char* env = std::getenv("DRAFTLAB_SHARED");
+  return env && *env ? std::string(env) : std::string(DRAFTLAB_SHARED_DEFAULT);
+}
+inline std::string shared_path(const std::string& rel) { return shared_dir() + "/" + rel; }
+inline std::string source_path(const std::string& rel) { return std::string(DRAFTLAB_SOURCE_DIR) + "/" + rel; }
+inline bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// A scratch directory unique to this test process, created on first use.
+inline std::string temp_dir() {
+  static std::string dir = [] {
+    std::string d = "/tmp/draftlab-test-XXXXXX";
+    if (!::mkdtemp(d.data())) std::abort();
+    return d;
+  }();
+  return dir;
+}
+
+}  // namespace draftlab::testing
+
+// Skips the test with a clear message when a file from ../shared is missing.
+#define DRAFTLAB_REQUIRE_SHARED(rel)                                                                   \
+  do {                                                                                                 \
+    if (!::draftlab::testing::exists(::draftlab::testing::shared_path(rel)))                           \
+      GTEST_SKIP() << "missing " << ::draftlab::testing::shared_path(rel) << " (set DRAFTLAB_SHARED)"; \
+  } while (0)
