@@ -53,12 +53,11 @@ constexpr int kMaxArrayNesting = 8;
 constexpr uint32_t kMaxTensorDims = 4;
 
 // Sequential reader over the mapped file. Every read names what it is reading, so a truncated or lying file
-// fails with "<path>: <what>: expected N bytes at offset X, but the file ends at Y".
+// fails with "<path>: <what>: expected N bytes at offset X, got end of file at Y".
 class Cursor {
  public:
   Cursor(const std::string& path, const uint8_t* data, size_t size) : path_(path), data_(data), size_(size) {}
 
-  size_t offset() const { return pos_; }
   uint64_t remaining() const { return size_ - pos_; }
 
   template <typename T>

@@ -13,8 +13,8 @@ namespace draftlab {
 
 namespace {
 
-// x @ w^T. For a single row, a matrix-vector product: OpenBLAS's GEMV is several times faster than its GEMM
-// with m = 1, and decoding one token is the case that matters most.
+// x @ w^T with w column-major (see llama_weights.h). For a single row, a matrix-vector product: OpenBLAS's GEMV
+// is several times faster than its GEMM with m = 1, and decoding one token is the case that matters most.
 at::Tensor project(const at::Tensor& x, const at::Tensor& w) {
   if (x.size(0) == 1 && x.device().is_cpu()) return at::mv(w, x[0]).unsqueeze(0);
   return at::linear(x, w);
@@ -84,7 +84,7 @@ LlamaModel::LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions 
 
 int64_t LlamaModel::num_parameters() const {
   int64_t n = weights_.embed.numel() + weights_.norm.numel();
-  if (!weights_.lm_head.is_same(weights_.embed)) n += weights_.lm_head.numel();
+  if (!config_.tie_word_embeddings) n += weights_.lm_head.numel();
   for (const auto& L : weights_.layers)
     n += L.attn_norm.numel() + L.wqkv.numel() + L.wo.numel() + L.mlp_norm.numel() + L.w_gate_up.numel() +
          L.w_down.numel();

@@ -39,6 +39,22 @@ at::Tensor pairs_to_halves(const at::Tensor& w, int64_t heads, int64_t head_dim)
 
 }  // namespace
 
+at::Tensor column_major(const at::Tensor& m) {
+  if (m.dim() == 2 && m.stride(0) == 1 && m.stride(1) == m.size(0)) return m;
+  return m.t().contiguous().t();
+}
+
+void use_column_major(LlamaWeights& w) {
+  for (auto& L : w.layers) {
+    L.wqkv = column_major(L.wqkv);
+    L.wo = column_major(L.wo);
+    L.w_gate_up = column_major(L.w_gate_up);
+    L.w_down = column_major(L.w_down);
+  }
+  // A tied head gets its own column-major copy: the embedding lookup wants rows, the head wants columns.
+  w.lm_head = column_major(w.lm_head);
+}
+
 LlamaWeights load_llama_weights(const ModelConfig& c, const TensorLookup& lookup, bool rope_pairs,
                                 const std::string& source, const ComputeOptions& o) {
   auto get = [&](const std::string& name, const std::vector<int64_t>& shape) {
@@ -77,6 +93,7 @@ LlamaWeights load_llama_weights(const ModelConfig& c, const TensorLookup& lookup
       throw Error::at(source, "tensor 'lm_head.weight' not found and tie_word_embeddings is false");
     w.lm_head = get("lm_head.weight", {V, d});
   }
+  use_column_major(w);
   return w;
 }
 
@@ -95,6 +112,7 @@ LlamaWeights random_llama_weights(const ModelConfig& c, uint64_t seed, const Com
   }
   w.norm = ones(d);
   w.lm_head = c.tie_word_embeddings ? w.embed : normal({c.vocab_size, d});
+  use_column_major(w);
   return w;
 }
 

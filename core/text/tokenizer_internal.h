@@ -43,15 +43,7 @@ int parse_byte_piece(std::string_view piece);
 // SentencePiece do; it does not validate the sequence.
 size_t utf8_sequence_length(uint8_t lead);
 
-// FNV-1a: vocabulary lookups hash short pieces millions of times while encoding, where it beats std::hash.
-struct PieceHash {
-  size_t operator()(std::string_view s) const noexcept {
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-    return static_cast<size_t>(h);
-  }
-};
 // Piece text -> id. The views point into the tokenizer's own piece strings, which must outlive the index.
-using PieceIndex = std::unordered_map<std::string_view, int32_t, PieceHash>;
+using PieceIndex = std::unordered_map<std::string_view, int32_t>;
 
 }  // namespace draftlab

@@ -30,6 +30,9 @@ class Llama2cTokenizer final : public Tokenizer {
  public:
   Llama2cTokenizer(std::string path, std::vector<std::string> pieces, std::vector<float> scores)
       : path_(std::move(path)), pieces_(std::move(pieces)), scores_(std::move(scores)) {
+    // Most merge lookups miss; sparse buckets make a miss cheap.
+    lookup_.max_load_factor(0.25f);
+    lookup_.reserve(pieces_.size());
     // Duplicates would make run.c's bsearch pick an arbitrary one; the lowest id is the deterministic choice.
     for (size_t id = 0; id < pieces_.size(); ++id) lookup_.emplace(pieces_[id], static_cast<int32_t>(id));
   }
@@ -163,7 +166,6 @@ class Reader {
   explicit Reader(const FileBytes& f) : f_(f) {}
   bool at_end() const { return pos_ == f_.size(); }
   size_t remaining() const { return f_.size() - pos_; }
-  size_t offset() const { return pos_; }
 
   template <typename T>
   T read(const std::string& what) {

@@ -5,7 +5,7 @@
 #   usage: test_generate_cli.sh DRAFTLAB_BINARY SHARED_DIR
 set -u
 BIN=$1
-SHARED=$2
+SHARED=${DRAFTLAB_SHARED:-$2}
 fails=0
 passes=0
 ok() { passes=$((passes + 1)); echo "ok: $1"; }

@@ -47,6 +47,7 @@ inline std::unique_ptr<LlamaModel> tiny_model(at::ScalarType dtype = at::kFloat,
   }
   scale(w.norm, 1.0);
   w.lm_head = tied ? w.embed : (w.lm_head * 50.0).to(dtype);
+  use_column_major(w);
   return std::make_unique<LlamaModel>(c, std::move(w), o);
 }
 
