@@ -8,50 +8,11 @@
 #include "core/base/file_bytes.h"
 #include "core/io/llama2c_checkpoint.h"
 #include "core/io/safetensors.h"
+#include "core/model/llama_layer.h"
 
 namespace draftlab {
 
 namespace {
-
-// x @ w^T with w column-major (see llama_weights.h). For a single row, a matrix-vector product: OpenBLAS's GEMV
-// is several times faster than its GEMM with m = 1, and decoding one token is the case that matters most.
-at::Tensor project(const at::Tensor& x, const at::Tensor& w) {
-  if (x.size(0) == 1 && x.device().is_cpu()) return at::mv(w, x[0]).unsqueeze(0);
-  return at::linear(x, w);
-}
-
-// RMSNorm in float32 whatever the compute dtype (as Hugging Face does), then back.
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  auto xf = x.scalar_type() == at::kFloat ? x : x.to(at::kFloat);
-  auto normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return normed.to(x.scalar_type()) * weight;
-}
-
-// Additive attention mask [n, T] over the cache prefix (always visible) and the new tokens (per the ancestor
-// mask). Undefined when n == 1: a single token sees everything.
-at::Tensor attention_mask(const at::Tensor& ancestor, int64_t start, int64_t n, const ComputeOptions& o) {
-  if (n == 1) return {};
-  at::Tensor allowed = ancestor.defined() ? ancestor.to(o.device, at::kBool)
-                                          : at::ones({n, n}, at::TensorOptions().dtype(at::kBool).device(o.device)).tril();
-  auto mask = at::zeros({n, start + n}, o.tensor_options());
-  mask.narrow(1, start, n).masked_fill_(allowed.logical_not(), -std::numeric_limits<float>::infinity());
-  return mask;
-}
-
-// Grouped-query attention against the cache. q [n, H, hd]; k, v [KVH, T, hd]; mask [n, T] or undefined.
-// Query heads sharing a kv head are stacked as extra rows, so K and V are never repeated in memory.
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
-                     double scale) {
-  const int64_t n = q.size(0), H = q.size(1), hd = q.size(2), KVH = k.size(0), T = k.size(1);
-  const int64_t G = H / KVH;
-  auto qg = (q.transpose(0, 1) * scale).reshape({KVH, G * n, hd});
-  auto scores = at::bmm(qg, k.transpose(1, 2));  // [KVH, G n, T]
-  if (mask.defined()) scores = scores.view({KVH, G, n, T}).add(mask).view({KVH, G * n, T});
-  auto probs = scores.scalar_type() == at::kFloat ? at::softmax(scores, -1)
-                                                  : at::softmax(scores, -1, at::kFloat).to(scores.scalar_type());
-  auto out = at::bmm(probs, v);  // [KVH, G n, hd]
-  return out.view({H, n, hd}).transpose(0, 1).reshape({n, H * hd});
-}
 
 void check_forward_inputs(const ModelConfig& c, const KvCache& cache, const at::Tensor& tokens,
                           const at::Tensor& positions, const at::Tensor& mask, int64_t max_positions) {
@@ -69,12 +30,7 @@ void check_forward_inputs(const ModelConfig& c, const KvCache& cache, const at::
   if (pmin < 0 || pmax >= max_positions)
     throw Error("forward: position " + std::to_string(pmin < 0 ? pmin : pmax) +
                 " outside the context [0, " + std::to_string(max_positions) + ")");
-  if (mask.defined()) {
-    check(mask.dim() == 2 && mask.size(0) == n && mask.size(1) == n,
-          "forward: ancestor mask must be [n, n] for n = " + std::to_string(n));
-    check(mask.to(at::kBool).diagonal().all().item<bool>(),
-          "forward: ancestor mask must be true on the diagonal (each token sees itself)");
-  }
+  if (mask.defined()) check_ancestor_mask(mask, n);
 }
 
 }  // namespace
@@ -102,26 +58,13 @@ ForwardOutput LlamaModel::forward(KvCache& cache, const at::Tensor& tokens_in, c
   const auto tokens = tokens_in.to(options_.device);
   const auto positions = positions_in.to(options_.device);
   const int64_t n = tokens.size(0), start = cache.length(), T = start + n;
-  const int64_t H = c.num_attention_heads, KVH = c.num_key_value_heads, hd = c.head_dim;
-  const int64_t I = c.intermediate_size;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-
   const auto [cos, sin] = rope_.at_positions(positions);
   const auto mask = attention_mask(ancestor_mask, start, n, options_);
 
   ForwardOutput out;
   auto h = at::embedding(weights_.embed, tokens);  // [n, d]
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const LlamaLayerWeights& L = weights_.layers[l];
-    auto qkv = project(rms_norm(h, L.attn_norm, c.rms_norm_eps), L.wqkv);
-    auto qk = RotaryEmbedding::apply(qkv.narrow(1, 0, (H + KVH) * hd).view({n, H + KVH, hd}), cos, sin);
-    auto v = qkv.narrow(1, (H + KVH) * hd, KVH * hd).view({n, KVH, hd});
-    cache.write(l, start, qk.narrow(1, H, KVH).transpose(0, 1), v.transpose(0, 1));
-    auto attn = attention(qk.narrow(1, 0, H), cache.keys(l, T), cache.values(l, T), mask, scale);
-    h = h + project(attn, L.wo);
-
-    auto gate_up = project(rms_norm(h, L.mlp_norm, c.rms_norm_eps), L.w_gate_up);
-    h = h + project(at::silu(gate_up.narrow(1, 0, I)) * gate_up.narrow(1, I, I), L.w_down);
+    h = llama_decoder_layer(h, weights_.layers[l], c, cache, l, start, cos, sin, mask);
     for (int64_t want : fo.capture_layers)
       if (want == l) out.hidden.push_back(h);
   }

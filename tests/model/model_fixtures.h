@@ -12,7 +12,7 @@
 
 namespace draftlab::testing {
 
-inline ModelConfig tiny_config(int64_t kv_heads = 2, bool tied = false) {
+inline ModelConfig tiny_config(int64_t kv_heads = 2, bool tied = false, int64_t vocab = 97) {
   ModelConfig c;
   c.hidden_size = 64;
   c.intermediate_size = 96;
@@ -20,7 +20,7 @@ inline ModelConfig tiny_config(int64_t kv_heads = 2, bool tied = false) {
   c.num_attention_heads = 4;
   c.num_key_value_heads = kv_heads;
   c.head_dim = 16;
-  c.vocab_size = 97;
+  c.vocab_size = vocab;
   c.max_position_embeddings = 128;
   c.tie_word_embeddings = tied;
   c.rms_norm_eps = 1e-5;
@@ -30,10 +30,10 @@ inline ModelConfig tiny_config(int64_t kv_heads = 2, bool tied = false) {
 
 // Random weights scaled up (std 0.02 makes every logit ~0, hiding bugs): std 0.3 gives peaked, varied outputs.
 inline std::unique_ptr<LlamaModel> tiny_model(at::ScalarType dtype = at::kFloat, int64_t kv_heads = 2,
-                                              uint64_t seed = 7, bool tied = false) {
+                                              uint64_t seed = 7, bool tied = false, int64_t vocab = 97) {
   ComputeOptions o;
   o.dtype = dtype;
-  ModelConfig c = tiny_config(kv_heads, tied);
+  ModelConfig c = tiny_config(kv_heads, tied, vocab);
   LlamaWeights w = random_llama_weights(c, seed, ComputeOptions{});  // float32, then scaled and cast
   auto scale = [&](at::Tensor& t, double s) { t = (t * s).to(dtype); };
   scale(w.embed, 50.0);

@@ -1,0 +1,53 @@
+// DraftStrategy - the small lifecycle every drafter implements (in the spirit of llama.cpp's common/speculative):
+//
+//   begin(prompt, prompt_features, first_token)   once per sequence, after the target's prefill
+//   propose(request) -> DraftTree                 each cycle: continuations of request.sequence
+//   observe(result)                               each cycle: what the verifier accepted
+//
+// A new strategy is one file in strategies/ plus one line in strategies/registry.cpp. Strategies never touch
+// the target's KV cache; the verifier owns it. Whatever a strategy drafts, the output stays lossless.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/decoding/draft_tree.h"
+#include "core/decoding/verifier.h"
+#include "core/model/sampler.h"
+
+namespace draftlab {
+
+struct DraftRequest {
+  // Prompt plus everything generated so far. sequence.back() is the root: accepted, but not yet run through the
+  // target (its forward happens in the verification this draft is for).
+  const std::vector<int64_t>& sequence;
+  // Most nodes the tree may have (what is left of the context after the root). Drafting more is an error.
+  int32_t max_nodes;
+  // Most tokens still wanted (max_new_tokens left): deeper drafts would be thrown away.
+  int32_t max_depth;
+  // Decoding's sampler: its params (T > 0 lets a strategy sample its draft and record q) and random stream.
+  Sampler& sampler;
+};
+
+class DraftStrategy {
+ public:
+  virtual ~DraftStrategy() = default;
+
+  virtual std::string name() const = 0;
+
+  // A new sequence. prompt_features [P, d] are the target's features (final normed hidden states) of the prompt
+  // tokens; first_token is the token decoded from the prompt, i.e. the first root.
+  virtual void begin(const std::vector<int64_t>& prompt, const at::Tensor& prompt_features, int64_t first_token) = 0;
+
+  // Proposes a draft tree under request.sequence.back(). May be empty.
+  virtual DraftTree propose(const DraftRequest& request) = 0;
+
+  // The verification of the last proposal: accepted path, the next root (result.tokens.back()) and the
+  // target's features of the old root and accepted nodes.
+  virtual void observe(const VerifyResult& result) = 0;
+};
+
+}  // namespace draftlab

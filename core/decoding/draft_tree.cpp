@@ -1,0 +1,97 @@
+#include "core/decoding/draft_tree.h"
+
+#include <algorithm>
+
+#include "core/base/error.h"
+
+namespace draftlab {
+
+int32_t DraftTree::add(int64_t token, int32_t parent, float confidence, int32_t distribution) {
+  check(parent >= -1 && parent < size(),
+        "DraftTree::add: parent " + std::to_string(parent) + " must be -1 or an existing node (< " +
+            std::to_string(size()) + ")");
+  check(distribution >= -1 && distribution < static_cast<int32_t>(distributions_.size()),
+        "DraftTree::add: distribution index " + std::to_string(distribution) + " was not added");
+  DraftNode n;
+  n.token = token;
+  n.parent = parent;
+  n.depth = parent < 0 ? 1 : nodes_[parent].depth + 1;
+  n.confidence = confidence;
+  n.value = (parent < 0 ? 1.0f : nodes_[parent].value) * confidence;
+  n.distribution = distribution;
+  std::vector<int32_t>& siblings = parent < 0 ? root_children_ : children_[parent];
+  n.sibling_rank = static_cast<int32_t>(siblings.size());
+  const int32_t index = size();
+  siblings.push_back(index);
+  nodes_.push_back(n);
+  children_.emplace_back();
+  return index;
+}
+
+int32_t DraftTree::add_distribution(const at::Tensor& probs) {
+  distributions_.push_back(probs.reshape({-1}).to(at::kCPU, at::kFloat).contiguous());
+  return static_cast<int32_t>(distributions_.size()) - 1;
+}
+
+int32_t DraftTree::max_depth() const {
+  int32_t d = 0;
+  for (const auto& n : nodes_) d = std::max(d, n.depth);
+  return d;
+}
+
+std::vector<int64_t> DraftTree::tokens_with_root(int64_t root_token) const {
+  std::vector<int64_t> t{root_token};
+  for (const auto& n : nodes_) t.push_back(n.token);
+  return t;
+}
+
+std::vector<int64_t> DraftTree::positions_with_root(int64_t root_position) const {
+  std::vector<int64_t> p{root_position};
+  for (const auto& n : nodes_) p.push_back(root_position + n.depth);
+  return p;
+}
+
+at::Tensor DraftTree::ancestor_mask_with_root() const {
+  const int64_t n = size() + 1;
+  // Built on the host in a plain buffer: a few dozen nodes, where per-element tensor ops would cost microseconds.
+  std::vector<uint8_t> m(static_cast<size_t>(n * n), 0);
+  m[0] = 1;
+  for (int32_t i = 0; i < size(); ++i) {
+    uint8_t* row = &m[static_cast<size_t>((i + 1) * n)];
+    row[0] = 1;
+    for (int32_t j = i; j >= 0; j = nodes_[j].parent) row[j + 1] = 1;
+  }
+  return at::from_blob(m.data(), {n, n}, at::kByte).to(at::kBool);
+}
+
+std::vector<std::vector<int32_t>> DraftTree::leaf_paths() const {
+  std::vector<std::vector<int32_t>> paths;
+  for (int32_t i = 0; i < size(); ++i) {
+    if (!children_[i].empty()) continue;
+    std::vector<int32_t> path;
+    for (int32_t j = i; j >= 0; j = nodes_[j].parent) path.push_back(j);
+    std::reverse(path.begin(), path.end());
+    paths.push_back(std::move(path));
+  }
+  return paths;
+}
+
+DraftTree DraftTree::subtree(const std::vector<int32_t>& keep_in) const {
+  std::vector<int32_t> keep = keep_in;
+  std::sort(keep.begin(), keep.end());
+  keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+  DraftTree out;
+  out.distributions_ = distributions_;
+  std::vector<int32_t> new_index(nodes_.size(), -2);
+  for (int32_t old : keep) {
+    check(old >= 0 && old < size(), "DraftTree::subtree: node " + std::to_string(old) + " does not exist");
+    const DraftNode& n = nodes_[old];
+    const int32_t parent = n.parent < 0 ? -1 : new_index[n.parent];
+    check(parent != -2, "DraftTree::subtree: node " + std::to_string(old) + " kept without its parent " +
+                            std::to_string(n.parent));
+    new_index[old] = out.add(n.token, parent, n.confidence, n.distribution);
+  }
+  return out;
+}
+
+}  // namespace draftlab

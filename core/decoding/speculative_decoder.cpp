@@ -1,0 +1,124 @@
+#include "core/decoding/speculative_decoder.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/base/error.h"
+
+namespace draftlab {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// Rows the target cache gets beyond prompt + max_new_tokens: room for the last cycles' trees.
+constexpr int64_t kTreeRoom = 512;
+
+}  // namespace
+
+double SpeculativeResult::mean_accept_length() const {
+  if (cycles.empty()) return 0.0;
+  double total = 0.0;
+  for (const auto& c : cycles) total += c.accepted + 1;
+  return total / static_cast<double>(cycles.size());
+}
+
+double SpeculativeResult::draft_seconds() const {
+  double s = 0.0;
+  for (const auto& c : cycles) s += c.draft_seconds;
+  return s;
+}
+
+double SpeculativeResult::verify_seconds() const {
+  double s = 0.0;
+  for (const auto& c : cycles) s += c.verify_seconds;
+  return s;
+}
+
+SpeculativeDecoder::SpeculativeDecoder(const LlamaModel& target, DraftStrategy& strategy, AcceptanceRule rule)
+    : target_(target), strategy_(strategy), rule_(rule) {}
+
+SpeculativeResult SpeculativeDecoder::generate(const std::vector<int64_t>& prompt, const GenerationConfig& config,
+                                               const TokenCallback& on_token) {
+  const int64_t max_ctx = target_.config().max_position_embeddings;
+  const int64_t context = config.context_limit > 0 ? std::min(config.context_limit, max_ctx) : max_ctx;
+  check_prompt_fits(prompt, context);
+  check(config.max_new_tokens >= 0, "max_new_tokens must be >= 0");
+
+  SpeculativeResult result;
+  result.stop_reason = "max_new_tokens";
+  if (config.max_new_tokens == 0) return result;
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  KvCache cache = target_.make_cache(std::min(context, P + config.max_new_tokens + kTreeRoom));
+  Sampler sampler(config.sampling, config.seed);
+  Verifier verifier(target_, sampler, rule_);
+
+  // Emits a token unless it stops generation; returns false when generation is over.
+  auto emit = [&](int64_t token) {
+    if (std::find(config.stop_tokens.begin(), config.stop_tokens.end(), token) != config.stop_tokens.end()) {
+      result.stop_reason = "stop_token";
+      return false;
+    }
+    result.tokens.push_back(token);
+    if (on_token) on_token(token);
+    return static_cast<int64_t>(result.tokens.size()) < config.max_new_tokens;
+  };
+
+  // Prefill: the first token comes from the prompt's last logits, exactly as in vanilla decoding.
+  auto t0 = Clock::now();
+  ForwardOptions last_only;
+  last_only.logits = ForwardOptions::Logits::Last;
+  auto prefill = target_.forward_chain(cache, prompt, last_only);
+  result.forwards = 1;
+  const int64_t first = sampler.sample(prefill.logits[0]);
+  auto t1 = Clock::now();
+  result.prefill_seconds = seconds(t0, t1);
+
+  std::vector<int64_t> sequence = prompt;
+  sequence.push_back(first);
+  bool going = emit(first);
+  if (going) strategy_.begin(prompt, prefill.features, first);
+
+  while (going) {
+    if (cache.length() >= context) {  // the root cannot be fed: same bound as vanilla
+      result.stop_reason = "context";
+      break;
+    }
+    CycleStats stats;
+    const int64_t room = cache.capacity() - cache.length() - 1;
+    const int64_t wanted = config.max_new_tokens - static_cast<int64_t>(result.tokens.size());
+    DraftRequest request{sequence, static_cast<int32_t>(std::min<int64_t>(room, INT32_MAX)),
+                         static_cast<int32_t>(std::min<int64_t>(wanted, INT32_MAX)), sampler};
+    auto a = Clock::now();
+    DraftTree tree = strategy_.propose(request);
+    auto b = Clock::now();
+    if (tree.size() > room)
+      throw Error("strategy " + strategy_.name() + " drafted " + std::to_string(tree.size()) +
+                  " nodes, but only " + std::to_string(room) + " fit the context");
+    VerifyResult verified = verifier.verify(cache, sequence.back(), tree);
+    auto c = Clock::now();
+    strategy_.observe(verified);
+    auto d = Clock::now();
+    ++result.forwards;
+
+    stats.drafted = tree.size();
+    stats.accepted = static_cast<int32_t>(verified.accepted_nodes.size());
+    stats.draft_seconds = seconds(a, b) + seconds(c, d);
+    stats.verify_seconds = seconds(b, c);
+    for (const auto& r : verified.records) {
+      result.records.push_back(r);
+      result.record_cycle.push_back(static_cast<int32_t>(result.cycles.size()));
+    }
+    result.cycles.push_back(stats);
+
+    for (int64_t token : verified.tokens) {
+      sequence.push_back(token);
+      if (!(going = emit(token))) break;
+    }
+  }
+  result.decode_seconds = seconds(t1, Clock::now());
+  return result;
+}
+
+}  // namespace draftlab

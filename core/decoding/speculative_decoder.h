@@ -1,0 +1,50 @@
+// SpeculativeDecoder - prefill, then cycles of draft (strategy) / verify (Verifier) / update, until a stop
+// token, max_new_tokens or the end of the context. With an empty draft it is vanilla decoding through the same
+// loop. Records per-cycle statistics: accepted length, drafted and accepted counts, draft and verify time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/decoding/draft_strategy.h"
+#include "core/decoding/vanilla_decoder.h"
+#include "core/decoding/verifier.h"
+
+namespace draftlab {
+
+struct CycleStats {
+  int32_t drafted = 0;          // nodes in the tree
+  int32_t accepted = 0;         // accepted draft nodes (the cycle emits accepted + 1 tokens, before truncation)
+  double draft_seconds = 0.0;   // propose() + observe()
+  double verify_seconds = 0.0;  // target forward + acceptance + cache compaction
+};
+
+struct SpeculativeResult : GenerationResult {
+  std::vector<CycleStats> cycles;
+  std::vector<NodeRecord> records;      // every drafted node of every cycle
+  std::vector<int32_t> record_cycle;    // cycle index of each record
+
+  // tau: tokens per cycle (accepted drafts + the verifier's own token), EAGLE's "average acceptance length".
+  double mean_accept_length() const;
+  double draft_seconds() const;
+  double verify_seconds() const;
+};
+
+class SpeculativeDecoder {
+ public:
+  SpeculativeDecoder(const LlamaModel& target, DraftStrategy& strategy,
+                     AcceptanceRule rule = AcceptanceRule::Correct);
+
+  // Same contract as generate_vanilla (errors, stop rules, context bound); the same tokens at T = 0 and the same
+  // distribution at T > 0.
+  SpeculativeResult generate(const std::vector<int64_t>& prompt, const GenerationConfig& config,
+                             const TokenCallback& on_token = {});
+
+ private:
+  const LlamaModel& target_;
+  DraftStrategy& strategy_;
+  AcceptanceRule rule_;
+};
+
+}  // namespace draftlab

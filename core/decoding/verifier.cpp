@@ -1,0 +1,105 @@
+#include "core/decoding/verifier.h"
+
+#include "core/base/error.h"
+
+namespace draftlab {
+
+Verifier::Verifier(const LlamaModel& target, Sampler& sampler, AcceptanceRule rule)
+    : target_(target), sampler_(sampler), rule_(rule) {}
+
+VerifyResult Verifier::verify(KvCache& cache, int64_t root_token, const DraftTree& tree) {
+  const int32_t n = tree.size();
+  const int64_t start = cache.length();
+  cache.check_room(n + 1);
+
+  // One target forward over the root and every node; row r = 0 is the root, node i is row i + 1.
+  auto tokens = tree.tokens_with_root(root_token);
+  auto positions = tree.positions_with_root(start);
+  auto out = target_.forward(cache, at::tensor(tokens, at::kLong), at::tensor(positions, at::kLong),
+                             n > 0 ? tree.ancestor_mask_with_root() : at::Tensor());
+  const at::Tensor logits = out.logits.to(at::kCPU);
+
+  VerifyResult result;
+  int32_t node = -1;  // current position in the tree (-1 = root)
+  auto row_of = [](int32_t i) { return static_cast<int64_t>(i) + 1; };
+  auto children_of = [&](int32_t i) -> const std::vector<int32_t>& {
+    return i < 0 ? tree.children_of_root() : tree.children(i);
+  };
+
+  if (sampler_.params().greedy()) {
+    // The target's argmax at every row in one call; then walk down the matching children.
+    const auto argmax = logits.argmax(1).contiguous();
+    const int64_t* best = argmax.data_ptr<int64_t>();
+    while (true) {
+      const int64_t want = best[row_of(node)];
+      int32_t next = -1;
+      for (int32_t c : children_of(node))
+        if (tree.node(c).token == want) {
+          next = c;
+          break;
+        }
+      if (next < 0) {
+        result.tokens.push_back(want);
+        break;
+      }
+      result.accepted_nodes.push_back(next);
+      result.tokens.push_back(want);
+      node = next;
+    }
+  } else {
+    // Multi-round speculative sampling at each node, down the tree.
+    while (true) {
+      at::Tensor p = sampler_.distribution(logits[row_of(node)]);
+      int32_t next = -1;
+      for (int32_t c : children_of(node)) {
+        const DraftNode& d = tree.node(c);
+        const float px = p[d.token].item<float>();
+        const float qx = d.distribution < 0 ? 1.0f : tree.distribution(d.distribution)[d.token].item<float>();
+        if (qx > 0.0f && sampler_.uniform() < static_cast<double>(px) / qx) {
+          next = c;
+          break;
+        }
+        if (rule_ == AcceptanceRule::NoResidual) continue;  // the deliberate bug tests must catch
+        // Rejected: the next candidate (or the final sample) must come from the residual norm(max(0, p - q)).
+        at::Tensor residual;
+        if (d.distribution < 0) {
+          residual = p.clone();
+          residual[d.token] = 0.0f;
+        } else {
+          residual = (p - tree.distribution(d.distribution)).clamp_min(0.0f);
+        }
+        const double mass = residual.sum().item<double>();
+        // mass 0 means p <= q everywhere, i.e. p == q: then acceptance was certain and this is rounding.
+        if (mass > 0.0) p = residual / mass;
+      }
+      if (next < 0) {
+        result.tokens.push_back(sampler_.sample_from(p));
+        break;
+      }
+      result.accepted_nodes.push_back(next);
+      result.tokens.push_back(tree.node(next).token);
+      node = next;
+    }
+  }
+
+  // Keep the root and the accepted path in the target cache; drop the rejected branches.
+  std::vector<int64_t> keep_rows{start};
+  std::vector<int64_t> feature_rows{0};
+  for (int32_t a : result.accepted_nodes) {
+    keep_rows.push_back(start + row_of(a));
+    feature_rows.push_back(row_of(a));
+  }
+  cache.keep_rows(start, keep_rows);
+  result.features = out.features.index_select(0, at::tensor(feature_rows, at::kLong).to(out.features.device()));
+
+  result.records.reserve(n);
+  std::vector<bool> accepted(n, false);
+  for (int32_t a : result.accepted_nodes) accepted[a] = true;
+  for (int32_t i = 0; i < n; ++i) {
+    const DraftNode& d = tree.node(i);
+    result.records.push_back({d.depth, i, d.sibling_rank, d.confidence, d.value, accepted[i]});
+  }
+  return result;
+}
+
+}  // namespace draftlab

@@ -1,0 +1,65 @@
+// Verifier - scores a whole draft tree in one target forward and accepts tokens so that the output is exactly
+// what the target alone would produce: identical tokens at T = 0, identical distribution at T > 0.
+//
+// T = 0: walk down from the root; at each node take the target's argmax; accept the child carrying it (if any)
+// and continue, else stop. The final argmax is the bonus token.
+// T > 0: multi-round speculative sampling (EAGLE Algorithm 1, SpecInfer) at each node: p = the target's
+// processed distribution (Sampler::distribution: temperature, top-k, top-p, as vanilla decoding uses); try the
+// children in sibling order: accept child x with probability min(1, p(x) / q(x)), where q is the distribution
+// x was sampled from (a point mass on x for deterministic drafts); on rejection p <- norm(max(0, p - q)) and try
+// the next child; if all are rejected, sample the next token from what remains of p.
+// Afterwards the target KV cache keeps only the root and the accepted nodes (one compaction call).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/decoding/draft_tree.h"
+#include "core/model/kv_cache.h"
+#include "core/model/llama_model.h"
+#include "core/model/sampler.h"
+
+namespace draftlab {
+
+// One drafted node's fate: cheap, plain data for acceptance, per-position and calibration statistics.
+struct NodeRecord {
+  int32_t depth = 0;
+  int32_t tree_index = 0;  // flat index in the tree
+  int32_t sibling_rank = 0;
+  float confidence = 0.0f;
+  float value = 0.0f;
+  bool accepted = false;
+};
+
+struct VerifyResult {
+  std::vector<int32_t> accepted_nodes;  // flat indices of the accepted path, root-to-leaf
+  std::vector<int64_t> tokens;          // the accepted nodes' tokens, then the next token (bonus or correction)
+  // Target features [1 + accepted_nodes.size(), d]: of the root and of each accepted node, in order.
+  // (EAGLE heads need them: the feature of token t_i feeds the prediction of t_{i+2}.)
+  at::Tensor features;
+  std::vector<NodeRecord> records;  // one per drafted node, in flat order
+};
+
+// How the verifier decides at T > 0. Exposed so that tests can show a wrong rule is caught; use Correct.
+enum class AcceptanceRule {
+  Correct,
+  NoResidual,  // deliberately wrong: after a rejection, samples from the unmodified p (biased)
+};
+
+class Verifier {
+ public:
+  Verifier(const LlamaModel& target, Sampler& sampler, AcceptanceRule rule = AcceptanceRule::Correct);
+
+  // cache holds the committed context without the root; the root goes at cache.length().
+  // Throws Error if the tree does not fit the cache.
+  VerifyResult verify(KvCache& cache, int64_t root_token, const DraftTree& tree);
+
+ private:
+  const LlamaModel& target_;
+  Sampler& sampler_;
+  AcceptanceRule rule_;
+};
+
+}  // namespace draftlab

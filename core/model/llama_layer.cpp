@@ -1,0 +1,82 @@
+#include "core/model/llama_layer.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "core/base/error.h"
+#include "core/model/rope.h"
+
+namespace draftlab {
+
+namespace {
+
+// Grouped-query attention against the cache. q [n, H, hd]; k, v [KVH, T, hd]; mask [n, T] or undefined.
+// Query heads sharing a kv head are stacked as extra rows, so K and V are never repeated in memory.
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                     double scale) {
+  const int64_t n = q.size(0), H = q.size(1), hd = q.size(2), KVH = k.size(0), T = k.size(1);
+  const int64_t G = H / KVH;
+  auto qg = (q.transpose(0, 1) * scale).reshape({KVH, G * n, hd});
+  auto scores = at::bmm(qg, k.transpose(1, 2));  // [KVH, G n, T]
+  if (mask.defined()) scores = scores.view({KVH, G, n, T}).add(mask).view({KVH, G * n, T});
+  auto probs = scores.scalar_type() == at::kFloat ? at::softmax(scores, -1)
+                                                  : at::softmax(scores, -1, at::kFloat).to(scores.scalar_type());
+  auto out = at::bmm(probs, v);  // [KVH, G n, hd]
+  return out.view({H, n, hd}).transpose(0, 1).reshape({n, H * hd});
+}
+
+}  // namespace
+
+// x @ w^T with w column-major (see llama_weights.h). For a single row, a matrix-vector product: OpenBLAS's GEMV
+// is several times faster than its GEMM with m = 1, and decoding one token is the case that matters most.
+at::Tensor project(const at::Tensor& x, const at::Tensor& w) {
+  if (x.size(0) == 1 && x.device().is_cpu()) return at::mv(w, x[0]).unsqueeze(0);
+  return at::linear(x, w);
+}
+
+// RMSNorm in float32 whatever the compute dtype (as Hugging Face does), then back.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  auto xf = x.scalar_type() == at::kFloat ? x : x.to(at::kFloat);
+  auto normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return normed.to(x.scalar_type()) * weight;
+}
+
+// Additive attention mask [n, T] over the cache prefix (always visible) and the new tokens (per the ancestor
+// mask). Undefined when n == 1: a single token sees everything.
+at::Tensor attention_mask(const at::Tensor& ancestor, int64_t start, int64_t n, const ComputeOptions& o) {
+  if (n == 1) return {};
+  at::Tensor allowed = ancestor.defined() ? ancestor.to(o.device, at::kBool)
+                                          : at::ones({n, n}, at::TensorOptions().dtype(at::kBool).device(o.device)).tril();
+  auto mask = at::zeros({n, start + n}, o.tensor_options());
+  mask.narrow(1, start, n).masked_fill_(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+  return mask;
+}
+
+void check_ancestor_mask(const at::Tensor& mask, int64_t n) {
+  check(mask.dim() == 2 && mask.size(0) == n && mask.size(1) == n,
+        "forward: ancestor mask must be [n, n] for n = " + std::to_string(n));
+  check(mask.to(at::kBool).diagonal().all().item<bool>(),
+        "forward: ancestor mask must be true on the diagonal (each token sees itself)");
+}
+
+at::Tensor llama_decoder_layer(const at::Tensor& h, const LlamaLayerWeights& L, const ModelConfig& c, KvCache& cache,
+                               int64_t layer, int64_t start, const at::Tensor& cos, const at::Tensor& sin,
+                               const at::Tensor& mask, bool input_norm) {
+  const int64_t n = h.size(0), T = start + n;
+  const int64_t H = c.num_attention_heads, KVH = c.num_key_value_heads, hd = c.head_dim;
+  const int64_t I = c.intermediate_size;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+
+  auto qkv = project(input_norm ? rms_norm(h, L.attn_norm, c.rms_norm_eps) : h, L.wqkv);
+  auto qk = RotaryEmbedding::apply(qkv.narrow(1, 0, (H + KVH) * hd).view({n, H + KVH, hd}), cos, sin);
+  auto v = qkv.narrow(1, (H + KVH) * hd, KVH * hd).view({n, KVH, hd});
+  cache.write(layer, start, qk.narrow(1, H, KVH).transpose(0, 1), v.transpose(0, 1));
+  auto attn = attention(qk.narrow(1, 0, H), cache.keys(layer, T), cache.values(layer, T), mask, scale);
+  auto x = h + project(attn, L.wo);
+
+  auto gate_up = project(rms_norm(x, L.mlp_norm, c.rms_norm_eps), L.w_gate_up);
+  return x + project(at::silu(gate_up.narrow(1, 0, I)) * gate_up.narrow(1, I, I), L.w_down);
+}
+
+}  // namespace draftlab

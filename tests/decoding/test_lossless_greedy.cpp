@@ -1,0 +1,112 @@
+// T = 0 losslessness: every strategy produces exactly vanilla decoding's tokens (the independent truth is the
+// plain loop, generate_vanilla), on the peer models over 120 prompts from the six bench sets, plus the edge
+// cases: a stop token inside an accepted draft, and the end of the context.
+#include <gtest/gtest.h>
+
+#include "core/decoding/speculative_decoder.h"
+#include "core/decoding/vanilla_decoder.h"
+#include "core/model/llama_model.h"
+#include "lossless_fixtures.h"
+
+using namespace draftlab;
+using namespace draftlab::testing;
+
+namespace {
+
+const char* kTarget = "models/aidreams260K/aidreams260K.bin";
+const char* kTokenizer = "models/aidreams260K/tok512.bin";
+const char* kOther = "models/stories260K/stories260K.bin";  // same vocabulary size, different model
+
+class LosslessGreedy : public ::testing::TestWithParam<StrategyConfig> {
+ protected:
+  void SetUp() override {
+    DRAFTLAB_REQUIRE_SHARED(kTarget);
+    DRAFTLAB_REQUIRE_SHARED(kOther);
+    DRAFTLAB_REQUIRE_SHARED("data/bench/mt_bench/question.jsonl");
+    target = LlamaModel::load(shared_path(kTarget), ComputeOptions{});
+    tokenizer = load_tokenizer(shared_path(kTokenizer));
+    strategy = make_strategy(GetParam().name, StrategyContext{*target},
+                             StrategyOptions::parse(GetParam().options));
+  }
+  std::unique_ptr<LlamaModel> target;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<DraftStrategy> strategy;
+};
+
+TEST_P(LosslessGreedy, SameTokensAsVanillaOnBenchPrompts) {
+  auto prompts = bench_prompts(*tokenizer, 4, 48);  // 6 sets x 20 = 120 prompts
+  ASSERT_GE(prompts.size(), 100u);
+  GenerationConfig gen;
+  gen.max_new_tokens = 40;
+  gen.stop_tokens = {1};  // llama2.c models end a text with BOS
+  int64_t drafted = 0, accepted = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto want = generate_vanilla(*target, prompts[i], gen);
+    SpeculativeDecoder decoder(*target, *strategy);
+    auto got = decoder.generate(prompts[i], gen);
+    ASSERT_EQ(got.tokens, want.tokens) << "prompt " << i;
+    ASSERT_EQ(got.stop_reason, want.stop_reason) << "prompt " << i;
+    for (const auto& c : got.cycles) {
+      drafted += c.drafted;
+      accepted += c.accepted;
+    }
+  }
+  // Report what was exercised (a strategy that drafts nothing proves little beyond "vanilla").
+  std::cout << GetParam().label << ": drafted " << drafted << ", accepted " << accepted << "\n";
+  if (GetParam().name != "vanilla") EXPECT_GT(drafted, 0);
+  if (GetParam().label == "chain_self_draft") EXPECT_EQ(accepted, drafted) << "the target drafting for itself";
+}
+
+TEST_P(LosslessGreedy, StopTokenInsideADraft) {
+  // Take the 6th token vanilla generates as the stop token: both loops must stop right before it, even when it
+  // sits in the middle of an accepted draft.
+  auto prompts = bench_prompts(*tokenizer, 16, 32);
+  int stopped = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerationConfig gen;
+    gen.max_new_tokens = 30;
+    auto free_run = generate_vanilla(*target, prompts[i], gen);
+    if (free_run.tokens.size() < 8) continue;
+    gen.stop_tokens = {free_run.tokens[5]};
+    auto want = generate_vanilla(*target, prompts[i], gen);
+    SpeculativeDecoder decoder(*target, *strategy);
+    auto got = decoder.generate(prompts[i], gen);
+    ASSERT_EQ(got.tokens, want.tokens) << "prompt " << i;
+    ASSERT_EQ(got.stop_reason, "stop_token");
+    ++stopped;
+  }
+  EXPECT_GT(stopped, 3);
+}
+
+TEST_P(LosslessGreedy, EndOfContext) {
+  auto prompts = bench_prompts(*tokenizer, 40, 40);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    for (int64_t room : {1, 2, 7, 23}) {
+      GenerationConfig gen;
+      gen.max_new_tokens = 1000;
+      gen.context_limit = static_cast<int64_t>(prompts[i].size()) + room;
+      auto want = generate_vanilla(*target, prompts[i], gen);
+      SpeculativeDecoder decoder(*target, *strategy);
+      auto got = decoder.generate(prompts[i], gen);
+      ASSERT_EQ(got.tokens, want.tokens) << "prompt " << i << " room " << room;
+      ASSERT_EQ(got.stop_reason, want.stop_reason);
+    }
+  }
+  // The model's own context end (128 positions), from a long prompt.
+  GenerationConfig gen;
+  gen.max_new_tokens = 1000;
+  auto want = generate_vanilla(*target, prompts[0], gen);
+  SpeculativeDecoder decoder(*target, *strategy);
+  auto got = decoder.generate(prompts[0], gen);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(want.stop_reason, "context");
+}
+
+std::vector<StrategyConfig> configs() {
+  return all_strategy_configs(shared_path(kTarget), shared_path(kOther));
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, LosslessGreedy, ::testing::ValuesIn(configs()),
+                         [](const ::testing::TestParamInfo<StrategyConfig>& info) { return info.param.label; });
+
+}  // namespace

@@ -1,0 +1,152 @@
+// T > 0 losslessness: the empirical distribution of the first two generated tokens under each strategy must
+// match the target's exact distribution, computed by enumeration with the same processing vanilla decoding
+// uses (temperature, top-p). A chi-square statistic is compared with its 1e-6 quantile; the same test run with
+// a deliberately wrong acceptance rule must fail it, which shows the bound has power.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "core/decoding/speculative_decoder.h"
+#include "core/model/sampler.h"
+#include "lossless_fixtures.h"
+#include "model/model_fixtures.h"
+
+using namespace draftlab;
+using namespace draftlab::testing;
+
+namespace {
+
+constexpr int64_t kVocab = 8;
+constexpr int kRuns = 3000;
+
+// Wilson-Hilferty approximation of the chi-square quantile for `dof` degrees of freedom at normal quantile z.
+double chi_square_quantile(int dof, double z) {
+  const double k = dof, a = 2.0 / (9.0 * k);
+  return k * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
+}
+
+struct Exact {
+  std::map<std::pair<int64_t, int64_t>, double> p;  // P(first, second)
+};
+
+// Enumerates the first two tokens: P(x1, x2) = p(x1 | prompt) * p(x2 | prompt, x1), each from
+// Sampler::distribution, i.e. exactly what vanilla decoding samples from.
+Exact exact_distribution(const LlamaModel& m, const std::vector<int64_t>& prompt, const SamplingParams& sp) {
+  Sampler s(sp);
+  KvCache cache = m.make_cache(64);
+  auto first = s.distribution(m.forward_chain(cache, prompt).logits[prompt.size() - 1]);
+  Exact e;
+  for (int64_t x1 = 0; x1 < kVocab; ++x1) {
+    const double p1 = first[x1].item<double>();
+    if (p1 <= 0) continue;
+    KvCache c2 = m.make_cache(64);
+    std::vector<int64_t> seq = prompt;
+    seq.push_back(x1);
+    auto second = s.distribution(m.forward_chain(c2, seq).logits[seq.size() - 1]);
+    for (int64_t x2 = 0; x2 < kVocab; ++x2)
+      if (second[x2].item<double>() > 0) e.p[{x1, x2}] = p1 * second[x2].item<double>();
+  }
+  return e;
+}
+
+struct ChiSquare {
+  double statistic = 0;
+  int dof = 0;
+};
+
+ChiSquare chi_square(const Exact& e, const std::map<std::pair<int64_t, int64_t>, int>& counts, int n) {
+  ChiSquare r;
+  double small_expected = 0, small_observed = 0;
+  int cells = 0;
+  for (const auto& [cell, p] : e.p) {
+    const double expected = p * n;
+    const auto it = counts.find(cell);
+    const double observed = it == counts.end() ? 0 : it->second;
+    if (expected < 5) {  // pool rare cells, as the chi-square approximation needs
+      small_expected += expected;
+      small_observed += observed;
+      continue;
+    }
+    r.statistic += (observed - expected) * (observed - expected) / expected;
+    ++cells;
+  }
+  // Outcomes the target gives probability 0 must never occur.
+  double impossible = 0;
+  for (const auto& [cell, c] : counts)
+    if (!e.p.count(cell)) impossible += c;
+  small_observed += impossible;
+  if (small_expected > 0) {
+    r.statistic += (small_observed - small_expected) * (small_observed - small_expected) / small_expected;
+    ++cells;
+  } else if (impossible > 0) {
+    r.statistic = 1e9;
+  }
+  r.dof = std::max(1, cells - 1);
+  return r;
+}
+
+class LosslessSampling : public ::testing::TestWithParam<StrategyConfig> {
+ protected:
+  void SetUp() override {
+    // A small-vocabulary target (so the two-token outcome space can be enumerated) and a different draft model.
+    target = tiny_model(at::kFloat, 2, 21, false, kVocab);
+    std::string dir = temp_dir() + "/draft_" + GetParam().label;
+    ASSERT_EQ(std::system(("mkdir -p '" + dir + "'").c_str()), 0);
+    tiny_model(at::kFloat, 2, 99, false, kVocab)->save_hf(dir, at::kFloat);
+    target_dir = temp_dir() + "/target_" + GetParam().label;
+    ASSERT_EQ(std::system(("mkdir -p '" + target_dir + "'").c_str()), 0);
+    target->save_hf(target_dir, at::kFloat);
+    draft_dir = dir;
+  }
+
+  std::map<std::pair<int64_t, int64_t>, int> run(const SamplingParams& sp, AcceptanceRule rule) {
+    // The model paths exist only now: take this label's options with them filled in.
+    StrategyConfig cfg;
+    for (const auto& c : all_strategy_configs(target_dir, draft_dir))
+      if (c.label == GetParam().label) cfg = c;
+    auto strategy = make_strategy(cfg.name, StrategyContext{*target}, StrategyOptions::parse(cfg.options));
+    std::map<std::pair<int64_t, int64_t>, int> counts;
+    for (int r = 0; r < kRuns; ++r) {
+      GenerationConfig gen;
+      gen.max_new_tokens = 2;
+      gen.sampling = sp;
+      gen.seed = 1000 + r;
+      SpeculativeDecoder decoder(*target, *strategy, rule);
+      auto out = decoder.generate(prompt, gen);
+      counts[{out.tokens.at(0), out.tokens.at(1)}]++;
+    }
+    return counts;
+  }
+
+  // Repetitive, so that prompt lookup finds n-grams to propose.
+  std::vector<int64_t> prompt{1, 3, 5, 2, 3, 5, 2, 3};
+  std::unique_ptr<LlamaModel> target;
+  std::string target_dir, draft_dir;
+};
+
+TEST_P(LosslessSampling, FirstTwoTokensFollowTheTargetDistribution) {
+  for (SamplingParams sp : {SamplingParams{1.5, 0, 1.0}, SamplingParams{1.5, 0, 0.8}}) {
+    Exact e = exact_distribution(*target, prompt, sp);
+    auto counts = run(sp, AcceptanceRule::Correct);
+    auto chi = chi_square(e, counts, kRuns);
+    const double bound = chi_square_quantile(chi.dof, 4.75);  // ~1e-6 false-alarm rate
+    EXPECT_LT(chi.statistic, bound) << "top_p " << sp.top_p << " dof " << chi.dof;
+  }
+}
+
+TEST_P(LosslessSampling, AWrongAcceptanceRuleIsCaught) {
+  if (GetParam().name == "vanilla") GTEST_SKIP() << "no drafts: no acceptance rule to get wrong";
+  SamplingParams sp{1.5, 0, 1.0};
+  Exact e = exact_distribution(*target, prompt, sp);
+  auto counts = run(sp, AcceptanceRule::NoResidual);
+  auto chi = chi_square(e, counts, kRuns);
+  EXPECT_GT(chi.statistic, chi_square_quantile(chi.dof, 4.75))
+      << "sampling from p instead of the residual after a rejection biases towards drafted tokens";
+}
+
+// Labels only here; run() fills in the model paths made in SetUp.
+INSTANTIATE_TEST_SUITE_P(Strategies, LosslessSampling, ::testing::ValuesIn(all_strategy_configs("", "")),
+                         [](const ::testing::TestParamInfo<StrategyConfig>& info) { return info.param.label; });
+
+}  // namespace
