@@ -4,5 +4,6 @@
 namespace draftlab::cli {
 
 int run_generate(int argc, char** argv);
+int run_compare(int argc, char** argv);
 
 }  // namespace draftlab::cli

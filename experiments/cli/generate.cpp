@@ -1,22 +1,36 @@
-// draftlab generate: decode a prompt with the plain autoregressive loop, streaming text as it comes.
+// draftlab generate: decode a prompt, streaming text as it comes; vanilla by default, or any draft strategy
+// through the speculative loop (--strategy), with tau and the draft/verify time split at the end.
 #include <boost/program_options.hpp>
 
 #include <cstdio>
 #include <iostream>
 
 #include "core/base/error.h"
+#include "core/decoding/speculative_decoder.h"
 #include "core/decoding/vanilla_decoder.h"
 #include "core/text/text_stream.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/model_loading.h"
+#include "strategies/registry.h"
 
 namespace po = boost::program_options;
 
 namespace draftlab::cli {
 
+namespace {
+
+std::string strategy_help() {
+  std::string s = "draft strategy (default: the plain vanilla loop):";
+  for (const auto& info : strategy_table()) s += "\n    " + info.name + ": " + info.summary;
+  return s;
+}
+
+}  // namespace
+
 int run_generate(int argc, char** argv) {
   ModelOptions model_opts;
-  std::string prompt;
+  std::string prompt, strategy_name, chat_template = "plain";
+  std::vector<std::string> strategy_opts;
   GenerationConfig gen;
   bool print_ids = false;
 
@@ -25,12 +39,16 @@ int run_generate(int argc, char** argv) {
   desc.add_options()
       ("help,h", "show this help")
       ("prompt,p", po::value(&prompt)->required(), "prompt text (\"\" starts from BOS alone, as llama2.c does)")
+      ("chat-template", po::value(&chat_template)->default_value(chat_template),
+       "plain, vicuna, llama2-chat, llama3-instruct: wrap the prompt as one user turn")
       ("max-new-tokens,n", po::value(&gen.max_new_tokens)->default_value(128), "tokens to generate at most")
       ("temperature,t", po::value(&gen.sampling.temperature)->default_value(0.0), "0 = greedy")
       ("top-k", po::value(&gen.sampling.top_k)->default_value(0), "keep the k most probable tokens (0 = off)")
       ("top-p", po::value(&gen.sampling.top_p)->default_value(1.0), "nucleus sampling mass (1 = off)")
       ("seed", po::value(&gen.seed)->default_value(0), "random seed (runs with the same seed repeat exactly)")
       ("context", po::value(&gen.context_limit)->default_value(0), "context limit (0 = the model's)")
+      ("strategy,s", po::value(&strategy_name), strategy_help().c_str())
+      ("opt,o", po::value(&strategy_opts)->composing(), "strategy option key=value (repeatable), e.g. -o depth=6")
       ("print-ids", po::bool_switch(&print_ids), "print prompt and generated token ids after the text");
 
   po::variables_map vm;
@@ -44,22 +62,31 @@ int run_generate(int argc, char** argv) {
   } catch (const po::error& e) {
     throw Error(std::string(e.what()) + " (see draftlab generate --help)");
   }
+  if (!strategy_opts.empty() && strategy_name.empty()) throw Error("--opt given without --strategy");
 
   LoadedModel loaded = load_model_and_tokenizer(model_opts);
   const Tokenizer& tok = *loaded.tokenizer;
-  std::vector<int64_t> prompt_ids;
-  for (int32_t id : tok.encode(prompt, /*add_bos=*/true)) prompt_ids.push_back(id);
-  if (prompt_ids.empty())
-    throw Error("--prompt: empty prompt and the tokenizer has no BOS token to start from");
+  const std::vector<int64_t> prompt_ids = encode_prompt(tok, prompt, chat_template);
   for (int32_t eos : loaded.model->config().eos_token_ids) gen.stop_tokens.push_back(eos);
+  std::unique_ptr<DraftStrategy> strategy;
+  if (!strategy_name.empty())
+    strategy = make_strategy(strategy_name, StrategyContext{*loaded.model}, StrategyOptions::parse(strategy_opts));
 
   TextStream stream(tok);
   for (int64_t id : prompt_ids) std::cout << stream.push(static_cast<int32_t>(id));
   std::cout.flush();
-  auto result = generate_vanilla(*loaded.model, prompt_ids, gen, [&](int64_t id) {
+  auto on_token = [&](int64_t id) {
     std::cout << stream.push(static_cast<int32_t>(id));
     std::cout.flush();
-  });
+  };
+  GenerationResult result;
+  SpeculativeResult spec;
+  if (strategy) {
+    spec = SpeculativeDecoder(*loaded.model, *strategy).generate(prompt_ids, gen, on_token);
+    result = spec;
+  } else {
+    result = generate_vanilla(*loaded.model, prompt_ids, gen, on_token);
+  }
   std::cout << stream.finish() << "\n";
 
   if (print_ids) {
@@ -72,6 +99,17 @@ int run_generate(int argc, char** argv) {
   std::fprintf(stderr, "[%zu prompt tokens, %zu generated, stop: %s] prefill %.1f ms, decode %.3f s: %.1f tokens/s\n",
                prompt_ids.size(), result.tokens.size(), result.stop_reason.c_str(), result.prefill_seconds * 1e3,
                result.decode_seconds, result.tokens_per_second());
+  if (strategy) {
+    int64_t drafted = 0, accepted = 0;
+    for (const auto& c : spec.cycles) {
+      drafted += c.drafted;
+      accepted += c.accepted;
+    }
+    std::fprintf(stderr,
+                 "[%s] %zu cycles, tau %.2f tokens/cycle, drafted %ld accepted %ld; time: draft %.3f s, verify %.3f s\n",
+                 strategy->name().c_str(), spec.cycles.size(), spec.mean_accept_length(), (long)drafted,
+                 (long)accepted, spec.draft_seconds(), spec.verify_seconds());
+  }
   return 0;
 }
 

@@ -15,7 +15,8 @@ namespace {
 void print_usage() {
   std::cout << "usage: draftlab <command> [options]\n\n"
                "commands:\n"
-               "  generate   decode a prompt with a model and print text and tokens/s\n\n"
+               "  generate   decode a prompt (vanilla or --strategy NAME), print text, tokens/s and tau\n"
+               "  compare    strategies beside vanilla on the same prompts: speed, speedup, tau, identical output\n\n"
                "Run 'draftlab <command> --help' for the options of a command.\n";
 }
 
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   try {
     if (command == "generate") return draftlab::cli::run_generate(argc - 1, argv + 1);
+    if (command == "compare") return draftlab::cli::run_compare(argc - 1, argv + 1);
     std::cerr << "draftlab: unknown command '" << command << "'\n";
     print_usage();
     return 2;

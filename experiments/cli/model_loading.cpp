@@ -7,6 +7,7 @@
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
 #include "core/base/platform.h"
+#include "core/text/chat_template.h"
 
 namespace po = boost::program_options;
 
@@ -21,13 +22,25 @@ void add_model_options(po::options_description& desc, ModelOptions& o) {
        "(default: tokenizer.json in the model folder)")
       ("dtype", po::value(&o.dtype)->default_value(o.dtype), "compute dtype: float32, bfloat16, float16")
       ("device", po::value(&o.device)->default_value(o.device), "cpu, cuda, cuda:N")
-      ("threads", po::value(&o.threads)->default_value(o.threads), "intra-op threads")
+      ("threads", po::value(&o.threads)->default_value(o.threads),
+       "intra-op threads (0 = $OMP_NUM_THREADS, else all cores). Measure on an idle machine: a thread that shares "
+       "its core with another process stalls every parallel region")
       ("verbose,v", po::bool_switch(&o.verbose), "print the environment (BLAS, threads, model shape)");
 }
 
+std::vector<int64_t> encode_prompt(const Tokenizer& tokenizer, const std::string& text, const std::string& chat_template) {
+  const ChatTemplate t = parse_chat_template(chat_template);
+  const std::string rendered =
+      t == ChatTemplate::Plain ? text : render_chat(t, {{"user", text}}, /*add_generation_prompt=*/true);
+  std::vector<int64_t> ids;
+  for (int32_t id : tokenizer.encode(rendered, /*add_bos=*/t != ChatTemplate::Llama3Instruct)) ids.push_back(id);
+  if (ids.empty()) throw Error("--prompt: empty prompt and the tokenizer has no BOS token to start from");
+  return ids;
+}
+
 LoadedModel load_model_and_tokenizer(const ModelOptions& o) {
-  check(o.threads > 0, "--threads: expected a positive number, got " + std::to_string(o.threads));
-  at::set_num_threads(o.threads);
+  check(o.threads >= 0, "--threads: expected 0 (auto) or a positive number, got " + std::to_string(o.threads));
+  if (o.threads > 0) at::set_num_threads(o.threads);  // else libtorch's default: OMP_NUM_THREADS or all cores
   ComputeOptions compute;
   compute.dtype = parse_compute_dtype(o.dtype);
   compute.device = parse_compute_device(o.device);

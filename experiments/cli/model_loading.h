@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/model/llama_model.h"
 #include "core/text/tokenizer.h"
@@ -16,7 +17,7 @@ struct ModelOptions {
   std::string tokenizer_path;  // empty: tokenizer.json in the model folder
   std::string dtype = "float32";
   std::string device = "cpu";
-  int threads = 2;
+  int threads = 0;  // 0: $OMP_NUM_THREADS if set, else every core
   bool verbose = false;
 };
 
@@ -27,6 +28,10 @@ struct LoadedModel {
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<Tokenizer> tokenizer;
 };
+
+// Text to prompt ids: wraps the text as one user turn of the chat template (plain = the text itself) and adds
+// BOS where the template expects the tokenizer to (all but llama3-instruct). Throws Error on an empty result.
+std::vector<int64_t> encode_prompt(const Tokenizer& tokenizer, const std::string& text, const std::string& chat_template);
 
 // Sets the thread count, prints the environment with --verbose, loads model and tokenizer, and checks that the
 // tokenizer's vocabulary fits the model's. Throws Error naming the file on any problem.
