@@ -2,7 +2,10 @@
 
 #include "core/base/error.h"
 #include "strategies/chain_draft.h"
+#include "strategies/eagle2.h"
+#include "strategies/eagle_chain.h"
 #include "strategies/prompt_lookup.h"
+#include "strategies/static_tree.h"
 #include "strategies/vanilla.h"
 
 namespace draftlab {
@@ -15,6 +18,14 @@ const std::vector<StrategyInfo>& strategy_table() {
       {"pld", "prompt lookup, no model: copy what followed the last n-gram's latest occurrence: "
               "max_ngram=3 min_ngram=1 num_tokens=10",
        make_prompt_lookup_strategy},
+      {"eagle-chain", "EAGLE head, chain draft: depth=5 head=PATH (absent: random head, head_seed=0)",
+       make_eagle_chain_strategy},
+      {"static-tree", "EAGLE-1 static tree filled by an EAGLE head: tree=data/trees/mc_sim_7b_63.json (or a name "
+                      "under data/trees) head=PATH head_seed=0",
+       make_static_tree_strategy},
+      {"eagle2", "EAGLE-2 dynamic tree: total_tokens=60 (verified per cycle, root included) depth=6 top_k=10 "
+                 "rank_by=value|confidence rerank=true head=PATH head_seed=0",
+       make_eagle2_strategy},
   };
   return table;
 }

@@ -1,11 +1,16 @@
 #include "core/model/llama_layer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "core/base/error.h"
 #include "core/model/rope.h"
+#include "core/ops/skinny_gemm.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 
 namespace draftlab {
 
@@ -28,10 +33,30 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 
 }  // namespace
 
-// x @ w^T with w column-major (see llama_weights.h). For a single row, a matrix-vector product: OpenBLAS's GEMV
-// is several times faster than its GEMM with m = 1, and decoding one token is the case that matters most.
+// x @ w^T with w column-major (see llama_weights.h).
+// Few rows (decoding, verifying small trees) on CPU in float32: the skinny GEMM kernel, which streams the weight
+// once whatever n is (OpenBLAS's GEMM packs the whole matrix first: 2 rows cost ~4x one row). Its result for a
+// row does not depend on the other rows for n <= 12, so verifying a small tree repeats vanilla's arithmetic.
+// Everything else (more rows, other dtypes or devices, autograd): libtorch.
 at::Tensor project(const at::Tensor& x, const at::Tensor& w) {
-  if (x.size(0) == 1 && x.device().is_cpu()) return at::mv(w, x[0]).unsqueeze(0);
+  const int64_t n = x.size(0), in = x.size(1), out = w.size(0);
+  const bool column_major = w.dim() == 2 && w.stride(0) == 1 && w.stride(1) >= out;
+  const bool needs_grad = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad());
+  if (x.device().is_cpu() && x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat && column_major &&
+      !needs_grad && n <= skinny_gemm_max_rows()) {
+    const auto xc = x.contiguous();
+    auto y = at::empty({n, out}, x.options());
+    const float* xp = xc.data_ptr<float>();
+    const float* wp = w.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
+    const int64_t ldw = w.stride(1);
+    // Blocks of 64 outputs, at least 1024 per thread so small matrices are not split into tiny tasks.
+    at::parallel_for(0, (out + 63) / 64, 16, [&](int64_t b0, int64_t b1) {
+      skinny_gemm_f32(xp, in, wp, ldw, yp, out, n, in, b0 * 64, std::min(out, b1 * 64));
+    });
+    return y;
+  }
+  if (n == 1 && x.device().is_cpu()) return at::mv(w, x[0]).unsqueeze(0);
   return at::linear(x, w);
 }
 

@@ -1,27 +1,40 @@
 // Skinny GEMM kernel: y[n, out] = x[n, k] · w[k, out] for small n, w streamed from memory once per call.
 //
-// Blocking scheme (AVX2+FMA path):
-//   * The output range is cut into panels of NR columns (16..64 floats = 1..4 cache lines per weight row).
-//     A panel's weights, k x NR floats (288 x 16 x 4 B = 18 KB), are read from memory by the first row chunk and
-//     stay in L1/L2 while the remaining row chunks reuse them, so DRAM traffic is one pass over w for any n.
-//   * The rows of x are cut into chunks of MR <= 6 rows, sized evenly (n = 8 -> 4 + 4, not 6 + 2).
-//   * Micro-kernel: MR x NR accumulators held in ymm registers across the whole k loop. Per weight row i it loads
-//     the NR weights once, broadcasts x[r, i] per row and issues MR * NR / 8 FMAs. No packing: the weight rows are
-//     read in place (stride ldw) and the k loop software-prefetches the same rows of a panel a few panels ahead,
-//     because the hardware prefetchers cannot follow hundreds of page-crossing strided streams.
-//   * Panel width depends on n: few rows need wide panels to keep >= 8 independent FMA chains busy (FMA latency 4
-//     cycles, 2 FMA units), n >= 4 uses the classic 6 x 16 shape (12 accumulators + 2 weight + 1 broadcast reg).
-//   * Very long k is cut into blocks of KC rows (y accumulated across blocks) so a panel stays in L1/L2.
-//   * Tails: columns left over after the last full panel are done 8 at a time with the 1-vector kernel, the last
-//     < 8 with masked loads/stores; any n, k, o range and leading dimensions work.
-// For n = 1..3 the kernel is memory bound; from n ~ 4-5 on it becomes FMA bound (n rows cost n FMAs per weight),
-// so the time grows again, but much more slowly than OpenBLAS, which packs all of w for every call.
+// Why not BLAS: for n = 2..16 OpenBLAS packs all of w before computing, which costs 3-4x a GEMV. Here w is read in
+// place, exactly once, and each weight loaded into a register is used for all n rows before it is dropped.
 //
-// The portable path uses the same panel / row-chunk loop in plain C++ (the compiler vectorises the inner loop).
+// Blocking scheme (AVX2 + FMA path):
+//   * Micro-kernel: MR (<= 6) rows of x by NR = 8 * NV columns; the MR x NV ymm accumulators stay in registers
+//     over a block of kc weight rows. Per weight row it loads NV vectors, broadcasts x[r, i] per row and issues
+//     MR * NV FMAs. n rows are cut into balanced chunks (n = 8 -> 4 + 4, not 6 + 2). When there are several chunks
+//     the first one copies the kc x NR panel it reads into a small stack buffer, and the others read that copy (L1,
+//     aligned, and immune to cache-set aliasing when ldw is a multiple of 4 KB).
+//   * Loop order: output blocks of NB columns -> k blocks of kc rows -> panels of NR columns -> row chunks. Within
+//     a k block the panels sweep kc weight rows left to right, so only kc rows (8..64) are streamed at a time, each
+//     as one contiguous run: the hardware prefetchers keep up, which they cannot when a whole k x NR panel (288+
+//     rows, each in another page) is walked at a time. Software prefetch a few panels ahead in the same rows
+//     helps when w comes from DRAM (settings per n in avx2_config()).
+//   * The n x NB block of y is accumulated across k blocks in a per-thread scratch (L1/L2), placed so that its
+//     stores never 4K-alias the weight loads that follow (that stall cost 2x for power-of-two ldw), and copied out
+//     once per output block.
+//   * Settings depend on n: n <= 4 is memory bound (short k blocks, wide panels for >= 8 independent FMA chains);
+//     from n ~ 5 on the FMAs dominate (6 x 16 tiles, longer k blocks, less y traffic per FMA).
+//   * Tails: columns after the last full panel are done 8 at a time with the 1-vector kernel, the last < 8 with
+//     masked loads/stores; any n, k, o range and leading dimensions work.
+//
+// The portable path runs the same loop structure with 128-bit vectors (GCC/Clang vector extension: SSE2 / NEON).
+//
+// skinny_gemm_max_rows(): 16 on the AVX2 path - measured against OpenBLAS 0.3.21 (Zen kernels, one thread) on the
+// shapes of bench/skinny_gemm_bench.cpp, skinny is 1.05-1.6x faster at n = 16 and about even from n ~ 20-32 on,
+// where BLAS's packing is amortised and both are FMA bound. 2 on the portable path (no FMA, 4-wide: compute bound
+// from n = 3, and slower than BLAS from n = 4).
 #include "core/ops/skinny_gemm.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -29,6 +42,166 @@
 
 namespace draftlab {
 namespace {
+
+void zero_output(float* y, int64_t ldy, int64_t n, int64_t o_begin, int64_t o_end) {
+  for (int64_t j = 0; j < n; ++j) std::fill(y + j * ldy + o_begin, y + j * ldy + o_end, 0.0f);
+}
+
+// Full unrolling of the register-tile loops, early enough that the accumulator arrays become registers.
+#if defined(__clang__)
+#define DRAFTLAB_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define DRAFTLAB_UNROLL _Pragma("GCC unroll 16")
+#else
+#define DRAFTLAB_UNROLL
+#endif
+
+// Per-thread scratch, grown on demand (never shrinks).
+float* thread_scratch(int64_t floats) {
+  struct Buffer {
+    float* data = nullptr;
+    int64_t size = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buf;
+  if (buf.size < floats) {
+    std::free(buf.data);
+    buf.data = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>((floats * 4 + 63) / 64 * 64)));
+    buf.size = buf.data != nullptr ? floats : 0;
+    if (buf.data == nullptr) throw std::bad_alloc();
+  }
+  return buf.data;
+}
+
+// Returns the first float at or after base whose address is 2048 bytes away from ref modulo 4096. Stores there
+// never look like (4K-aliased) earlier writes to the weight rows being loaded next, which stalls loads.
+float* away_from(float* base, const float* ref) {
+  const uintptr_t want = (reinterpret_cast<uintptr_t>(ref) + 2048) & 4095;
+  const uintptr_t delta = (want - (reinterpret_cast<uintptr_t>(base) & 4095)) & 4095;
+  return base + delta / sizeof(float);
+}
+
+// Output block width NB for n rows: the n x NB block of y (budget bytes) stays in cache across k blocks. A multiple
+// of 1024 floats when the budget allows (then one away_from() placement suits every block), a multiple of nr
+// otherwise, never more than the (nr-aligned) range.
+int64_t output_block(int64_t n, int64_t budget, int64_t nr, int64_t range) {
+  int64_t nb = budget / (4 * n);
+  nb = nb >= 1024 ? nb / 1024 * 1024 : std::max(nr, nb / nr * nr);
+  return std::min(nb, std::max(nr, range));
+}
+
+// ---- portable path ------------------------------------------------------------------------------------------------
+// Same loop structure as the AVX2 path with 128-bit vectors (SSE2 on any x86-64, NEON on aarch64) through the
+// GCC/Clang vector extension; plain scalar code elsewhere. Tiles of MR <= 3 rows x 16 columns.
+
+constexpr int64_t kPortableNR = 16;
+constexpr int64_t kPortableMaxMR = 3;
+
+#if defined(__GNUC__)
+typedef float Vec4 __attribute__((vector_size(16)));
+
+inline Vec4 load4(const float* p) {
+  Vec4 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline void store4(float* p, Vec4 v) { std::memcpy(p, &v, sizeof(v)); }
+
+template <int MR>
+void portable_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, float* y, int64_t ldy, int64_t kc,
+                   bool accumulate) {
+  Vec4 acc[MR][4];
+  DRAFTLAB_UNROLL
+  for (int r = 0; r < MR; ++r) {
+    DRAFTLAB_UNROLL
+    for (int v = 0; v < 4; ++v) acc[r][v] = Vec4{0.0f, 0.0f, 0.0f, 0.0f};
+  }
+  for (int64_t i = 0; i < kc; ++i) {
+    const float* wr = w + i * ldw;
+    Vec4 wv[4];
+    DRAFTLAB_UNROLL
+    for (int v = 0; v < 4; ++v) wv[v] = load4(wr + 4 * v);
+    DRAFTLAB_UNROLL
+    for (int r = 0; r < MR; ++r) {
+      const float xv = x[r * ldx + i];
+      const Vec4 xb = {xv, xv, xv, xv};
+      DRAFTLAB_UNROLL
+      for (int v = 0; v < 4; ++v) acc[r][v] += xb * wv[v];
+    }
+  }
+  DRAFTLAB_UNROLL
+  for (int r = 0; r < MR; ++r) {
+    DRAFTLAB_UNROLL
+    for (int v = 0; v < 4; ++v) {
+      float* yp = y + r * ldy + 4 * v;
+      store4(yp, accumulate ? acc[r][v] + load4(yp) : acc[r][v]);
+    }
+  }
+}
+#else
+template <int MR>
+void portable_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, float* y, int64_t ldy, int64_t kc,
+                   bool accumulate) {
+  float acc[MR][kPortableNR] = {};
+  for (int64_t i = 0; i < kc; ++i) {
+    const float* wr = w + i * ldw;
+    for (int r = 0; r < MR; ++r) {
+      const float xv = x[r * ldx + i];
+      for (int c = 0; c < kPortableNR; ++c) acc[r][c] += xv * wr[c];
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int c = 0; c < kPortableNR; ++c) y[r * ldy + c] = accumulate ? y[r * ldy + c] + acc[r][c] : acc[r][c];
+  }
+}
+#endif
+
+void portable_gemm(const float* x, int64_t ldx, const float* w, int64_t ldw, float* y, int64_t ldy, int64_t n,
+                   int64_t k, int64_t o_begin, int64_t o_end) {
+  constexpr int64_t NR = kPortableNR;
+  const int64_t kc_step = n <= 3 ? 8 : 32;
+  const int64_t chunks = (n + kPortableMaxMR - 1) / kPortableMaxMR;
+  const int64_t full_end = o_begin + (o_end - o_begin) / NR * NR;
+  const int64_t nb = output_block(n, 64 << 10, NR, full_end - o_begin);
+  const int64_t sld = (nb + 1023) / 1024 * 1024;
+  float* scratch_base = thread_scratch(n * sld + 1024);
+  for (int64_t o = o_begin; o < full_end; o += nb) {
+    const int64_t ob_end = std::min(o + nb, full_end);
+    float* ys = away_from(scratch_base, w + o);
+    for (int64_t kb = 0; kb < k; kb += kc_step) {
+      const int64_t kc = std::min(kc_step, k - kb);
+      for (int64_t p = o; p < ob_end; p += NR) {
+        int64_t r0 = 0;
+        for (int64_t c = 0; c < chunks; ++c) {
+          const int64_t mr = n / chunks + (c < n % chunks ? 1 : 0);  // balanced chunks of <= 3 rows
+          const float* xs = x + r0 * ldx + kb;
+          const float* ws = w + kb * ldw + p;
+          float* yt = ys + r0 * sld + (p - o);
+          switch (mr) {
+            case 1: portable_tile<1>(xs, ldx, ws, ldw, yt, sld, kc, kb > 0); break;
+            case 2: portable_tile<2>(xs, ldx, ws, ldw, yt, sld, kc, kb > 0); break;
+            default: portable_tile<3>(xs, ldx, ws, ldw, yt, sld, kc, kb > 0); break;
+          }
+          r0 += mr;
+        }
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) std::memcpy(y + j * ldy + o, ys + j * sld, (ob_end - o) * sizeof(float));
+  }
+  // Column tail (< 16 columns): plain dot products.
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t o = full_end; o < o_end; ++o) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < k; ++i) acc += x[j * ldx + i] * w[i * ldw + o];
+      y[j * ldy + o] = acc;
+    }
+  }
+}
+
+// ---- AVX2 + FMA path ----------------------------------------------------------------------------------------------
+
+#if defined(__x86_64__)
+#define DRAFTLAB_AVX2 __attribute__((target("avx2,fma")))
 
 constexpr int64_t kMaxMR = 6;
 
@@ -40,183 +213,183 @@ int split_rows(int64_t n, int64_t max_mr, int64_t* mr, int max_chunks) {
   return static_cast<int>(chunks);
 }
 
-void zero_output(float* y, int64_t ldy, int64_t n, int64_t o_begin, int64_t o_end) {
-  for (int64_t j = 0; j < n; ++j) std::fill(y + j * ldy + o_begin, y + j * ldy + o_end, 0.0f);
-}
-
-// ---- portable path ------------------------------------------------------------------------------------------------
-
-constexpr int64_t kPortableNR = 16;
-constexpr int64_t kPortableMR = 4;
-
-// Full MR x 16 tile: fixed trip counts so the compiler vectorises the inner loop and keeps acc in registers.
-template <int MR>
-void portable_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, float* y, int64_t ldy, int64_t k,
-                   bool accumulate) {
-  float acc[MR][kPortableNR];
-  for (int r = 0; r < MR; ++r)
-    for (int c = 0; c < kPortableNR; ++c) acc[r][c] = accumulate ? y[r * ldy + c] : 0.0f;
-  for (int64_t i = 0; i < k; ++i) {
-    const float* wr = w + i * ldw;
-    for (int r = 0; r < MR; ++r) {
-      const float xv = x[r * ldx + i];
-      for (int c = 0; c < kPortableNR; ++c) acc[r][c] += xv * wr[c];
-    }
-  }
-  for (int r = 0; r < MR; ++r)
-    for (int c = 0; c < kPortableNR; ++c) y[r * ldy + c] = acc[r][c];
-}
-
-// Any tile up to kPortableMR x kPortableNR.
-void portable_tile_any(const float* x, int64_t ldx, const float* w, int64_t ldw, float* y, int64_t ldy, int64_t k,
-                       int64_t mr, int64_t nc) {
-  float acc[kPortableMR][kPortableNR] = {};
-  for (int64_t i = 0; i < k; ++i) {
-    const float* wr = w + i * ldw;
-    for (int64_t r = 0; r < mr; ++r) {
-      const float xv = x[r * ldx + i];
-      for (int64_t c = 0; c < nc; ++c) acc[r][c] += xv * wr[c];
-    }
-  }
-  for (int64_t r = 0; r < mr; ++r)
-    for (int64_t c = 0; c < nc; ++c) y[r * ldy + c] = acc[r][c];
-}
-
-constexpr int64_t kPortableKC = 512;
-
-void portable_gemm(const float* x, int64_t ldx, const float* w, int64_t ldw, float* y, int64_t ldy, int64_t n,
-                   int64_t k, int64_t o_begin, int64_t o_end) {
-  for (int64_t o = o_begin; o < o_end; o += kPortableNR) {
-    const int64_t nc = std::min(kPortableNR, o_end - o);
-    for (int64_t kb = 0; kb < k; kb += kPortableKC) {
-      const int64_t kc = std::min(kPortableKC, k - kb);
-      const bool accumulate = kb > 0;
-      for (int64_t r0 = 0; r0 < n; r0 += kPortableMR) {
-        const int64_t mr = std::min(kPortableMR, n - r0);
-        const float* xs = x + r0 * ldx + kb;
-        const float* ws = w + kb * ldw + o;
-        float* ys = y + r0 * ldy + o;
-        if (nc == kPortableNR && !accumulate && mr == kPortableMR) {
-          portable_tile<kPortableMR>(xs, ldx, ws, ldw, ys, ldy, kc, false);
-        } else if (nc == kPortableNR && mr == kPortableMR) {
-          portable_tile<kPortableMR>(xs, ldx, ws, ldw, ys, ldy, kc, true);
-        } else if (nc == kPortableNR && mr == 1) {
-          portable_tile<1>(xs, ldx, ws, ldw, ys, ldy, kc, accumulate);
-        } else if (!accumulate) {
-          portable_tile_any(xs, ldx, ws, ldw, ys, ldy, kc, mr, nc);
-        } else {
-          // Rare (k > KC and a partial tile): compute the block into a scratch tile, then add.
-          float tmp[kPortableMR * kPortableNR];
-          portable_tile_any(xs, ldx, ws, ldw, tmp, kPortableNR, kc, mr, nc);
-          for (int64_t r = 0; r < mr; ++r)
-            for (int64_t c = 0; c < nc; ++c) ys[r * ldy + c] += tmp[r * kPortableNR + c];
-        }
-      }
-    }
-  }
-}
-
-// ---- AVX2 + FMA path ----------------------------------------------------------------------------------------------
-
-#if defined(__x86_64__)
-#define DRAFTLAB_AVX2 __attribute__((target("avx2,fma")))
-
 // How one call is blocked; chosen from n by avx2_config().
 struct Avx2Config {
-  int nv;            // ymm vectors per panel row: NR = 8 * nv columns
-  int64_t max_mr;    // rows per chunk (<= kMaxMR)
-  int64_t kc;        // k block
-  int64_t pf_panels; // prefetch distance in panels (0: no software prefetch)
+  int nv;             // ymm vectors per panel row: panel width NR = 8 * nv columns (2, 4 or 8)
+  int64_t max_mr;     // rows of x per chunk (<= kMaxMR)
+  int64_t kc;         // weight rows per k block
+  int64_t y_bytes;    // budget for the n x NB block of y kept in cache across k blocks
+  int64_t pf_panels;  // software prefetch distance in panels (0: none)
 };
 
+// Measured on the AMD EPYC (Zen 3) dev machine, weights cold (DRAM) and hot (L3). n <= 4 is memory bound: short
+// k blocks (8 rows, so only 8 weight rows stream at once and the hardware prefetchers keep up) and wide panels
+// (>= 8 accumulators). From n ~ 5 on the FMAs dominate: 6 x 16 tiles, longer k blocks (less y traffic per FMA).
 Avx2Config avx2_config(int64_t n) {
-  if (n == 1) return {8, 1, 1024, 2};
-  if (n == 2) return {4, 2, 1024, 2};
-  if (n == 3) return {4, 3, 1024, 2};
-  return {2, kMaxMR, 512, 4};
+  if (n == 1) return {8, 1, 8, 64 << 10, 0};
+  if (n == 2) return {4, 2, 8, 64 << 10, 4};
+  if (n == 3) return {4, 3, 8, 64 << 10, 4};
+  if (n == 4) return {2, 4, 8, 64 << 10, 4};
+  if (n < 12) return {2, kMaxMR, 16, 64 << 10, 8};
+  return {2, kMaxMR, 64, 64 << 10, 1};
 }
 
-// MR rows x NV vectors micro-kernel over kc weight rows. Masked: the last vector uses mask (tail < 8 columns).
-// pf_off: prefetch w + i * ldw + pf_off (in floats) for every row i, one prefetch per cache line of the panel row.
-template <int MR, int NV, bool kMasked, bool kPrefetch>
-DRAFTLAB_AVX2 void avx2_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, float* y, int64_t ldy,
-                             int64_t kc, bool accumulate, __m256i mask, int64_t pf_off) {
+constexpr int64_t kMaxKC = 128;  // k block limit (size of the on-stack panel copy: kMaxKC x 64 floats max)
+
+// Lane mask for the first `count` (clamped to 0..8) floats of a vector.
+DRAFTLAB_AVX2 inline __m256i lane_mask(int64_t count) {
+  const int c = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(8, count)));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// MR rows x NR = 8 * NV columns micro-kernel over kc weight rows read in place (row stride ldw). The MR x NV
+// accumulators live in registers for the whole k loop. accumulate: add to y instead of overwriting it.
+// kMasked: the last vector only covers the lanes in mask (column tail). pf (if kPrefetch): for each row i, the
+// cache lines at pf + i * ldw (NR floats) are prefetched - the same rows of a panel further on.
+template <int MR, int NV, bool kMasked, bool kPrefetch, bool kPack>
+DRAFTLAB_AVX2 void tile(const float* x, int64_t ldx, const float* w, int64_t ldw, float* y, int64_t ldy, int64_t kc,
+                        bool accumulate, __m256i mask, const float* pf, float* pack) {
   __m256 acc[MR][NV];
+  DRAFTLAB_UNROLL
   for (int r = 0; r < MR; ++r) {
-    for (int v = 0; v < NV; ++v) {
-      if (!accumulate) {
-        acc[r][v] = _mm256_setzero_ps();
-      } else if (kMasked && v == NV - 1) {
-        acc[r][v] = _mm256_maskload_ps(y + r * ldy + 8 * v, mask);
-      } else {
-        acc[r][v] = _mm256_loadu_ps(y + r * ldy + 8 * v);
+    DRAFTLAB_UNROLL
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
+  }
+  for (int64_t i = 0; i < kc; ++i) {
+    const float* wr = w + i * ldw;
+    if (kPrefetch) {
+      DRAFTLAB_UNROLL
+      for (int l = 0; l < (NV + 1) / 2; ++l) {
+        _mm_prefetch(reinterpret_cast<const char*>(pf + i * ldw + 16 * l), _MM_HINT_T0);
       }
     }
-  }
-  const float* wr = w;
-  for (int64_t i = 0; i < kc; ++i, wr += ldw) {
-    if (kPrefetch) {
-      for (int l = 0; l < (NV + 1) / 2; ++l) _mm_prefetch(reinterpret_cast<const char*>(wr + pf_off + 16 * l), _MM_HINT_T0);
-    }
     __m256 wv[NV];
+    DRAFTLAB_UNROLL
     for (int v = 0; v < NV; ++v) {
       wv[v] = (kMasked && v == NV - 1) ? _mm256_maskload_ps(wr + 8 * v, mask) : _mm256_loadu_ps(wr + 8 * v);
+      if (kPack) _mm256_store_ps(pack + i * 8 * NV + 8 * v, wv[v]);
     }
+    DRAFTLAB_UNROLL
     for (int r = 0; r < MR; ++r) {
       const __m256 xb = _mm256_broadcast_ss(x + r * ldx + i);
+      DRAFTLAB_UNROLL
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(xb, wv[v], acc[r][v]);
     }
   }
+  DRAFTLAB_UNROLL
   for (int r = 0; r < MR; ++r) {
+    DRAFTLAB_UNROLL
     for (int v = 0; v < NV; ++v) {
-      if (kMasked && v == NV - 1) {
-        _mm256_maskstore_ps(y + r * ldy + 8 * v, mask, acc[r][v]);
+      float* yp = y + r * ldy + 8 * v;
+      const bool masked = kMasked && v == NV - 1;
+      if (accumulate) {
+        acc[r][v] = _mm256_add_ps(acc[r][v], masked ? _mm256_maskload_ps(yp, mask) : _mm256_loadu_ps(yp));
+      }
+      if (masked) {
+        _mm256_maskstore_ps(yp, mask, acc[r][v]);
       } else {
-        _mm256_storeu_ps(y + r * ldy + 8 * v, acc[r][v]);
+        _mm256_storeu_ps(yp, acc[r][v]);
       }
     }
   }
 }
 
 // Runtime mr (1..kMaxMR) -> template.
-template <int NV, bool kMasked, bool kPrefetch>
-DRAFTLAB_AVX2 void avx2_tile_mr(int64_t mr, const float* x, int64_t ldx, const float* w, int64_t ldw, float* y,
-                                int64_t ldy, int64_t kc, bool accumulate, __m256i mask, int64_t pf_off) {
+template <int NV, bool kMasked, bool kPrefetch, bool kPack>
+DRAFTLAB_AVX2 void tile_mr(int64_t mr, const float* x, int64_t ldx, const float* w, int64_t ldw, float* y,
+                           int64_t ldy, int64_t kc, bool accumulate, __m256i mask, const float* pf, float* pack) {
   switch (mr) {
-    case 1: avx2_tile<1, NV, kMasked, kPrefetch>(x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf_off); break;
-    case 2: avx2_tile<2, NV, kMasked, kPrefetch>(x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf_off); break;
-    case 3: avx2_tile<3, NV, kMasked, kPrefetch>(x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf_off); break;
-    case 4: avx2_tile<4, NV, kMasked, kPrefetch>(x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf_off); break;
-    case 5: avx2_tile<5, NV, kMasked, kPrefetch>(x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf_off); break;
-    default: avx2_tile<6, NV, kMasked, kPrefetch>(x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf_off); break;
+    case 1: tile<1, NV, kMasked, kPrefetch, kPack>(x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf, pack); break;
+    case 2: tile<2, NV, kMasked, kPrefetch, kPack>(x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf, pack); break;
+    case 3: tile<3, NV, kMasked, kPrefetch, kPack>(x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf, pack); break;
+    case 4: tile<4, NV, kMasked, kPrefetch, kPack>(x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf, pack); break;
+    case 5: tile<5, NV, kMasked, kPrefetch, kPack>(x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf, pack); break;
+    default: tile<6, NV, kMasked, kPrefetch, kPack>(x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf, pack); break;
   }
 }
 
-// Full panels of NV vectors over [o_begin, o_begin + panels * 8 * NV).
-template <int NV>
-DRAFTLAB_AVX2 void avx2_panels(const Avx2Config& cfg, const int64_t* mr, int chunks, const float* x, int64_t ldx,
-                               const float* w, int64_t ldw, float* y, int64_t ldy, int64_t k, int64_t o_begin,
-                               int64_t panels) {
+// Rows of x in chunks (sizes mr[0..chunks)), one panel / k block. The first chunk reads the weights in place (and
+// prefetches); when there are more chunks it also copies the panel into pack (kc x NR contiguous floats, L1) and
+// the other chunks read that copy: no cache-set aliasing however large ldw is, aligned loads.
+template <int NV, bool kMasked>
+DRAFTLAB_AVX2 void chunks_tile(const int64_t* mr, int chunks, const float* x, int64_t ldx, const float* w,
+                               int64_t ldw, float* y, int64_t ldy, int64_t kc, bool accumulate, __m256i mask,
+                               const float* pf, float* pack) {
   constexpr int64_t NR = 8 * NV;
-  const __m256i no_mask = _mm256_set1_epi32(-1);
-  const int64_t pf_off = cfg.pf_panels * NR;
-  for (int64_t p = 0; p < panels; ++p) {
-    const int64_t o = o_begin + p * NR;
-    const bool prefetch = cfg.pf_panels > 0 && p + cfg.pf_panels < panels;
-    for (int64_t kb = 0; kb < k; kb += cfg.kc) {
-      const int64_t kc = std::min(cfg.kc, k - kb);
-      int64_t r0 = 0;
-      for (int c = 0; c < chunks; ++c) {
-        const float* xs = x + r0 * ldx + kb;
-        const float* ws = w + kb * ldw + o;
-        float* ys = y + r0 * ldy + o;
-        // Only the first chunk prefetches: later chunks re-read the same, now cached, panel.
-        if (prefetch && c == 0) {
-          avx2_tile_mr<NV, false, true>(mr[c], xs, ldx, ws, ldw, ys, ldy, kc, kb > 0, no_mask, pf_off);
-        } else {
-          avx2_tile_mr<NV, false, false>(mr[c], xs, ldx, ws, ldw, ys, ldy, kc, kb > 0, no_mask, 0);
+  if (chunks == 1) {
+    if (pf != nullptr) {
+      tile_mr<NV, kMasked, true, false>(mr[0], x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf, nullptr);
+    } else {
+      tile_mr<NV, kMasked, false, false>(mr[0], x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf, nullptr);
+    }
+    return;
+  }
+  if (pf != nullptr) {
+    tile_mr<NV, kMasked, true, true>(mr[0], x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf, pack);
+  } else {
+    tile_mr<NV, kMasked, false, true>(mr[0], x, ldx, w, ldw, y, ldy, kc, accumulate, mask, pf, pack);
+  }
+  int64_t r0 = mr[0];
+  for (int c = 1; c < chunks; ++c) {
+    tile_mr<NV, kMasked, false, false>(mr[c], x + r0 * ldx, ldx, pack, NR, y + r0 * ldy, ldy, kc, accumulate, mask,
+                                       nullptr, nullptr);
+    r0 += mr[c];
+  }
+}
+
+// Loop order: output blocks of NB columns, k blocks of kc rows, panels of NR columns, row chunks. Within a k block
+// the panels sweep kc weight rows left to right, so each weight row is read as a contiguous run (few concurrent
+// streams: the hardware prefetchers keep up) and W is read from memory exactly once. The n x NB block of y is
+// accumulated in a private scratch (L1/L2) placed so that its stores do not 4K-alias the weight loads, and copied
+// to y once per output block.
+template <int NV>
+DRAFTLAB_AVX2 void avx2_gemm_nv(const Avx2Config& cfg, const int64_t* mr, int chunks, const float* x, int64_t ldx,
+                                const float* w, int64_t ldw, float* y, int64_t ldy, int64_t n, int64_t k,
+                                int64_t o_begin, int64_t o_end) {
+  constexpr int64_t NR = 8 * NV;
+  const __m256i all = _mm256_set1_epi32(-1);
+  const int64_t full_end = o_begin + (o_end - o_begin) / NR * NR;
+  const int64_t nb = output_block(n, cfg.y_bytes, NR, full_end - o_begin);
+  const int64_t sld = (nb + 1023) / 1024 * 1024;  // scratch row stride: 4 KB multiple, all rows alias alike
+  float* scratch_base = thread_scratch(n * sld + 1024);
+  alignas(64) float pack[kMaxKC * NR];
+  const int64_t kc_step = std::min(cfg.kc, kMaxKC);
+  for (int64_t o = o_begin; o < full_end; o += nb) {
+    const int64_t ob_end = std::min(o + nb, full_end);
+    const int64_t panels = (ob_end - o) / NR;
+    float* ys = away_from(scratch_base, w + o);
+    for (int64_t kb = 0; kb < k; kb += kc_step) {
+      const int64_t kc = std::min(kc_step, k - kb);
+      for (int64_t p = 0; p < panels; ++p) {
+        // Prefetch target: the same rows pf_panels panels on; past this block, the next block's first panels.
+        const float* pf = nullptr;
+        if (cfg.pf_panels > 0) {
+          const int64_t q = p + cfg.pf_panels;
+          if (q < panels) {
+            pf = w + kb * ldw + o + q * NR;
+          } else if (kb + 2 * kc <= k) {  // the next k block has (at least) kc rows too
+            pf = w + (kb + kc) * ldw + o + (q - panels) * NR;
+          } else if (ob_end < full_end) {
+            pf = w + ob_end + (q - panels) * NR;
+          }
         }
-        r0 += mr[c];
+        chunks_tile<NV, false>(mr, chunks, x + kb, ldx, w + kb * ldw + o + p * NR, ldw, ys + p * NR, sld, kc,
+                               kb > 0, all, pf, pack);
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) std::memcpy(y + j * ldy + o, ys + j * sld, (ob_end - o) * sizeof(float));
+  }
+  // Column tail (< NR): 8 columns at a time, the last < 8 masked.
+  for (int64_t o = full_end; o < o_end; o += 8) {
+    const int64_t nc = std::min<int64_t>(8, o_end - o);
+    const __m256i mask = lane_mask(nc);
+    for (int64_t kb = 0; kb < k; kb += kc_step) {
+      const int64_t kc = std::min(kc_step, k - kb);
+      const float* ws = w + kb * ldw + o;
+      if (nc == 8) {
+        chunks_tile<1, false>(mr, chunks, x + kb, ldx, ws, ldw, y + o, ldy, kc, kb > 0, mask, nullptr, pack);
+      } else {
+        chunks_tile<1, true>(mr, chunks, x + kb, ldx, ws, ldw, y + o, ldy, kc, kb > 0, mask, nullptr, pack);
       }
     }
   }
@@ -227,40 +400,17 @@ DRAFTLAB_AVX2 void avx2_gemm(const float* x, int64_t ldx, const float* w, int64_
   const Avx2Config cfg = avx2_config(n);
   int64_t mr[16];
   const int chunks = split_rows(n, cfg.max_mr, mr, 16);
-  if (chunks < 0) {  // n > 96: not a skinny problem, but stay correct: do it in slices of rows.
+  if (chunks < 0) {  // more than 16 chunks: not a skinny problem, but stay correct: do it in slices of rows.
     const int64_t step = 16 * cfg.max_mr;
     for (int64_t j = 0; j < n; j += step) {
       avx2_gemm(x + j * ldx, ldx, w, ldw, y + j * ldy, ldy, std::min(step, n - j), k, o_begin, o_end);
     }
     return;
   }
-  const int64_t nr = 8 * cfg.nv;
-  const int64_t panels = (o_end - o_begin) / nr;
   switch (cfg.nv) {
-    case 8: avx2_panels<8>(cfg, mr, chunks, x, ldx, w, ldw, y, ldy, k, o_begin, panels); break;
-    case 4: avx2_panels<4>(cfg, mr, chunks, x, ldx, w, ldw, y, ldy, k, o_begin, panels); break;
-    default: avx2_panels<2>(cfg, mr, chunks, x, ldx, w, ldw, y, ldy, k, o_begin, panels); break;
-  }
-  // Tail columns: 8 at a time, the last < 8 masked.
-  for (int64_t o = o_begin + panels * nr; o < o_end; o += 8) {
-    const int64_t nc = std::min<int64_t>(8, o_end - o);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nc)), lane);
-    for (int64_t kb = 0; kb < k; kb += cfg.kc) {
-      const int64_t kc = std::min(cfg.kc, k - kb);
-      int64_t r0 = 0;
-      for (int c = 0; c < chunks; ++c) {
-        const float* xs = x + r0 * ldx + kb;
-        const float* ws = w + kb * ldw + o;
-        float* ys = y + r0 * ldy + o;
-        if (nc == 8) {
-          avx2_tile_mr<1, false, false>(mr[c], xs, ldx, ws, ldw, ys, ldy, kc, kb > 0, mask, 0);
-        } else {
-          avx2_tile_mr<1, true, false>(mr[c], xs, ldx, ws, ldw, ys, ldy, kc, kb > 0, mask, 0);
-        }
-        r0 += mr[c];
-      }
-    }
+    case 8: avx2_gemm_nv<8>(cfg, mr, chunks, x, ldx, w, ldw, y, ldy, n, k, o_begin, o_end); break;
+    case 4: avx2_gemm_nv<4>(cfg, mr, chunks, x, ldx, w, ldw, y, ldy, n, k, o_begin, o_end); break;
+    default: avx2_gemm_nv<2>(cfg, mr, chunks, x, ldx, w, ldw, y, ldy, n, k, o_begin, o_end); break;
   }
 }
 
@@ -286,7 +436,7 @@ const Dispatch& dispatch() {
 #if defined(__x86_64__)
     if (cpu_has_avx2_fma()) return Dispatch{avx2_gemm, "avx2+fma", 16};
 #endif
-    return Dispatch{portable_gemm, "portable", 4};
+    return Dispatch{portable_gemm, "portable", 2};
   }();
   return d;
 }

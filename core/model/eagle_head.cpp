@@ -1,0 +1,307 @@
+#include "core/model/eagle_head.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/base/error.h"
+#include "core/base/file_bytes.h"
+#include "core/io/safetensors.h"
+#include "core/model/llama_layer.h"
+
+namespace draftlab {
+
+namespace {
+
+using nlohmann::json;
+
+const char* const kInputKey = "draftlab_eagle_input";
+
+// The head's RoPE table must cover every position the target can reach (a published head's config may say 2048
+// for a target with a longer context); the frequencies do not depend on the table length.
+ModelConfig rope_config(ModelConfig head, const LlamaModel& target) {
+  head.max_position_embeddings = std::max(head.max_position_embeddings, target.config().max_position_embeddings);
+  return head;
+}
+
+at::ScalarType torch_dtype(const TensorEntry& e) {
+  switch (e.dtype) {
+    case DType::F32: return at::kFloat;
+    case DType::F16: return at::kHalf;
+    case DType::BF16: return at::kBFloat16;
+    default: throw Error::in_file(e.file, e.name + " dtype", "F32, F16 or BF16", dtype_name(e.dtype));
+  }
+}
+
+// A checkpoint tensor on the compute device and dtype, after checking its shape.
+at::Tensor to_tensor(const TensorEntry& e, const std::vector<int64_t>& expected, const ComputeOptions& o,
+                     const std::string& why) {
+  if (e.shape != expected) throw Error::in_file(e.file, e.name + " shape", shape_string(expected) + why, shape_string(e.shape));
+  auto t = at::empty(e.shape, at::TensorOptions().dtype(torch_dtype(e)));
+  if (e.nbytes) std::memcpy(t.data_ptr(), e.data, e.nbytes);  // copy: safetensors data need not be aligned
+  return t.to(o.device, o.dtype);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Checks the inputs of one head forward; cheap enough to run on every draft step.
+void check_inputs(const ModelConfig& c, const KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
+                  const at::Tensor& positions, int64_t max_positions) {
+  check(tokens.dim() == 1 && tokens.size(0) > 0, "EagleHead::forward: tokens must be a non-empty 1-D tensor");
+  const int64_t n = tokens.size(0);
+  check(tokens.scalar_type() == at::kLong && positions.scalar_type() == at::kLong,
+        "EagleHead::forward: tokens and positions must be int64");
+  check(positions.dim() == 1 && positions.size(0) == n, "EagleHead::forward: positions must have one entry per token");
+  check(features.dim() == 2 && features.size(0) == n && features.size(1) == c.hidden_size,
+        "EagleHead::forward: features must be [n, " + std::to_string(c.hidden_size) + "] for n = " + std::to_string(n) +
+            ", got " + shape_string(features.sizes().vec()));
+  cache.check_room(n);
+  const int64_t tmin = tokens.min().item<int64_t>(), tmax = tokens.max().item<int64_t>();
+  if (tmin < 0 || tmax >= c.vocab_size)
+    throw Error("EagleHead::forward: token id " + std::to_string(tmin < 0 ? tmin : tmax) + " outside the vocabulary [0, " +
+                std::to_string(c.vocab_size) + ")");
+  const int64_t pmin = positions.min().item<int64_t>(), pmax = positions.max().item<int64_t>();
+  if (pmin < 0 || pmax >= max_positions)
+    throw Error("EagleHead::forward: position " + std::to_string(pmin < 0 ? pmin : pmax) + " outside [0, " +
+                std::to_string(max_positions) + ")");
+}
+
+}  // namespace
+
+EagleHead::EagleHead(ModelConfig config, EagleHeadWeights weights, const LlamaModel& target, std::string input_variant)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      target_(target),
+      input_variant_(std::move(input_variant)),
+      rope_(rope_config(config_, target), target.options()) {
+  check(config_.num_hidden_layers == 1, "EagleHead: expected num_hidden_layers 1, got " +
+                                            std::to_string(config_.num_hidden_layers));
+  check(config_.hidden_size == target.config().hidden_size && config_.vocab_size == target.config().vocab_size,
+        "EagleHead: hidden_size/vocab_size (" + std::to_string(config_.hidden_size) + "/" +
+            std::to_string(config_.vocab_size) + ") differ from the target's (" +
+            std::to_string(target.config().hidden_size) + "/" + std::to_string(target.config().vocab_size) + ")");
+  check(input_variant_ == kEagleInputFeatureShiftedToken,
+        "EagleHead: unknown input variant '" + input_variant_ + "' (known: " + kEagleInputFeatureShiftedToken + ")");
+  // Column-major projections: OpenBLAS's GEMV/small GEMM are faster on that layout (see llama_weights.h).
+  weights_.fc = column_major(weights_.fc);
+  weights_.layer.wqkv = column_major(weights_.layer.wqkv);
+  weights_.layer.wo = column_major(weights_.layer.wo);
+  weights_.layer.w_gate_up = column_major(weights_.layer.w_gate_up);
+  weights_.layer.w_down = column_major(weights_.layer.w_down);
+}
+
+std::vector<std::string> EagleHead::checkpoint_keys(bool fc_bias) {
+  std::vector<std::string> keys{"fc.weight"};
+  if (fc_bias) keys.push_back("fc.bias");
+  for (const char* k : {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                        "self_attn.o_proj.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight",
+                        "mlp.up_proj.weight", "mlp.down_proj.weight"})
+    keys.push_back(std::string("layers.0.") + k);
+  return keys;
+}
+
+std::unique_ptr<EagleHead> EagleHead::load(const std::string& path, const LlamaModel& target) {
+  std::string dir = path;
+  if (is_file(path)) {
+    auto slash = path.find_last_of('/');
+    dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  } else if (!is_directory(path)) {
+    throw Error::at(path, "not found (expected an EAGLE head folder with config.json and model.safetensors, or a "
+                          ".safetensors file with config.json beside it)");
+  }
+  const std::string config_path = dir + "/config.json";
+  if (!is_file(config_path)) throw Error::at(config_path, "not found: an EAGLE head needs config.json");
+  json j;
+  try {
+    j = json::parse(read_text_file(config_path));
+  } catch (const json::exception& e) {
+    throw Error::in_file(config_path, "config", "valid JSON", e.what());
+  }
+  ModelConfig config = parse_hf_config(j, config_path);
+
+  // The head only makes sense on top of its target: same feature width, same vocabulary.
+  const ModelConfig& tc = target.config();
+  if (config.hidden_size != tc.hidden_size)
+    throw Error::in_file(config_path, "hidden_size", "the target's hidden_size " + std::to_string(tc.hidden_size),
+                         std::to_string(config.hidden_size) + " (this head was trained for another model)");
+  if (config.vocab_size != tc.vocab_size)
+    throw Error::in_file(config_path, "vocab_size", "the target's vocab_size " + std::to_string(tc.vocab_size),
+                         std::to_string(config.vocab_size) + " (this head was trained for another model)");
+  if (config.num_hidden_layers != 1)
+    throw Error::in_file(config_path, "num_hidden_layers", "1 (an EAGLE-1/2 head is a single decoder layer)",
+                         std::to_string(config.num_hidden_layers));
+  // The official loader reads "bias" (default true) to build fc with or without a bias.
+  bool bias = true;
+  if (j.contains("bias") && !j.at("bias").is_null()) {
+    if (!j.at("bias").is_boolean()) throw Error::in_file(config_path, "bias", "true or false", j.at("bias").dump());
+    bias = j.at("bias").get<bool>();
+  }
+  std::string variant = kEagleInputFeatureShiftedToken;  // published heads carry no draftlab key
+  if (j.contains(kInputKey) && !j.at(kInputKey).is_null()) {
+    if (!j.at(kInputKey).is_string() || j.at(kInputKey).get<std::string>() != kEagleInputFeatureShiftedToken)
+      throw Error::in_file(config_path, kInputKey, std::string("\"") + kEagleInputFeatureShiftedToken + "\"",
+                           j.at(kInputKey).dump());
+    variant = j.at(kInputKey).get<std::string>();
+  }
+
+  SafetensorsCollection tensors(path);
+  const std::string& source = tensors.description();
+  const auto expected = checkpoint_keys(bias);
+  const std::set<std::string> expected_set(expected.begin(), expected.end());
+  for (const auto& name : tensors.names()) {
+    if (expected_set.count(name) || name == "embed_tokens.weight" || ends_with(name, "rotary_emb.inv_freq")) continue;
+    if (name == "layers.0.input_layernorm.weight")
+      throw Error::at(source, "tensor 'layers.0.input_layernorm.weight': the EAGLE head's decoder layer has no input "
+                              "RMSNorm (official cnets1.py, layer index 0); a head trained with one is a different "
+                              "architecture that draftlab does not run");
+    if (name == "fc.bias" && !bias)
+      throw Error::at(source, "tensor 'fc.bias' present but " + config_path + " says \"bias\": false");
+    throw Error::at(source, "unexpected tensor '" + name + "' (an EAGLE-1/2 head has: fc.weight, fc.bias, layers.0.*; "
+                            "is this an EAGLE-3 or Medusa head?)");
+  }
+
+  const ComputeOptions& o = target.options();
+  const int64_t d = config.hidden_size, hd = config.head_dim, H = config.num_attention_heads;
+  const int64_t KVH = config.num_key_value_heads, I = config.intermediate_size;
+  const std::string why = " (from " + config_path + ")";
+  auto get = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    const TensorEntry* e = tensors.find(name);
+    if (!e) throw Error::at(source, "tensor '" + name + "' not found (expected shape " + shape_string(shape) + ")");
+    return to_tensor(*e, shape, o, why);
+  };
+  EagleHeadWeights w;
+  w.fc = get("fc.weight", {d, 2 * d});
+  if (bias) w.fc_bias = get("fc.bias", {d});
+  const std::string p = "layers.0.";
+  w.layer.wqkv = at::cat({get(p + "self_attn.q_proj.weight", {H * hd, d}), get(p + "self_attn.k_proj.weight", {KVH * hd, d}),
+                          get(p + "self_attn.v_proj.weight", {KVH * hd, d})},
+                         0);
+  w.layer.wo = get(p + "self_attn.o_proj.weight", {d, H * hd});
+  w.layer.mlp_norm = get(p + "post_attention_layernorm.weight", {d});
+  w.layer.w_gate_up = at::cat({get(p + "mlp.gate_proj.weight", {I, d}), get(p + "mlp.up_proj.weight", {I, d})}, 0);
+  w.layer.w_down = get(p + "mlp.down_proj.weight", {d, I});
+  return std::make_unique<EagleHead>(std::move(config), std::move(w), target, variant);
+}
+
+std::unique_ptr<EagleHead> EagleHead::random(const LlamaModel& target, uint64_t seed) {
+  ModelConfig c = target.config();
+  c.num_hidden_layers = 1;
+  c.tie_word_embeddings = false;
+  const ComputeOptions& o = target.options();
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  // Drawn in float32 on the CPU whatever the compute options, so a seed means the same head everywhere.
+  auto normal = [&](std::vector<int64_t> shape) {
+    return at::normal(0.0, 0.02, shape, gen, at::TensorOptions().dtype(at::kFloat)).to(o.device, o.dtype);
+  };
+  const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads;
+  const int64_t I = c.intermediate_size;
+  EagleHeadWeights w;
+  w.fc = normal({d, 2 * d});
+  w.fc_bias = at::zeros({d}, o.tensor_options());
+  w.layer.wqkv = normal({(H + 2 * KVH) * hd, d});
+  w.layer.wo = normal({d, H * hd});
+  w.layer.mlp_norm = at::ones({d}, o.tensor_options());
+  w.layer.w_gate_up = normal({2 * I, d});
+  w.layer.w_down = normal({d, I});
+  return std::make_unique<EagleHead>(std::move(c), std::move(w), target);
+}
+
+void EagleHead::save(const std::string& dir, at::ScalarType file_dtype) const {
+  check(is_directory(dir), dir + ": not a directory");
+  check(file_dtype == at::kFloat || file_dtype == at::kHalf || file_dtype == at::kBFloat16,
+        "EagleHead::save: file dtype must be float32, float16 or bfloat16");
+  const std::string torch_dtype = file_dtype == at::kFloat ? "float32" : file_dtype == at::kHalf ? "float16" : "bfloat16";
+  const DType st = file_dtype == at::kFloat ? DType::F32 : file_dtype == at::kHalf ? DType::F16 : DType::BF16;
+  auto out_t = [&](const at::Tensor& t) { return t.detach().to(at::kCPU, file_dtype).contiguous(); };
+  const ModelConfig& c = config_;
+  const int64_t hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads, I = c.intermediate_size;
+  const LlamaLayerWeights& L = weights_.layer;
+  std::vector<std::pair<std::string, at::Tensor>> named{{"fc.weight", out_t(weights_.fc)}};
+  if (weights_.fc_bias.defined()) named.emplace_back("fc.bias", out_t(weights_.fc_bias));
+  named.emplace_back("layers.0.self_attn.q_proj.weight", out_t(L.wqkv.narrow(0, 0, H * hd)));
+  named.emplace_back("layers.0.self_attn.k_proj.weight", out_t(L.wqkv.narrow(0, H * hd, KVH * hd)));
+  named.emplace_back("layers.0.self_attn.v_proj.weight", out_t(L.wqkv.narrow(0, (H + KVH) * hd, KVH * hd)));
+  named.emplace_back("layers.0.self_attn.o_proj.weight", out_t(L.wo));
+  named.emplace_back("layers.0.post_attention_layernorm.weight", out_t(L.mlp_norm));
+  named.emplace_back("layers.0.mlp.gate_proj.weight", out_t(L.w_gate_up.narrow(0, 0, I)));
+  named.emplace_back("layers.0.mlp.up_proj.weight", out_t(L.w_gate_up.narrow(0, I, I)));
+  named.emplace_back("layers.0.mlp.down_proj.weight", out_t(L.w_down));
+  std::vector<TensorToWrite> entries;
+  for (const auto& [name, t] : named)
+    entries.push_back({name, st, t.sizes().vec(), t.data_ptr(), static_cast<size_t>(t.nbytes())});
+  write_safetensors(dir + "/model.safetensors", entries, {{"format", "pt"}});
+
+  json j = c.to_hf_json(torch_dtype);
+  j["bias"] = weights_.fc_bias.defined();
+  j[kInputKey] = input_variant_;
+  write_file_atomically(dir + "/config.json", j.dump(2) + "\n");
+}
+
+int64_t EagleHead::num_parameters() const {
+  const LlamaLayerWeights& L = weights_.layer;
+  int64_t n = weights_.fc.numel() + L.wqkv.numel() + L.wo.numel() + L.mlp_norm.numel() + L.w_gate_up.numel() +
+              L.w_down.numel();
+  if (weights_.fc_bias.defined()) n += weights_.fc_bias.numel();
+  return n;
+}
+
+KvCache EagleHead::make_cache(int64_t capacity) const {
+  return KvCache(1, config_.num_key_value_heads, config_.head_dim, capacity, target_.options());
+}
+
+at::Tensor EagleHead::forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
+                              const at::Tensor& positions, const at::Tensor& ancestor_mask) const {
+  check_inputs(config_, cache, tokens, features, positions, rope_.max_positions());
+  const int64_t n = tokens.size(0);
+  if (ancestor_mask.defined()) check_ancestor_mask(ancestor_mask, n);
+  return run(cache, tokens, features, positions, attention_mask(ancestor_mask, cache.length(), n, target_.options()));
+}
+
+at::Tensor EagleHead::forward_visible(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
+                                      const at::Tensor& positions, const at::Tensor& visible) const {
+  check_inputs(config_, cache, tokens, features, positions, rope_.max_positions());
+  const int64_t n = tokens.size(0), T = cache.length() + n;
+  at::Tensor mask;
+  if (visible.defined()) {
+    check(visible.dim() == 2 && visible.size(0) == n && visible.size(1) == T,
+          "EagleHead::forward_visible: visible must be [n, cache rows + n] = [" + std::to_string(n) + ", " +
+              std::to_string(T) + "], got " + shape_string(visible.sizes().vec()));
+    const ComputeOptions& o = target_.options();
+    mask = at::zeros({n, T}, o.tensor_options())
+               .masked_fill_(visible.to(o.device, at::kBool).logical_not(), -std::numeric_limits<float>::infinity());
+  }
+  return run(cache, tokens, features, positions, mask);
+}
+
+at::Tensor EagleHead::run(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
+                          const at::Tensor& positions, const at::Tensor& mask) const {
+  const ComputeOptions& o = target_.options();
+  const int64_t n = tokens.size(0), start = cache.length();
+  const auto [cos, sin] = rope_.at_positions(positions.to(o.device));
+  // Embedding first, then the feature: the order fc.weight was trained with (cnets1: cat((inputs_embeds, hidden))).
+  auto embedded = at::embedding(target_.weights().embed, tokens.to(o.device));
+  auto x = project(at::cat({embedded, features.to(o.device, o.dtype)}, 1), weights_.fc);
+  if (weights_.fc_bias.defined()) x = x + weights_.fc_bias;
+  auto out = llama_decoder_layer(x, weights_.layer, config_, cache, /*layer=*/0, start, cos, sin, mask,
+                                 /*input_norm=*/false);
+  cache.advance_to(start + n);
+  return out;
+}
+
+at::Tensor EagleHead::logits(const at::Tensor& predicted_features) const {
+  // No final norm: the head is trained so that its output goes straight into the target's LM head.
+  return project(predicted_features, target_.weights().lm_head).to(at::kFloat);
+}
+
+at::Tensor EagleHead::probabilities(const at::Tensor& predicted_features) const {
+  return at::softmax(logits(predicted_features), -1);
+}
+
+}  // namespace draftlab

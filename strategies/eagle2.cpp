@@ -1,0 +1,113 @@
+#include "strategies/eagle2.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/base/error.h"
+#include "strategies/eagle_drafter.h"
+
+namespace draftlab {
+
+// The bookkeeping below sorts a few hundred floats on the host: std::partial_sort, no tensor ops.
+
+std::vector<int32_t> eagle2_select(const DraftTree& tree, const std::vector<int32_t>& candidates, int32_t k,
+                                   bool by_value) {
+  std::vector<int32_t> order = candidates;
+  const auto take = static_cast<size_t>(std::clamp<int64_t>(k, 0, static_cast<int64_t>(order.size())));
+  auto key = [&](int32_t i) { return by_value ? tree.node(i).value : tree.node(i).confidence; };
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take), order.end(),
+                    [&](int32_t a, int32_t b) { return key(a) != key(b) ? key(a) > key(b) : a < b; });
+  order.resize(take);
+  return order;
+}
+
+std::vector<int32_t> eagle2_rerank(const DraftTree& tree, int32_t count, const std::vector<int32_t>& among) {
+  std::vector<int32_t> order = among;
+  if (order.empty()) {
+    order.resize(static_cast<size_t>(tree.size()));
+    std::iota(order.begin(), order.end(), 0);
+  }
+  const auto take = static_cast<size_t>(std::clamp<int64_t>(count, 0, static_cast<int64_t>(order.size())));
+  // Value descending; on equal values the shallower node first, which puts a parent before a child of equal value
+  // (confidence 1), so every kept node's parent is kept too.
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take), order.end(),
+                    [&](int32_t a, int32_t b) {
+                      const DraftNode& x = tree.node(a);
+                      const DraftNode& y = tree.node(b);
+                      if (x.value != y.value) return x.value > y.value;
+                      if (x.depth != y.depth) return x.depth < y.depth;
+                      return a < b;
+                    });
+  order.resize(take);
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+namespace {
+
+class Eagle2Strategy : public DraftStrategy {
+ public:
+  Eagle2Strategy(std::shared_ptr<const EagleHead> head, Eagle2Options options)
+      : drafter_(std::move(head)), o_(options) {}
+
+  std::string name() const override { return "eagle2"; }
+
+  void begin(const std::vector<int64_t>& prompt, const at::Tensor& features, int64_t first) override {
+    drafter_.begin(prompt, features, first);
+  }
+  void observe(const VerifyResult& result) override { drafter_.observe(result); }
+
+  DraftTree propose(const DraftRequest& request) override {
+    drafter_.start_tree(request);
+    const int32_t budget = std::min(o_.total_tokens - 1, request.max_nodes);  // drafted nodes (the root excluded)
+    // A kept node needs all its ancestors kept, so layers deeper than the budget could never be verified.
+    const int32_t depth = std::min({o_.depth, request.max_depth, budget});
+    if (depth <= 0) return {};
+
+    DraftTree tree;
+    std::vector<int32_t> layer;     // the latest layer's nodes
+    std::vector<int32_t> expanded;  // every node chosen for expansion (the draft without reranking)
+    std::vector<int32_t> frontier{EagleDrafter::kRoot};
+    for (int32_t d = 1; d <= depth; ++d) {
+      // One head forward for the whole frontier (none for the root: the sync forward predicted it).
+      const auto candidates = top_candidates(drafter_.expand(tree, frontier), o_.top_k);
+      layer.clear();
+      for (size_t f = 0; f < frontier.size(); ++f) {
+        const Candidates& c = candidates[f];
+        for (size_t r = 0; r < c.tokens.size(); ++r) layer.push_back(tree.add(c.tokens[r], frontier[f], c.probs[r]));
+      }
+      frontier = eagle2_select(tree, layer, o_.top_k, o_.rank_by_value);
+      expanded.insert(expanded.end(), frontier.begin(), frontier.end());
+    }
+    // `frontier` now holds the best of the last layer: part of the no-rerank draft, never expanded.
+    const std::vector<int32_t> keep = o_.rerank ? eagle2_rerank(tree, budget) : eagle2_rerank(tree, budget, expanded);
+    return tree.subtree(keep);
+  }
+
+ private:
+  EagleDrafter drafter_;
+  Eagle2Options o_;
+};
+
+}  // namespace
+
+std::unique_ptr<DraftStrategy> make_eagle2_strategy(const StrategyContext& context, const StrategyOptions& options) {
+  Eagle2Options o;
+  auto int_option = [&](const char* key, int64_t fallback, int64_t lo) {
+    const int64_t v = options.get_int(key, fallback);
+    check(v >= lo && v <= 100000, std::string("option ") + key + ": expected an integer in [" + std::to_string(lo) +
+                                      ", 100000], got " + std::to_string(v));
+    return static_cast<int32_t>(v);
+  };
+  o.total_tokens = int_option("total_tokens", o.total_tokens, 1);
+  o.depth = int_option("depth", o.depth, 1);
+  o.top_k = int_option("top_k", o.top_k, 1);
+  const std::string rank_by = options.get_string("rank_by", "value");
+  check(rank_by == "value" || rank_by == "confidence",
+        "option rank_by: expected value or confidence, got '" + rank_by + "'");
+  o.rank_by_value = rank_by == "value";
+  o.rerank = options.get_bool("rerank", true);
+  return std::make_unique<Eagle2Strategy>(eagle_head_from_options(context, options), o);
+}
+
+}  // namespace draftlab

@@ -1,0 +1,52 @@
+// eagle2: EAGLE-2's context-aware dynamic draft tree (EAGLE-2 paper section 4), drafted with an EAGLE head.
+//
+// Expansion (4.1): the root's top_k children form layer 1. Then, for each further layer, the top_k nodes of the
+// latest layer by VALUE (the product of draft confidences from the root: an estimate of the chance the whole path
+// is accepted) go through ONE head forward together, and each gets its top_k children, confidence-descending.
+// Reranking (4.2): of all drafted nodes, keep the best by value, ties to the shallower node. A node's value never
+// exceeds its parent's, so the kept set is a connected tree (DraftTree::subtree).
+//
+// Options (defaults = the paper's 7B settings, appendix A):
+//   total_tokens=60  tokens the target verifies per cycle INCLUDING the root, as in the official code
+//                    (EaModel total_token; Model.total_tokens = total_token - 1): 60 -> at most 59 drafted nodes.
+//                    Paper: 60 / 50 / 48 for 7B / 13B / 70B.
+//   depth=6          layers of the tree (the paper's "depth 6"; the official code's depth=5 plus the root layer);
+//                    depth - 1 head forwards per cycle, the first layer coming from the sync forward.
+//   top_k=10         nodes expanded per layer and children per expanded node.
+//   rank_by=value    or confidence: what picks the nodes to expand (ablation "w/o value", Table 3). Reranking is
+//                    always by value (confidence would not keep the tree connected).
+//   rerank=true      false: ablation "w/o reranking": the draft is the nodes chosen for expansion at each layer
+//                    plus the top_k of the last layer (cut to the budget by value if larger).
+//   head=PATH, head_seed=N   the EAGLE head (see eagle_drafter.h).
+// Every cycle also respects request.max_nodes (context room) and request.max_depth. Drafts are deterministic
+// top-k choices (distribution -1), as the official EAGLE-2 treats its candidates at T > 0 too.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/decoding/draft_tree.h"
+#include "strategies/registry.h"
+
+namespace draftlab {
+
+struct Eagle2Options {
+  int32_t total_tokens = 60;
+  int32_t depth = 6;
+  int32_t top_k = 10;
+  bool rank_by_value = true;
+  bool rerank = true;
+};
+
+// The `k` best of `candidates` (flat indices of `tree`) by value (or confidence), best first; ties to the lower
+// index. The expansion step's choice.
+std::vector<int32_t> eagle2_select(const DraftTree& tree, const std::vector<int32_t>& candidates, int32_t k,
+                                   bool by_value);
+
+// Reranking: the `count` nodes of `among` (all nodes when empty) with the highest value, ties to the shallower
+// node, then to the lower index; returned in increasing flat order, ready for DraftTree::subtree.
+std::vector<int32_t> eagle2_rerank(const DraftTree& tree, int32_t count, const std::vector<int32_t>& among = {});
+
+std::unique_ptr<DraftStrategy> make_eagle2_strategy(const StrategyContext& context, const StrategyOptions& options);
+
+}  // namespace draftlab

@@ -1,0 +1,194 @@
+#include "strategies/eagle_drafter.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/base/error.h"
+
+namespace draftlab {
+
+namespace {
+
+// Head cache rows beyond the prompt at the start; the cache doubles when a sequence outgrows it.
+constexpr int64_t kInitialSlack = 512;
+
+at::Tensor long_tensor(const std::vector<int64_t>& v) { return at::tensor(v, at::TensorOptions().dtype(at::kLong)); }
+
+}  // namespace
+
+std::vector<Candidates> top_candidates(const at::Tensor& logits, int64_t k) {
+  check(logits.dim() == 2, "top_candidates: logits must be [n, vocab]");
+  k = std::min<int64_t>(k, logits.size(1));
+  check(k > 0, "top_candidates: k must be positive");
+  auto [probs, tokens] = at::softmax(logits, -1).topk(k, -1, /*largest=*/true, /*sorted=*/true);
+  probs = probs.to(at::kCPU, at::kFloat).contiguous();
+  tokens = tokens.to(at::kCPU).contiguous();
+  const float* p = probs.data_ptr<float>();
+  const int64_t* t = tokens.data_ptr<int64_t>();
+  std::vector<Candidates> out(static_cast<size_t>(logits.size(0)));
+  for (size_t r = 0; r < out.size(); ++r) {
+    out[r].tokens.assign(t + r * k, t + (r + 1) * k);
+    out[r].probs.assign(p + r * k, p + (r + 1) * k);
+  }
+  return out;
+}
+
+EagleDrafter::EagleDrafter(std::shared_ptr<const EagleHead> head) : head_(std::move(head)) {
+  check(head_ != nullptr, "EagleDrafter: no head");
+}
+
+void EagleDrafter::ensure_room(int64_t rows) {
+  const int64_t needed = cache_->length() + rows;
+  if (needed <= cache_->capacity()) return;
+  // Grow by doubling: copy the rows in use into a larger cache (rare: amortised over the whole sequence).
+  KvCache bigger = head_->make_cache(std::max(needed + kInitialSlack, 2 * cache_->capacity()));
+  const int64_t len = cache_->length();
+  if (len > 0) bigger.write(0, 0, cache_->keys(0, len), cache_->values(0, len));
+  bigger.advance_to(len);
+  cache_ = std::move(bigger);
+}
+
+void EagleDrafter::feed_pairs(const at::Tensor& tokens, const at::Tensor& features) {
+  const int64_t n = tokens.size(0);
+  cache_->truncate(committed_);  // whatever rows the last draft added are gone
+  ensure_room(n);
+  auto positions = at::arange(committed_, committed_ + n, at::TensorOptions().dtype(at::kLong));
+  auto out = head_->forward(*cache_, tokens, features, positions);  // a chain: causal
+  ++head_forwards_;
+  committed_ += n;
+  root_token_ = tokens[n - 1].item<int64_t>();
+  root_prediction_ = out.narrow(0, n - 1, 1);
+}
+
+void EagleDrafter::begin(const std::vector<int64_t>& prompt, const at::Tensor& prompt_features, int64_t first_token) {
+  const auto P = static_cast<int64_t>(prompt.size());
+  check(P > 0, "EagleDrafter::begin: empty prompt");
+  check(prompt_features.dim() == 2 && prompt_features.size(0) == P,
+        "EagleDrafter::begin: prompt_features must have one row per prompt token (" + std::to_string(P) + "), got " +
+            std::to_string(prompt_features.dim() == 2 ? prompt_features.size(0) : -1));
+  cache_ = head_->make_cache(P + kInitialSlack);
+  committed_ = 0;
+  // Pairs (t_{i+1}, f_i) for i = 0 .. P-1: the prompt shifted by one, then the first root.
+  std::vector<int64_t> shifted(prompt.begin() + 1, prompt.end());
+  shifted.push_back(first_token);
+  feed_pairs(long_tensor(shifted), prompt_features);
+}
+
+void EagleDrafter::observe(const VerifyResult& result) {
+  check(cache_.has_value(), "EagleDrafter::observe: begin() was not called");
+  const auto n = static_cast<int64_t>(result.tokens.size());
+  check(n == static_cast<int64_t>(result.accepted_nodes.size()) + 1 && result.features.defined() &&
+            result.features.size(0) == n,
+        "EagleDrafter::observe: expected accepted + 1 tokens and features, got " + std::to_string(n) + " tokens, " +
+            std::to_string(result.accepted_nodes.size()) + " accepted and " +
+            std::to_string(result.features.defined() ? result.features.size(0) : 0) + " feature rows");
+  // (a_1, f_root), (a_2, f_{a_1}), ..., (next root, f_{a_m}): the k-th token with the k-th feature.
+  feed_pairs(long_tensor(result.tokens), result.features);
+}
+
+void EagleDrafter::start_tree(const DraftRequest& request) {
+  check(cache_.has_value(), "EagleDrafter: propose() before begin()");
+  const auto L = static_cast<int64_t>(request.sequence.size()) - 1;
+  if (L != committed_ || request.sequence.back() != root_token_)
+    throw Error("EagleDrafter: the head is out of step with the sequence (" + std::to_string(committed_) +
+                " committed pairs, root " + std::to_string(root_token_) + "; the sequence has " +
+                std::to_string(L + 1) + " tokens, root " + std::to_string(request.sequence.back()) +
+                "): begin() and observe() must see every verification");
+  cache_->truncate(committed_);
+  node_row_.clear();
+  node_block_.clear();
+  node_slot_.clear();
+  blocks_.clear();
+}
+
+at::Tensor EagleDrafter::expand(const DraftTree& tree, const std::vector<int32_t>& frontier) {
+  check(cache_.has_value(), "EagleDrafter::expand: begin() was not called");
+  check(!frontier.empty(), "EagleDrafter::expand: empty frontier");
+  const auto size = static_cast<size_t>(tree.size());
+  node_row_.resize(size, -1);
+  node_block_.resize(size, -1);
+  node_slot_.resize(size, -1);
+
+  std::vector<int32_t> nodes;  // the frontier without the root: these need a forward
+  for (int32_t f : frontier) {
+    if (f == kRoot) continue;
+    check(f >= 0 && f < tree.size(), "EagleDrafter::expand: node " + std::to_string(f) + " is not in the tree");
+    check(node_row_[f] < 0 && std::find(nodes.begin(), nodes.end(), f) == nodes.end(),
+          "EagleDrafter::expand: node " + std::to_string(f) + " expanded twice");
+    const int32_t parent = tree.node(f).parent;
+    check(parent < 0 || node_row_[parent] >= 0,
+          "EagleDrafter::expand: node " + std::to_string(f) + " before its parent " + std::to_string(parent) +
+              " (a node enters with its parent's predicted feature, so parents are expanded first)");
+    nodes.push_back(f);
+  }
+
+  at::Tensor out;  // predicted features of `nodes`
+  if (!nodes.empty()) {
+    const auto n = static_cast<int64_t>(nodes.size());
+    const int64_t start = cache_->length(), T = start + n;
+    const int64_t root_position = committed_ - 1;  // the root pair's row
+    ensure_room(n);
+
+    std::vector<int64_t> tokens(n), positions(n), slots(n);
+    std::vector<int32_t> parent_blocks(n);
+    // Visibility, built on the host: the committed rows, the node's ancestors' draft rows, itself.
+    std::vector<uint8_t> visible(static_cast<size_t>(n * T), 0);
+    bool all_visible = n == 1;
+    for (int64_t j = 0; j < n; ++j) {
+      const DraftNode& node = tree.node(nodes[j]);
+      tokens[j] = node.token;
+      positions[j] = root_position + node.depth;
+      parent_blocks[j] = node.parent < 0 ? -1 : node_block_[node.parent];
+      slots[j] = node.parent < 0 ? 0 : node_slot_[node.parent];
+      uint8_t* row = &visible[static_cast<size_t>(j * T)];
+      std::memset(row, 1, static_cast<size_t>(committed_));
+      int64_t ancestors = 0;
+      for (int32_t a = node.parent; a >= 0; a = tree.node(a).parent, ++ancestors) row[node_row_[a]] = 1;
+      row[start + j] = 1;
+      all_visible = all_visible && ancestors == start - committed_;
+    }
+
+    // Inputs: the parents' predicted features (one gather when they all come from the same expand, the usual case).
+    auto block_of = [&](int32_t b) -> const at::Tensor& { return b < 0 ? root_prediction_ : blocks_[b]; };
+    at::Tensor features;
+    if (std::all_of(parent_blocks.begin(), parent_blocks.end(), [&](int32_t b) { return b == parent_blocks[0]; })) {
+      features = block_of(parent_blocks[0]).index_select(0, long_tensor(slots).to(root_prediction_.device()));
+    } else {
+      std::vector<at::Tensor> rows;
+      for (int64_t j = 0; j < n; ++j) rows.push_back(block_of(parent_blocks[j]).narrow(0, slots[j], 1));
+      features = at::cat(rows, 0);
+    }
+    at::Tensor mask;
+    if (!all_visible) mask = at::from_blob(visible.data(), {n, T}, at::kByte).to(at::kBool);
+    out = head_->forward_visible(*cache_, long_tensor(tokens), features, long_tensor(positions), mask);
+    ++head_forwards_;
+
+    const auto block = static_cast<int32_t>(blocks_.size());
+    blocks_.push_back(out);
+    for (int64_t j = 0; j < n; ++j) {
+      node_row_[nodes[j]] = start + j;
+      node_block_[nodes[j]] = block;
+      node_slot_[nodes[j]] = j;
+    }
+  }
+
+  // Logits in frontier order; the root's row comes from the last committed pair.
+  if (nodes.size() == frontier.size()) return head_->logits(out);
+  if (nodes.empty() && frontier.size() == 1) return head_->logits(root_prediction_);
+  std::vector<at::Tensor> rows;
+  int64_t j = 0;
+  for (int32_t f : frontier) rows.push_back(f == kRoot ? root_prediction_ : out.narrow(0, j++, 1));
+  return head_->logits(at::cat(rows, 0));
+}
+
+std::shared_ptr<const EagleHead> eagle_head_from_options(const StrategyContext& context,
+                                                         const StrategyOptions& options) {
+  const std::string path = options.get_string("head", "");
+  const int64_t seed = options.get_int("head_seed", 0);
+  if (path.empty()) return EagleHead::random(context.target, static_cast<uint64_t>(seed));
+  if (options.has("head_seed"))
+    throw Error("option head_seed: seeds a random head, but head=" + path + " was given (drop one of them)");
+  return EagleHead::load(path, context.target);
+}
+
+}  // namespace draftlab

@@ -1,0 +1,103 @@
+// EagleDrafter - what every EAGLE-style strategy (eagle-chain, static-tree, eagle2) shares: the head's own KV
+// cache kept in step with the accepted sequence, and expand(), one head forward over a set of tree nodes.
+//
+// The feature/token shift. The target maps token t_i to feature f_i (its final normed hidden state), and
+// LM_head(f_i) gives the distribution of t_{i+1}. The head's input at head row i is the PAIR (t_{i+1}, f_i): the
+// feature of position i together with the token sampled from it (one step ahead: this is what resolves EAGLE's
+// "feature uncertainty"), and its output predicts f_{i+1}, from which LM_head gives the distribution of t_{i+2}.
+//
+// With sequence t_0 .. t_L, where t_L = the root (accepted but not yet run through the target, so f_L is unknown),
+// the committed head rows are the pairs i = 0 .. L-1, all built from TRUE target features:
+//     row i = (t_{i+1}, f_i)          the last one, row L-1, is (root, f_{L-1})
+// Row L-1's output is the head's prediction of the root's own feature f_L, so LM_head of it gives the root's
+// children: depth 1 needs no extra forward. A depth-k node x then enters as (x, predicted feature of its parent)
+// at head position (L-1) + k, i.e. the root pair's position plus the node's depth (the official code's positions).
+//
+// Keeping the cache in sync:
+//   begin(prompt t_0..t_{P-1}, features f_0..f_{P-1}, first token t_P): feeds the P pairs (t_{i+1}, f_i), the last
+//     being (first root, f_{P-1}).
+//   propose: expand() appends draft rows (pairs with PREDICTED features) after the committed rows.
+//   observe(result): drops every draft row (truncate), then feeds the m + 1 new true pairs
+//     (a_1, f_root), (a_2, f_{a_1}), ..., (next root, f_{a_m})
+//     i.e. zip(result.tokens, result.features): tokens = accepted tokens then the next root, features = the
+//     target's features of the old root and of the accepted nodes. The accepted nodes' rows are recomputed rather
+//     than kept, because during drafting they were built from predicted features; the target's true ones are
+//     better (and what the official implementation does).
+// Invariant between cycles: head cache length == sequence.size() - 1, checked at every propose.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/decoding/draft_strategy.h"
+#include "core/model/eagle_head.h"
+#include "strategies/registry.h"
+
+namespace draftlab {
+
+// The k most probable next tokens of one expanded node, most probable first, with the head's probabilities
+// (softmax of its raw logits, no temperature: EAGLE-2's confidence).
+struct Candidates {
+  std::vector<int64_t> tokens;
+  std::vector<float> probs;
+};
+
+// Per row of logits [n, vocab]: the top min(k, vocab) tokens. One softmax and one topk for all rows.
+std::vector<Candidates> top_candidates(const at::Tensor& logits, int64_t k);
+
+class EagleDrafter {
+ public:
+  // Stands for the root in expand()'s frontier.
+  static constexpr int32_t kRoot = -1;
+
+  explicit EagleDrafter(std::shared_ptr<const EagleHead> head);
+
+  void begin(const std::vector<int64_t>& prompt, const at::Tensor& prompt_features, int64_t first_token);
+  void observe(const VerifyResult& result);
+
+  // Starts a new tree under request.sequence.back(): drops the previous tree's rows and per-node state. Throws
+  // Error if begin()/observe() have not seen the sequence (the head would draft from the wrong context).
+  void start_tree(const DraftRequest& request);
+
+  // One head forward over `frontier` (nodes of `tree`, or kRoot), returning next-token logits [frontier.size(),
+  // vocab] float32 on the compute device: row j is the head's distribution of the children of frontier[j].
+  // Each node enters as (its token, its parent's predicted feature) at position root + depth and attends to the
+  // committed rows, its ancestors' draft rows and itself (tree attention through an ancestor mask). Its parent
+  // must be the root or a node expanded earlier in this tree; a node is expanded at most once. kRoot costs no
+  // forward: its prediction is the last committed row's output.
+  at::Tensor expand(const DraftTree& tree, const std::vector<int32_t>& frontier);
+
+  const EagleHead& head() const { return *head_; }
+  int64_t head_forwards() const { return head_forwards_; }  // every head forward so far (sync + drafting)
+
+ private:
+  // Feeds committed pairs at rows [committed_, +n) and keeps the last output as the root prediction.
+  void feed_pairs(const at::Tensor& tokens, const at::Tensor& features);
+  void ensure_room(int64_t rows);
+
+  std::shared_ptr<const EagleHead> head_;
+  std::optional<KvCache> cache_;
+  int64_t committed_ = 0;      // head rows built from true features: sequence.size() - 1 once in sync
+  int64_t root_token_ = -1;    // the token of the last committed pair (the current root)
+  at::Tensor root_prediction_; // [1, d]: the head's prediction of the root's feature
+  int64_t head_forwards_ = 0;
+
+  // Per node of the tree being drafted (index = flat node index; -1 = not expanded yet).
+  std::vector<int64_t> node_row_;    // head cache row
+  std::vector<int32_t> node_block_;  // which expand() output holds its predicted feature
+  std::vector<int64_t> node_slot_;   // row within that output
+  std::vector<at::Tensor> blocks_;   // the outputs [n_k, d] of this tree's expand() calls
+};
+
+// The head an EAGLE strategy drafts with, from its options: head=PATH loads a trained head (folder or
+// .safetensors); absent, a randomly initialised one with head_seed (default 0), shaped like the target.
+// Both keys are always read, so either may be given.
+std::shared_ptr<const EagleHead> eagle_head_from_options(const StrategyContext& context,
+                                                         const StrategyOptions& options);
+
+}  // namespace draftlab
