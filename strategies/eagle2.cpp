@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <numeric>
 
+#include <chrono>
+#include <optional>
+
 #include "core/base/error.h"
+#include "core/decoding/verify_cost.h"
 #include "strategies/eagle_drafter.h"
 
 namespace draftlab {
@@ -45,21 +49,36 @@ std::vector<int32_t> eagle2_rerank(const DraftTree& tree, int32_t count, const s
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
 class Eagle2Strategy : public DraftStrategy {
  public:
-  Eagle2Strategy(std::shared_ptr<const EagleHead> head, Eagle2Options options)
-      : drafter_(std::move(head)), o_(options) {}
+  Eagle2Strategy(const LlamaModel& target, std::shared_ptr<const EagleHead> head, Eagle2Options options)
+      : target_(target), drafter_(std::move(head)), o_(options) {}
 
   std::string name() const override { return "eagle2"; }
 
   void begin(const std::vector<int64_t>& prompt, const at::Tensor& features, int64_t first) override {
+    // total_tokens=auto: the cost curve is measured once per strategy, on the first sequence.
+    if (o_.auto_budget && !cost_) cost_ = VerifyCost::measure(target_, o_.max_auto_tokens);
     drafter_.begin(prompt, features, first);
   }
-  void observe(const VerifyResult& result) override { drafter_.observe(result); }
+  void observe(const VerifyResult& result) override {
+    const auto t0 = Clock::now();
+    drafter_.observe(result);
+    if (o_.auto_budget) {
+      calibration_.observe(predicted_, static_cast<double>(result.accepted_nodes.size()));
+      draft_seconds_ = 0.8 * draft_seconds_ + 0.2 * (expand_seconds_ + seconds_since(t0));
+    }
+  }
 
   DraftTree propose(const DraftRequest& request) override {
+    const auto t0 = Clock::now();
     drafter_.start_tree(request);
-    const int32_t budget = std::min(o_.total_tokens - 1, request.max_nodes);  // drafted nodes (the root excluded)
+    const int32_t cap = o_.auto_budget ? o_.max_auto_tokens - 1 : o_.total_tokens - 1;
+    const int32_t budget = std::min(cap, request.max_nodes);  // drafted nodes (the root excluded)
     // A kept node needs all its ancestors kept, so layers deeper than the budget could never be verified.
     const int32_t depth = std::min({o_.depth, request.max_depth, budget});
     if (depth <= 0) return {};
@@ -80,13 +99,43 @@ class Eagle2Strategy : public DraftStrategy {
       expanded.insert(expanded.end(), frontier.begin(), frontier.end());
     }
     // `frontier` now holds the best of the last layer: part of the no-rerank draft, never expanded.
-    const std::vector<int32_t> keep = o_.rerank ? eagle2_rerank(tree, budget) : eagle2_rerank(tree, budget, expanded);
+    std::vector<int32_t> keep = o_.rerank ? eagle2_rerank(tree, budget) : eagle2_rerank(tree, budget, expanded);
+    if (o_.auto_budget) {
+      expand_seconds_ = seconds_since(t0);
+      keep = auto_budget(tree, keep);
+    }
     return tree.subtree(keep);
   }
 
  private:
+  // Of the reranked nodes, the best-valued prefix that maximises expected tokens per second (verify_cost.h).
+  std::vector<int32_t> auto_budget(const DraftTree& tree, std::vector<int32_t> kept) {
+    std::sort(kept.begin(), kept.end(), [&](int32_t a, int32_t b) {
+      const DraftNode& x = tree.node(a);
+      const DraftNode& y = tree.node(b);
+      if (x.value != y.value) return x.value > y.value;
+      if (x.depth != y.depth) return x.depth < y.depth;
+      return a < b;
+    });
+    std::vector<float> values;
+    for (int32_t i : kept) values.push_back(tree.node(i).value);
+    const int32_t m = best_budget(values, calibration_.alpha(), draft_seconds_, *cost_);
+    kept.resize(m);
+    predicted_ = 0.0;
+    for (float v : std::vector<float>(values.begin(), values.begin() + m)) predicted_ += v;
+    std::sort(kept.begin(), kept.end());
+    return kept;
+  }
+
+  const LlamaModel& target_;
   EagleDrafter drafter_;
   Eagle2Options o_;
+  // total_tokens=auto state.
+  std::optional<VerifyCost> cost_;
+  AcceptanceCalibration calibration_;
+  double predicted_ = 0.0;       // sum of the values of the last tree's nodes
+  double expand_seconds_ = 0.0;  // this cycle's drafting time before the budget choice
+  double draft_seconds_ = 0.0;   // running estimate of drafting time per cycle (expansion + sync)
 };
 
 }  // namespace
@@ -99,7 +148,12 @@ std::unique_ptr<DraftStrategy> make_eagle2_strategy(const StrategyContext& conte
                                       ", 100000], got " + std::to_string(v));
     return static_cast<int32_t>(v);
   };
-  o.total_tokens = int_option("total_tokens", o.total_tokens, 1);
+  if (options.get_string("total_tokens", "") == "auto") {
+    o.auto_budget = true;
+    o.max_auto_tokens = int_option("max_auto_tokens", o.max_auto_tokens, 2);
+  } else {
+    o.total_tokens = int_option("total_tokens", o.total_tokens, 1);
+  }
   o.depth = int_option("depth", o.depth, 1);
   o.top_k = int_option("top_k", o.top_k, 1);
   const std::string rank_by = options.get_string("rank_by", "value");
@@ -107,7 +161,7 @@ std::unique_ptr<DraftStrategy> make_eagle2_strategy(const StrategyContext& conte
         "option rank_by: expected value or confidence, got '" + rank_by + "'");
   o.rank_by_value = rank_by == "value";
   o.rerank = options.get_bool("rerank", true);
-  return std::make_unique<Eagle2Strategy>(eagle_head_from_options(context, options), o);
+  return std::make_unique<Eagle2Strategy>(context.target, eagle_head_from_options(context, options), o);
 }
 
 }  // namespace draftlab

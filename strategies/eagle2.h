@@ -10,6 +10,8 @@
 //   total_tokens=60  tokens the target verifies per cycle INCLUDING the root, as in the official code
 //                    (EaModel total_token; Model.total_tokens = total_token - 1): 60 -> at most 59 drafted nodes.
 //                    Paper: 60 / 50 / 48 for 7B / 13B / 70B.
+//                    total_tokens=auto: chosen every cycle from this machine's measured verification cost curve and
+//                    the observed acceptance (core/decoding/verify_cost.h), up to max_auto_tokens (default 128).
 //   depth=6          layers of the tree (the paper's "depth 6"; the official code's depth=5 plus the root layer);
 //                    depth - 1 head forwards per cycle, the first layer coming from the sync forward.
 //   top_k=10         nodes expanded per layer and children per expanded node.
@@ -32,6 +34,8 @@ namespace draftlab {
 
 struct Eagle2Options {
   int32_t total_tokens = 60;
+  bool auto_budget = false;      // total_tokens=auto
+  int32_t max_auto_tokens = 128;
   int32_t depth = 6;
   int32_t top_k = 10;
   bool rank_by_value = true;

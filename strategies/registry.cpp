@@ -23,7 +23,8 @@ const std::vector<StrategyInfo>& strategy_table() {
       {"static-tree", "EAGLE-1 static tree filled by an EAGLE head: tree=data/trees/mc_sim_7b_63.json (or a name "
                       "under data/trees) head=PATH head_seed=0",
        make_static_tree_strategy},
-      {"eagle2", "EAGLE-2 dynamic tree: total_tokens=60 (verified per cycle, root included) depth=6 top_k=10 "
+      {"eagle2", "EAGLE-2 dynamic tree: total_tokens=60 (verified per cycle, root included; or auto, chosen per "
+                 "cycle from the measured verify cost and observed acceptance, max_auto_tokens=128) depth=6 top_k=10 "
                  "rank_by=value|confidence rerank=true head=PATH head_seed=0",
        make_eagle2_strategy},
   };

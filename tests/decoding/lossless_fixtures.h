@@ -35,6 +35,7 @@ inline std::vector<StrategyConfig> all_strategy_configs(const std::string& targe
       {"eagle2", "eagle2", {}},
       {"eagle2_small", "eagle2", {"total_tokens=12", "depth=4", "top_k=3"}},
       {"eagle2_ablations", "eagle2", {"rank_by=confidence", "rerank=false", "top_k=4", "depth=3"}},
+      {"eagle2_auto", "eagle2", {"total_tokens=auto", "max_auto_tokens=32"}},
   };
 }
 

@@ -53,7 +53,9 @@ TEST_P(LosslessGreedy, SameTokensAsVanillaOnBenchPrompts) {
   }
   // Report what was exercised (a strategy that drafts nothing proves little beyond "vanilla").
   std::cout << GetParam().label << ": drafted " << drafted << ", accepted " << accepted << "\n";
-  if (GetParam().name != "vanilla") EXPECT_GT(drafted, 0);
+  // eagle2_auto may rightly draft nothing here: a random head's values are tiny, so no tree pays for its
+  // verification. (The sampling test's small-vocabulary model makes it draft, and its wrong-rule control fails.)
+  if (GetParam().name != "vanilla" && GetParam().label != "eagle2_auto") EXPECT_GT(drafted, 0);
   if (GetParam().label == "chain_self_draft") EXPECT_EQ(accepted, drafted) << "the target drafting for itself";
 }
 

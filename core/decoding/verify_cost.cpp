@@ -1,0 +1,74 @@
+#include "core/decoding/verify_cost.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/base/error.h"
+
+namespace draftlab {
+
+VerifyCost::VerifyCost(std::vector<std::pair<int64_t, double>> points) : points_(std::move(points)) {
+  check(!points_.empty() && points_.front().first == 1, "VerifyCost: the curve must start at n = 1");
+  for (size_t i = 1; i < points_.size(); ++i)
+    check(points_[i].first > points_[i - 1].first, "VerifyCost: n must increase");
+}
+
+VerifyCost VerifyCost::measure(const LlamaModel& target, int64_t max_n, int64_t prefix, int repeats) {
+  const int64_t vocab = target.config().vocab_size;
+  const int64_t context = target.config().max_position_embeddings;
+  prefix = std::max<int64_t>(1, std::min(prefix, context / 2));
+  max_n = std::max<int64_t>(1, std::min(max_n, context - prefix));
+  KvCache cache = target.make_cache(prefix + max_n);
+  std::vector<int64_t> tokens(prefix);
+  for (int64_t i = 0; i < prefix; ++i) tokens[i] = (i * 7919 + 13) % vocab;
+  target.forward_chain(cache, tokens, {ForwardOptions::Logits::None, {}, {}});
+
+  std::vector<std::pair<int64_t, double>> points;
+  for (int64_t n = 1; n <= max_n; n *= 2) {
+    std::vector<int64_t> batch(n);
+    for (int64_t i = 0; i < n; ++i) batch[i] = (i * 31 + 5) % vocab;
+    std::vector<double> times;
+    for (int r = 0; r <= repeats; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      target.forward_chain(cache, batch);  // logits of every row, as a verification needs
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      cache.truncate(prefix);
+      if (r > 0) times.push_back(dt);  // the first is a warm-up
+    }
+    std::sort(times.begin(), times.end());
+    points.emplace_back(n, times[times.size() / 2]);
+  }
+  return VerifyCost(std::move(points));
+}
+
+double VerifyCost::seconds(int64_t n) const {
+  if (n <= points_.front().first) return points_.front().second;
+  for (size_t i = 1; i < points_.size(); ++i) {
+    if (n <= points_[i].first) {
+      const auto [n0, s0] = points_[i - 1];
+      const auto [n1, s1] = points_[i];
+      return s0 + (s1 - s0) * static_cast<double>(n - n0) / static_cast<double>(n1 - n0);
+    }
+  }
+  if (points_.size() == 1) return points_.back().second * static_cast<double>(n);
+  const auto [n0, s0] = points_[points_.size() - 2];
+  const auto [n1, s1] = points_.back();
+  return s1 + (s1 - s0) * static_cast<double>(n - n1) / static_cast<double>(n1 - n0);
+}
+
+int32_t best_budget(const std::vector<float>& values, double alpha, double draft_seconds, const VerifyCost& cost) {
+  int32_t best = 0;
+  double best_rate = 1.0 / (draft_seconds + cost.seconds(1));
+  double expected = 1.0;
+  for (size_t m = 1; m <= values.size(); ++m) {
+    expected += alpha * values[m - 1];
+    const double rate = expected / (draft_seconds + cost.seconds(static_cast<int64_t>(m) + 1));
+    if (rate > best_rate) {
+      best_rate = rate;
+      best = static_cast<int32_t>(m);
+    }
+  }
+  return best;
+}
+
+}  // namespace draftlab

@@ -1,0 +1,42 @@
+// total_tokens=auto's arithmetic against hand-computed cases, and the measured curve's basic sanity.
+#include <gtest/gtest.h>
+
+#include "core/decoding/verify_cost.h"
+#include "model/model_fixtures.h"
+
+using namespace draftlab;
+
+TEST(VerifyCost, InterpolatesAndExtrapolatesLinearly) {
+  VerifyCost c({{1, 1.0}, {2, 1.0}, {4, 2.0}});
+  EXPECT_DOUBLE_EQ(c.seconds(1), 1.0);
+  EXPECT_DOUBLE_EQ(c.seconds(3), 1.5);
+  EXPECT_DOUBLE_EQ(c.seconds(6), 3.0);  // slope 0.5 per token past the last point
+}
+
+TEST(VerifyCost, BestBudgetHandComputed) {
+  // Cost 1 + 0.1 n, no draft time, alpha 1. Tokens per second for m nodes: (1 + sum v) / (1 + 0.1 (m + 1)).
+  //   m=0: 1/1.1 = 0.909;  m=1 (v .9): 1.9/1.2 = 1.583;  m=2 (+.5): 2.4/1.3 = 1.846;  m=3 (+.1): 2.5/1.4 = 1.786.
+  VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
+  EXPECT_EQ(best_budget({0.9f, 0.5f, 0.1f}, 1.0, 0.0, c), 2);
+  // A flat cost curve takes everything; a steep one nothing.
+  EXPECT_EQ(best_budget({0.9f, 0.5f, 0.1f}, 1.0, 0.0, VerifyCost({{1, 1.0}, {8, 1.0}})), 3);
+  EXPECT_EQ(best_budget({0.05f, 0.01f}, 1.0, 0.0, VerifyCost({{1, 1.0}, {2, 2.0}})), 0);
+  // Miscalibration: alpha 0.2 shrinks m=2's gain: (1 + .28) / 1.3 = 0.985 < m=1's (1.18 / 1.2 = 0.983)? no:
+  // m=1 0.983, m=2 0.985, m=3 (1.3/1.4) 0.929 -> 2; alpha 0.1: m=1 1.09/1.2 = .908, m=2 1.14/1.3 = .877, m=0 .909 -> 0.
+  EXPECT_EQ(best_budget({0.9f, 0.5f, 0.1f}, 0.2, 0.0, c), 2);
+  EXPECT_EQ(best_budget({0.9f, 0.5f, 0.1f}, 0.1, 0.0, c), 0);
+}
+
+TEST(VerifyCost, CalibrationFollowsObservations) {
+  AcceptanceCalibration cal(1.0);
+  EXPECT_DOUBLE_EQ(cal.alpha(), 1.0);
+  for (int i = 0; i < 99; ++i) cal.observe(2.0, 1.0);
+  EXPECT_NEAR(cal.alpha(), (99.0 + 1) / (198.0 + 1), 1e-12);
+}
+
+TEST(VerifyCost, MeasuredCurveIsPositiveAndIncreasingInN) {
+  auto model = draftlab::testing::tiny_model();
+  auto c = VerifyCost::measure(*model, 16, 32, 3);
+  ASSERT_EQ(c.points().size(), 5u);  // 1, 2, 4, 8, 16
+  for (const auto& [n, s] : c.points()) EXPECT_GT(s, 0.0) << n;
+}
