@@ -41,8 +41,7 @@ SpeculativeDecoder::SpeculativeDecoder(const LlamaModel& target, DraftStrategy& 
 
 SpeculativeResult SpeculativeDecoder::generate(const std::vector<int64_t>& prompt, const GenerationConfig& config,
                                                const TokenCallback& on_token) {
-  const int64_t max_ctx = target_.config().max_position_embeddings;
-  const int64_t context = config.context_limit > 0 ? std::min(config.context_limit, max_ctx) : max_ctx;
+  const int64_t context = generation_context(target_, config);
   check_prompt_fits(prompt, context);
   check(config.max_new_tokens >= 0, "max_new_tokens must be >= 0");
 

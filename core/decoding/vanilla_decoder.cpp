@@ -20,10 +20,14 @@ void check_prompt_fits(const std::vector<int64_t>& prompt, int64_t context) {
                 std::to_string(context) + " (max_position_embeddings); shorten the prompt");
 }
 
+int64_t generation_context(const LlamaModel& model, const GenerationConfig& config) {
+  const int64_t max_ctx = model.config().max_position_embeddings;
+  return config.context_limit > 0 ? std::min(config.context_limit, max_ctx) : max_ctx;
+}
+
 GenerationResult generate_vanilla(const LlamaModel& model, const std::vector<int64_t>& prompt,
                                   const GenerationConfig& config, const TokenCallback& on_token) {
-  const int64_t max_ctx = model.config().max_position_embeddings;
-  const int64_t context = config.context_limit > 0 ? std::min(config.context_limit, max_ctx) : max_ctx;
+  const int64_t context = generation_context(model, config);
   check_prompt_fits(prompt, context);
   check(config.max_new_tokens >= 0, "max_new_tokens must be >= 0");
 

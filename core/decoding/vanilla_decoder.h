@@ -41,6 +41,9 @@ using TokenCallback = std::function<void(int64_t token)>;
 GenerationResult generate_vanilla(const LlamaModel& model, const std::vector<int64_t>& prompt,
                                   const GenerationConfig& config, const TokenCallback& on_token = {});
 
+// The context a generation may use: config.context_limit if set (never past the model's), else the model's.
+int64_t generation_context(const LlamaModel& model, const GenerationConfig& config);
+
 // Checks a prompt against the context; throws Error "prompt has N tokens, the context holds C ...".
 void check_prompt_fits(const std::vector<int64_t>& prompt, int64_t context);
 

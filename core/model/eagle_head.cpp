@@ -3,13 +3,13 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "core/base/error.h"
+#include "core/model/checkpoint_tensor.h"
 #include "core/base/file_bytes.h"
 #include "core/io/safetensors.h"
 #include "core/model/llama_layer.h"
@@ -27,24 +27,6 @@ const char* const kInputKey = "draftlab_eagle_input";
 ModelConfig rope_config(ModelConfig head, const LlamaModel& target) {
   head.max_position_embeddings = std::max(head.max_position_embeddings, target.config().max_position_embeddings);
   return head;
-}
-
-at::ScalarType torch_dtype(const TensorEntry& e) {
-  switch (e.dtype) {
-    case DType::F32: return at::kFloat;
-    case DType::F16: return at::kHalf;
-    case DType::BF16: return at::kBFloat16;
-    default: throw Error::in_file(e.file, e.name + " dtype", "F32, F16 or BF16", dtype_name(e.dtype));
-  }
-}
-
-// A checkpoint tensor on the compute device and dtype, after checking its shape.
-at::Tensor to_tensor(const TensorEntry& e, const std::vector<int64_t>& expected, const ComputeOptions& o,
-                     const std::string& why) {
-  if (e.shape != expected) throw Error::in_file(e.file, e.name + " shape", shape_string(expected) + why, shape_string(e.shape));
-  auto t = at::empty(e.shape, at::TensorOptions().dtype(torch_dtype(e)));
-  if (e.nbytes) std::memcpy(t.data_ptr(), e.data, e.nbytes);  // copy: safetensors data need not be aligned
-  return t.to(o.device, o.dtype);
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -174,7 +156,7 @@ std::unique_ptr<EagleHead> EagleHead::load(const std::string& path, const LlamaM
   auto get = [&](const std::string& name, const std::vector<int64_t>& shape) {
     const TensorEntry* e = tensors.find(name);
     if (!e) throw Error::at(source, "tensor '" + name + "' not found (expected shape " + shape_string(shape) + ")");
-    return to_tensor(*e, shape, o, why);
+    return checkpoint_tensor(*e, shape, o, why);
   };
   EagleHeadWeights w;
   w.fc = get("fc.weight", {d, 2 * d});

@@ -2,33 +2,13 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include <cstring>
 
 #include "core/base/error.h"
+#include "core/model/checkpoint_tensor.h"
 
 namespace draftlab {
 
 namespace {
-
-at::ScalarType torch_dtype(const TensorEntry& e) {
-  switch (e.dtype) {
-    case DType::F32: return at::kFloat;
-    case DType::F16: return at::kHalf;
-    case DType::BF16: return at::kBFloat16;
-    default: throw Error::in_file(e.file, e.name + " dtype", "F32, F16 or BF16", dtype_name(e.dtype));
-  }
-}
-
-// Copies a checkpoint tensor (any supported dtype) to the compute device and dtype, after checking its shape.
-at::Tensor to_tensor(const TensorEntry& e, const std::vector<int64_t>& expected, const ComputeOptions& o) {
-  if (e.shape != expected)
-    throw Error::in_file(e.file, e.name + " shape", shape_string(expected) + " (from the model config)",
-                         shape_string(e.shape));
-  // memcpy rather than from_blob: safetensors offsets need not be aligned for vectorised kernels.
-  auto t = at::empty(e.shape, at::TensorOptions().dtype(torch_dtype(e)));
-  if (e.nbytes) std::memcpy(t.data_ptr(), e.data, e.nbytes);
-  return t.to(o.device, o.dtype);
-}
 
 // Pairs (2i, 2i+1) -> halves (i, i + hd/2) within each head: the inverse of Meta's interleaving, the same
 // permutation Hugging Face's convert_llama_weights_to_hf applies.
@@ -60,7 +40,7 @@ LlamaWeights load_llama_weights(const ModelConfig& c, const TensorLookup& lookup
   auto get = [&](const std::string& name, const std::vector<int64_t>& shape) {
     const TensorEntry* e = lookup(name);
     if (!e) throw Error::at(source, "tensor '" + name + "' not found (expected shape " + shape_string(shape) + ")");
-    return to_tensor(*e, shape, o);
+    return checkpoint_tensor(*e, shape, o);
   };
   const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads;
   const int64_t I = c.intermediate_size, V = c.vocab_size;

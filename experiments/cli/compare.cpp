@@ -120,16 +120,7 @@ int run_compare(int argc, char** argv) {
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed runs per method first")
       ("json", po::value(&json_path), "also write the results and environment to this JSON file");
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, desc), vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
-  try {
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw Error(std::string(e.what()) + " (see draftlab compare --help)");
-  }
+  if (!parse_command_line(desc, argc, argv, "compare", vm)) return 0;
   check(repeats >= 1, "--repeats: expected >= 1, got " + std::to_string(repeats));
   check(warmup >= 0, "--warmup: expected >= 0, got " + std::to_string(warmup));
 

@@ -52,16 +52,7 @@ int run_generate(int argc, char** argv) {
       ("print-ids", po::bool_switch(&print_ids), "print prompt and generated token ids after the text");
 
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, desc), vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
-  try {
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw Error(std::string(e.what()) + " (see draftlab generate --help)");
-  }
+  if (!parse_command_line(desc, argc, argv, "generate", vm)) return 0;
   if (!strategy_opts.empty() && strategy_name.empty()) throw Error("--opt given without --strategy");
 
   LoadedModel loaded = load_model_and_tokenizer(model_opts);

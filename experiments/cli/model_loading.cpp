@@ -13,6 +13,21 @@ namespace po = boost::program_options;
 
 namespace draftlab::cli {
 
+bool parse_command_line(const po::options_description& desc, int argc, char** argv, const std::string& command,
+                        po::variables_map& vm) {
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    if (vm.count("help")) {
+      std::cout << desc << "\n";
+      return false;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw Error(std::string(e.what()) + " (see draftlab " + command + " --help)");
+  }
+  return true;
+}
+
 void add_model_options(po::options_description& desc, ModelOptions& o) {
   desc.add_options()
       ("model,m", po::value(&o.model_path)->required(),

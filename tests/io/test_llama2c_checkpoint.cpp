@@ -1,5 +1,6 @@
 // llama2.c legacy checkpoints: the two real tiny models in ../shared, spot-checked against raw file offsets
 // computed here independently, plus truncated / corrupted copies.
+#include "test_errors.h"
 #include "core/io/llama2c_checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -43,17 +44,6 @@ float entry_float(const TensorEntry& e, int64_t row, int64_t col) {
 }
 
 void set_int32(std::string* bytes, size_t index, int32_t value) { std::memcpy(&(*bytes)[4 * index], &value, 4); }
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    for (const std::string& n : needles) EXPECT_NE(message.find(n), std::string::npos) << "'" << n << "' not in: " << message;
-    return;
-  }
-  ADD_FAILURE() << "no draftlab::Error thrown";
-}
 
 TEST(Llama2cCheckpoint, Aidreams260KHeaderAndWeights) {
   DRAFTLAB_REQUIRE_SHARED(kAidreams);
@@ -179,11 +169,11 @@ TEST(Llama2cCheckpointErrors, TruncatedCopySaysExpectedAndActualSize) {
   ASSERT_EQ(bytes.size(), 932124u);
   const std::string path = testing::temp_dir() + "/aidreams_truncated.bin";
   write_bytes(path, bytes.substr(0, bytes.size() - 4));
-  expect_error([&] { Llama2cCheckpoint c(path); },
+  draftlab::testing::expect_error([&] { Llama2cCheckpoint c(path); },
                {path, "expected 932124 bytes", "dim=64", "n_layers=4", "vocab_size=512", "seq_len=128", "file has 932120"});
 
   write_bytes(path, bytes.substr(0, 10));
-  expect_error([&] { Llama2cCheckpoint c(path); }, {path, "header", "28 bytes", "10 bytes"});
+  draftlab::testing::expect_error([&] { Llama2cCheckpoint c(path); }, {path, "header", "28 bytes", "10 bytes"});
 }
 
 TEST(Llama2cCheckpointErrors, CorruptedHeaderValues) {
@@ -212,7 +202,7 @@ TEST(Llama2cCheckpointErrors, CorruptedHeaderValues) {
     write_bytes(path, bytes);
     std::vector<std::string> needles = c.needles;
     needles.push_back(path);
-    expect_error([&] { Llama2cCheckpoint ckpt(path); }, needles);
+    draftlab::testing::expect_error([&] { Llama2cCheckpoint ckpt(path); }, needles);
   }
 }
 
@@ -222,7 +212,7 @@ TEST(Llama2cCheckpointErrors, FlippedVocabSignIsPointedOut) {
   set_int32(&bytes, 5, -512);  // claims an untied classifier the file does not have
   const std::string path = testing::temp_dir() + "/aidreams_flipped.bin";
   write_bytes(path, bytes);
-  expect_error([&] { Llama2cCheckpoint c(path); }, {path, "untied classifier", "file has 932124", "shared classifier"});
+  draftlab::testing::expect_error([&] { Llama2cCheckpoint c(path); }, {path, "untied classifier", "file has 932124", "shared classifier"});
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 // Hugging Face config.json parsing: published Llama-2 / Llama-3.1 configs, round trip, and errors naming the key.
+#include "test_errors.h"
 #include "core/io/model_config.h"
 
 #include <gtest/gtest.h>
@@ -109,17 +110,6 @@ const char* kMistral_7B = R"({
   "vocab_size": 32000
 })";
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    for (const std::string& n : needles) EXPECT_NE(message.find(n), std::string::npos) << "'" << n << "' not in: " << message;
-    return;
-  }
-  ADD_FAILURE() << "no draftlab::Error thrown";
-}
-
 void expect_same(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.hidden_size, b.hidden_size);
   EXPECT_EQ(a.intermediate_size, b.intermediate_size);
@@ -229,82 +219,82 @@ TEST(ModelConfig, LoadFromFileAndFolder) {
     std::ofstream out(broken);
     out << "{\"hidden_size\": 4096,";
   }
-  expect_error([&] { load_hf_config(broken); }, {broken, "valid JSON"});
-  expect_error([&] { load_hf_config(dir + "/absent.json"); }, {dir + "/absent.json"});
+  draftlab::testing::expect_error([&] { load_hf_config(broken); }, {broken, "valid JSON"});
+  draftlab::testing::expect_error([&] { load_hf_config(dir + "/absent.json"); }, {dir + "/absent.json"});
 }
 
 TEST(ModelConfigErrors, MissingRequiredKeyIsNamed) {
   for (const char* key : {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size"}) {
     json j = json::parse(kLlama2_7B);
     j.erase(key);
-    expect_error([&] { parse_hf_config(j, "models/x/config.json"); }, {"models/x/config.json", key, "required"});
+    draftlab::testing::expect_error([&] { parse_hf_config(j, "models/x/config.json"); }, {"models/x/config.json", key, "required"});
   }
 }
 
 TEST(ModelConfigErrors, WrongTypeNamesKeyAndExpectedType) {
   json j = json::parse(kLlama2_7B);
   j["num_attention_heads"] = "32";
-  expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"cfg.json", "num_attention_heads", "an integer", "string"});
+  draftlab::testing::expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"cfg.json", "num_attention_heads", "an integer", "string"});
 
   j = json::parse(kLlama2_7B);
   j["hidden_size"] = 4096.5;
-  expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"hidden_size", "an integer"});
+  draftlab::testing::expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"hidden_size", "an integer"});
 
   j = json::parse(kLlama2_7B);
   j["rms_norm_eps"] = "1e-5";
-  expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"rms_norm_eps", "a number"});
+  draftlab::testing::expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"rms_norm_eps", "a number"});
 
   j = json::parse(kLlama2_7B);
   j["tie_word_embeddings"] = 0;
-  expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"tie_word_embeddings", "true or false"});
+  draftlab::testing::expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"tie_word_embeddings", "true or false"});
 
   j = json::parse(kLlama2_7B);
   j["eos_token_id"] = json::array({2, "</s>"});
-  expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"eos_token_id", "an integer"});
+  draftlab::testing::expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"eos_token_id", "an integer"});
 
   j = json::parse(kLlama2_7B);
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
-  expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"rope_scaling.low_freq_factor", "no such key"});
+  draftlab::testing::expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"rope_scaling.low_freq_factor", "no such key"});
 }
 
 TEST(ModelConfigErrors, UnsupportedFeaturesAreRefused) {
   json j = json::parse(kLlama2_7B);
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"cfg.json", "rope_scaling", "yarn", "llama3"});
+  draftlab::testing::expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"cfg.json", "rope_scaling", "yarn", "llama3"});
 
   j = json::parse(kLlama2_7B);
   j["model_type"] = "qwen2";
-  expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"model_type", "qwen2"});
+  draftlab::testing::expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"model_type", "qwen2"});
 
   j = json::parse(kLlama2_7B);
   j["attention_bias"] = true;
-  expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"attention_bias"});
+  draftlab::testing::expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"attention_bias"});
 
   j = json::parse(kLlama2_7B);
   j["hidden_act"] = "gelu";
-  expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"hidden_act", "gelu"});
+  draftlab::testing::expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"hidden_act", "gelu"});
 }
 
 TEST(ModelConfigErrors, ValidateChecksShapes) {
   json j = json::parse(kLlama2_7B);
   j["num_key_value_heads"] = 5;
-  expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"cfg.json", "num_key_value_heads", "divisor", "5"});
+  draftlab::testing::expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"cfg.json", "num_key_value_heads", "divisor", "5"});
 
   j = json::parse(kLlama2_7B);
   j["head_dim"] = 127;
-  expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"head_dim", "even", "127"});
+  draftlab::testing::expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"head_dim", "even", "127"});
 
   j = json::parse(kLlama2_7B);
   j["vocab_size"] = 0;
-  expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"vocab_size", "positive"});
+  draftlab::testing::expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"vocab_size", "positive"});
 
   j = json::parse(kLlama2_7B);
   j["num_hidden_layers"] = -1;
-  expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"num_hidden_layers", "positive"});
+  draftlab::testing::expect_error([&] { parse_hf_config(j, "cfg.json"); }, {"num_hidden_layers", "positive"});
 
   ModelConfig c = parse_hf_config(json::parse(kLlama2_7B), "cfg.json");
   c.hidden_size = 0;
-  expect_error([&] { c.validate("built in code"); }, {"built in code", "hidden_size"});
+  draftlab::testing::expect_error([&] { c.validate("built in code"); }, {"built in code", "hidden_size"});
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // safetensors: writer/reader round trip, hand-made files of every dtype, sharded folders, and malformed files
 // that must fail with an Error naming the file and the offending field.
+#include "test_errors.h"
 #include "core/io/safetensors.h"
 
 #include <gtest/gtest.h>
@@ -39,18 +40,6 @@ std::string le64(uint64_t v) {
 std::string st_bytes(const std::string& header, const std::string& data) { return le64(header.size()) + header + data; }
 
 std::string entry_bytes(const TensorEntry& e) { return std::string(reinterpret_cast<const char*>(e.data), e.nbytes); }
-
-// Runs f, which must throw draftlab::Error whose message contains every needle.
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    for (const std::string& n : needles) EXPECT_NE(message.find(n), std::string::npos) << "'" << n << "' not in: " << message;
-    return;
-  }
-  ADD_FAILURE() << "no draftlab::Error thrown";
-}
 
 // A hand-made file with one tensor "t" and the given header entry; returns its path.
 std::string one_tensor_file(const std::string& file_name, const std::string& entry_json, const std::string& data) {
@@ -200,7 +189,7 @@ TEST(SafetensorsCollection, ShardedFolderMapsEachTensorToItsShard) {
   std::memcpy(&v, all.get("model.norm.weight").data + 4, 4);
   EXPECT_EQ(v, 6.0f);
   EXPECT_EQ(all.find("model.embed_tokens.weight"), nullptr);
-  expect_error([&] { all.get("model.embed_tokens.weight"); },
+  draftlab::testing::expect_error([&] { all.get("model.embed_tokens.weight"); },
                {dir + "/model.safetensors.index.json", "'model.embed_tokens.weight'", "not found"});
 }
 
@@ -215,7 +204,7 @@ TEST(SafetensorsCollection, FolderWithSingleFileAndPlainFilePath) {
   EXPECT_EQ(entry_bytes(from_file.get("w")), std::string(reinterpret_cast<const char*>(w.data()), 8));
 
   const std::string empty_dir = make_dir("no_model");
-  expect_error([&] { SafetensorsCollection c(empty_dir); }, {empty_dir, "model.safetensors"});
+  draftlab::testing::expect_error([&] { SafetensorsCollection c(empty_dir); }, {empty_dir, "model.safetensors"});
 }
 
 TEST(SafetensorsCollection, MissingShardIsAnErrorNamingIndexAndShard) {
@@ -224,7 +213,7 @@ TEST(SafetensorsCollection, MissingShardIsAnErrorNamingIndexAndShard) {
   write_safetensors(dir + "/model-00001-of-00002.safetensors", {{"a", DType::F32, {1}, a.data(), 4}});
   write_bytes(dir + "/model.safetensors.index.json",
               R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})");
-  expect_error([&] { SafetensorsCollection c(dir); },
+  draftlab::testing::expect_error([&] { SafetensorsCollection c(dir); },
                {dir + "/model.safetensors.index.json", "model-00002-of-00002.safetensors", "'b'"});
 }
 
@@ -233,10 +222,10 @@ TEST(SafetensorsCollection, IndexNamingATensorItsShardLacksIsAnError) {
   const std::vector<float> a = {1};
   write_safetensors(dir + "/shard.safetensors", {{"a", DType::F32, {1}, a.data(), 4}});
   write_bytes(dir + "/model.safetensors.index.json", R"({"weight_map": {"a": "shard.safetensors", "z": "shard.safetensors"}})");
-  expect_error([&] { SafetensorsCollection c(dir); }, {"model.safetensors.index.json", "'z'", "shard.safetensors"});
+  draftlab::testing::expect_error([&] { SafetensorsCollection c(dir); }, {"model.safetensors.index.json", "'z'", "shard.safetensors"});
 
   write_bytes(dir + "/model.safetensors.index.json", R"({"weight_map": ["a"]})");
-  expect_error([&] { SafetensorsCollection c(dir); }, {"model.safetensors.index.json", "weight_map"});
+  draftlab::testing::expect_error([&] { SafetensorsCollection c(dir); }, {"model.safetensors.index.json", "weight_map"});
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -250,84 +239,84 @@ TEST(SafetensorsErrors, TruncatedFiles) {
 
   const std::string cut_data = scratch("truncated_data.safetensors");
   write_bytes(cut_data, bytes.substr(0, bytes.size() - 4));
-  expect_error([&] { SafetensorsFile f(cut_data); }, {cut_data, "'w'.data_offsets", "[0,16]"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(cut_data); }, {cut_data, "'w'.data_offsets", "[0,16]"});
 
   const std::string cut_header = scratch("truncated_header.safetensors");
   write_bytes(cut_header, bytes.substr(0, 20));
-  expect_error([&] { SafetensorsFile f(cut_header); }, {cut_header, "header length"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(cut_header); }, {cut_header, "header length"});
 
   const std::string cut_length = scratch("truncated_length.safetensors");
   write_bytes(cut_length, bytes.substr(0, 5));
-  expect_error([&] { SafetensorsFile f(cut_length); }, {cut_length, "header length", "5 bytes"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(cut_length); }, {cut_length, "header length", "5 bytes"});
 }
 
 TEST(SafetensorsErrors, HeaderLengthLying) {
   const std::string path = scratch("lying_length.safetensors");
   const std::string header = R"({"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";
   write_bytes(path, le64(uint64_t{1} << 62) + header + "x");
-  expect_error([&] { SafetensorsFile f(path); }, {path, "header length", std::to_string(uint64_t{1} << 62)});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(path); }, {path, "header length", std::to_string(uint64_t{1} << 62)});
   // One byte too long: the length reaches past the end of the file.
   write_bytes(path, le64(header.size() + 2) + header + "x");
-  expect_error([&] { SafetensorsFile f(path); }, {path, "header length"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(path); }, {path, "header length"});
 }
 
 TEST(SafetensorsErrors, BadJsonAndWrongShapes) {
   const std::string path = scratch("bad_json.safetensors");
   write_bytes(path, st_bytes("{\"t\": {\"dtype\": ", ""));
-  expect_error([&] { SafetensorsFile f(path); }, {path, "header", "valid JSON"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(path); }, {path, "header", "valid JSON"});
 
   write_bytes(path, st_bytes("[1, 2]", ""));
-  expect_error([&] { SafetensorsFile f(path); }, {path, "header", "object"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(path); }, {path, "header", "object"});
 
   write_bytes(path, st_bytes("{\"t\": 5}", ""));
-  expect_error([&] { SafetensorsFile f(path); }, {path, "'t'", "object"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(path); }, {path, "'t'", "object"});
 
   write_bytes(path, st_bytes(R"({"__metadata__": {"format": 1}})", ""));
-  expect_error([&] { SafetensorsFile f(path); }, {path, "__metadata__.format", "string"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(path); }, {path, "__metadata__.format", "string"});
 }
 
 TEST(SafetensorsErrors, UnknownDtypeIsNamed) {
   const std::string path = one_tensor_file("unknown_dtype.safetensors",
                                            R"({"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]})", "ab");
-  expect_error([&] { SafetensorsFile f(path); }, {path, "'t'.dtype", "F8_E4M3"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(path); }, {path, "'t'.dtype", "F8_E4M3"});
   const std::string missing = one_tensor_file("missing_dtype.safetensors", R"({"shape":[2],"data_offsets":[0,2]})", "ab");
-  expect_error([&] { SafetensorsFile f(missing); }, {missing, "'t'.dtype"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(missing); }, {missing, "'t'.dtype"});
 }
 
 TEST(SafetensorsErrors, NegativeOrNonIntegerShape) {
   const std::string negative = one_tensor_file("negative_shape.safetensors",
                                                R"({"dtype":"U8","shape":[-1,2],"data_offsets":[0,2]})", "ab");
-  expect_error([&] { SafetensorsFile f(negative); }, {negative, "'t'.shape", "non-negative"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(negative); }, {negative, "'t'.shape", "non-negative"});
   const std::string fractional = one_tensor_file("float_shape.safetensors",
                                                  R"({"dtype":"U8","shape":[1.5],"data_offsets":[0,2]})", "ab");
-  expect_error([&] { SafetensorsFile f(fractional); }, {fractional, "'t'.shape"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(fractional); }, {fractional, "'t'.shape"});
   const std::string huge = one_tensor_file(
       "huge_shape.safetensors", R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,2]})", "ab");
-  expect_error([&] { SafetensorsFile f(huge); }, {huge, "'t'.shape"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(huge); }, {huge, "'t'.shape"});
 }
 
 TEST(SafetensorsErrors, OffsetsOutOfRangeOrMalformed) {
   const std::string past_end = one_tensor_file("offsets_past_end.safetensors",
                                                R"({"dtype":"U8","shape":[100],"data_offsets":[0,100]})", "abcdefgh");
-  expect_error([&] { SafetensorsFile f(past_end); }, {past_end, "'t'.data_offsets", "<= 8"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(past_end); }, {past_end, "'t'.data_offsets", "<= 8"});
   const std::string reversed = one_tensor_file("offsets_reversed.safetensors",
                                                R"({"dtype":"U8","shape":[0],"data_offsets":[4,0]})", "abcdefgh");
-  expect_error([&] { SafetensorsFile f(reversed); }, {reversed, "'t'.data_offsets"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(reversed); }, {reversed, "'t'.data_offsets"});
   const std::string three = one_tensor_file("offsets_three.safetensors",
                                             R"({"dtype":"U8","shape":[2],"data_offsets":[0,1,2]})", "ab");
-  expect_error([&] { SafetensorsFile f(three); }, {three, "'t'.data_offsets"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(three); }, {three, "'t'.data_offsets"});
   const std::string negative = one_tensor_file("offsets_negative.safetensors",
                                                R"({"dtype":"U8","shape":[2],"data_offsets":[-2,0]})", "ab");
-  expect_error([&] { SafetensorsFile f(negative); }, {negative, "'t'.data_offsets"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(negative); }, {negative, "'t'.data_offsets"});
   const std::string missing = one_tensor_file("offsets_missing.safetensors", R"({"dtype":"U8","shape":[2]})", "ab");
-  expect_error([&] { SafetensorsFile f(missing); }, {missing, "'t'.data_offsets"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(missing); }, {missing, "'t'.data_offsets"});
 }
 
 TEST(SafetensorsErrors, ShapeAndByteCountMismatch) {
   // F32 [3] needs 12 bytes; the offsets give 8.
   const std::string path = one_tensor_file("size_mismatch.safetensors",
                                            R"({"dtype":"F32","shape":[3],"data_offsets":[0,8]})", "abcdefgh");
-  expect_error([&] { SafetensorsFile f(path); }, {path, "'t'.data_offsets", "12 bytes", "[3]", "F32", "8 bytes"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(path); }, {path, "'t'.data_offsets", "12 bytes", "[3]", "F32", "8 bytes"});
 }
 
 TEST(SafetensorsErrors, OverlappingTensors) {
@@ -335,13 +324,13 @@ TEST(SafetensorsErrors, OverlappingTensors) {
   write_bytes(path, st_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                              R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                              std::string(12, 'x')));
-  expect_error([&] { SafetensorsFile f(path); }, {path, "'b'.data_offsets", "'a'"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(path); }, {path, "'b'.data_offsets", "'a'"});
   // An identical range is an overlap too; an empty tensor anywhere is not.
   write_bytes(path, st_bytes(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
                              R"("b":{"dtype":"I32","shape":[1],"data_offsets":[0,4]},)"
                              R"("c":{"dtype":"F32","shape":[0],"data_offsets":[2,2]}})",
                              std::string(4, 'x')));
-  expect_error([&] { SafetensorsFile f(path); }, {path, ".data_offsets", "overlapping"});
+  draftlab::testing::expect_error([&] { SafetensorsFile f(path); }, {path, ".data_offsets", "overlapping"});
   write_bytes(path, st_bytes(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
                              R"("c":{"dtype":"F32","shape":[0],"data_offsets":[2,2]}})",
                              std::string(4, 'x')));
@@ -352,13 +341,13 @@ TEST(SafetensorsErrors, OverlappingTensors) {
 TEST(SafetensorsErrors, WriterRejectsInconsistentTensorsAndLeavesNoFile) {
   const std::string path = scratch("never_written.safetensors");
   const std::vector<float> w = {1, 2, 3};
-  expect_error([&] { write_safetensors(path, {{"w", DType::F32, {2, 2}, w.data(), 12}}); }, {path, "'w'.nbytes", "16"});
-  expect_error([&] { write_safetensors(path, {{"w", DType::F32, {3}, w.data(), 12}, {"w", DType::F32, {3}, w.data(), 12}}); },
+  draftlab::testing::expect_error([&] { write_safetensors(path, {{"w", DType::F32, {2, 2}, w.data(), 12}}); }, {path, "'w'.nbytes", "16"});
+  draftlab::testing::expect_error([&] { write_safetensors(path, {{"w", DType::F32, {3}, w.data(), 12}, {"w", DType::F32, {3}, w.data(), 12}}); },
                {path, "'w' twice"});
-  expect_error([&] { write_safetensors(path, {{"__metadata__", DType::F32, {3}, w.data(), 12}}); }, {path, "tensor name"});
+  draftlab::testing::expect_error([&] { write_safetensors(path, {{"__metadata__", DType::F32, {3}, w.data(), 12}}); }, {path, "tensor name"});
   EXPECT_FALSE(testing::exists(path));
   EXPECT_FALSE(testing::exists(path + ".tmp." + std::to_string(::getpid())));
-  expect_error([&] { write_safetensors(scratch("no/such/dir.safetensors"), {}); }, {"no/such/dir.safetensors"});
+  draftlab::testing::expect_error([&] { write_safetensors(scratch("no/such/dir.safetensors"), {}); }, {"no/such/dir.safetensors"});
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "test_errors.h"
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
 #include "core/io/safetensors.h"
@@ -28,17 +29,6 @@ at::Tensor logits_of(const LlamaModel& m, const std::vector<int64_t>& seq) {
 }
 
 const std::vector<int64_t> kSeq{1, 17, 33, 5, 60, 2, 91, 44};
-
-// Throws an Error whose message contains every one of `needles`.
-template <class F>
-void expect_error_mentions(F f, std::vector<std::string> needles) {
-  try {
-    f();
-    ADD_FAILURE() << "expected draftlab::Error";
-  } catch (const Error& e) {
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  }
-}
 
 TEST(Checkpoints, SafetensorsRoundTripGivesIdenticalLogits) {
   for (bool tied : {false, true}) {
@@ -85,7 +75,7 @@ TEST(Checkpoints, ShapeDisagreeingWithConfigNamesTensorAndShapes) {
   auto j = nlohmann::json::parse(read_text_file(dir + "/config.json"));
   j["intermediate_size"] = 100;
   write_file_atomically(dir + "/config.json", j.dump());
-  expect_error_mentions([&] { LlamaModel::load(dir, ComputeOptions{}); },
+  expect_error([&] { LlamaModel::load(dir, ComputeOptions{}); },
                         {"model.safetensors", "model.layers.0.mlp.gate_proj.weight", "[100, 64]", "[96, 64]"});
 }
 
@@ -100,11 +90,11 @@ TEST(Checkpoints, MissingTensorAndMissingConfigAreNamed) {
   std::vector<TensorToWrite> entries;
   for (auto& [n, t] : keep) entries.push_back({n, DType::F32, t.sizes().vec(), t.data_ptr(), (size_t)t.nbytes()});
   write_safetensors(dir + "/model.safetensors", entries);
-  expect_error_mentions([&] { LlamaModel::load(dir, ComputeOptions{}); }, {"lm_head.weight", "tie_word_embeddings"});
+  expect_error([&] { LlamaModel::load(dir, ComputeOptions{}); }, {"lm_head.weight", "tie_word_embeddings"});
 
   std::remove((dir + "/config.json").c_str());
-  expect_error_mentions([&] { LlamaModel::load(dir, ComputeOptions{}); }, {"config.json", "not found"});
-  expect_error_mentions([&] { LlamaModel::load(dir + "/nope", ComputeOptions{}); }, {"nope", "not found"});
+  expect_error([&] { LlamaModel::load(dir, ComputeOptions{}); }, {"config.json", "not found"});
+  expect_error([&] { LlamaModel::load(dir + "/nope", ComputeOptions{}); }, {"nope", "not found"});
 }
 
 TEST(Checkpoints, TruncatedFilesFailCleanly) {
@@ -113,20 +103,20 @@ TEST(Checkpoints, TruncatedFilesFailCleanly) {
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::string bin = fresh_dir("trunc") + "/cut.bin";
   write_file_atomically(bin, bytes.substr(0, bytes.size() / 2));
-  expect_error_mentions([&] { LlamaModel::load(bin, ComputeOptions{}); }, {"cut.bin", "bytes"});
+  expect_error([&] { LlamaModel::load(bin, ComputeOptions{}); }, {"cut.bin", "bytes"});
 
   auto model = tiny_model();
   std::string dir = fresh_dir("trunc_st");
   model->save_hf(dir, at::kFloat);
   std::string st = read_text_file(dir + "/model.safetensors");
   write_file_atomically(dir + "/model.safetensors", st.substr(0, st.size() - 100));
-  expect_error_mentions([&] { LlamaModel::load(dir, ComputeOptions{}); }, {"model.safetensors"});
+  expect_error([&] { LlamaModel::load(dir, ComputeOptions{}); }, {"model.safetensors"});
 }
 
 TEST(Checkpoints, Float16OnCpuIsAClearError) {
   ComputeOptions o;
   o.dtype = at::kHalf;
-  expect_error_mentions([&] { check_supported(o); }, {"float16", "CPU"});
+  expect_error([&] { check_supported(o); }, {"float16", "CPU"});
 }
 
 }  // namespace

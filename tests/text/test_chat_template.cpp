@@ -1,5 +1,6 @@
 // Chat templates against strings written out by hand from FastChat's conversation.py (vicuna_v1.1, llama-2),
 // the EAGLE evaluation scripts (system prompt, trailing space for LLaMA-2-Chat) and Meta-Llama-3's HF template.
+#include "test_errors.h"
 #include "core/text/chat_template.h"
 
 #include <gtest/gtest.h>
@@ -27,17 +28,6 @@ const std::string kLlama2System =
     "content. Please ensure that your responses are socially unbiased and positive in nature.\n\nIf a question does "
     "not make any sense, or is not factually coherent, explain why instead of answering something not correct. If "
     "you don't know the answer to a question, please don't share false information.";
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    for (const std::string& n : needles) EXPECT_NE(message.find(n), std::string::npos) << "'" << n << "' not in: " << message;
-    return;
-  }
-  ADD_FAILURE() << "no draftlab::Error thrown";
-}
 
 TEST(ChatTemplate, VicunaTwoTurns) {
   EXPECT_EQ(render_chat(ChatTemplate::VicunaV11, kTwoTurns, true),
@@ -97,20 +87,20 @@ TEST(ChatTemplate, NamesParseAndUnknownNamesListTheValidOnes) {
   EXPECT_EQ(parse_chat_template("llama3-instruct"), ChatTemplate::Llama3Instruct);
   for (ChatTemplate t : {ChatTemplate::Plain, ChatTemplate::VicunaV11, ChatTemplate::Llama2Chat, ChatTemplate::Llama3Instruct})
     EXPECT_EQ(parse_chat_template(chat_template_name(t)), t);
-  expect_error([] { parse_chat_template("chatml"); },
+  draftlab::testing::expect_error([] { parse_chat_template("chatml"); },
                {"chatml", "plain", "vicuna", "llama2-chat", "llama3-instruct"});
 }
 
 TEST(ChatTemplateErrors, MalformedConversations) {
-  expect_error([] { render_chat(ChatTemplate::VicunaV11, {{"bot", "hi"}}, true); }, {"messages[0].role", "\"bot\""});
-  expect_error([] { render_chat(ChatTemplate::Llama2Chat, {{"user", "a"}, {"system", "b"}}, true); },
+  draftlab::testing::expect_error([] { render_chat(ChatTemplate::VicunaV11, {{"bot", "hi"}}, true); }, {"messages[0].role", "\"bot\""});
+  draftlab::testing::expect_error([] { render_chat(ChatTemplate::Llama2Chat, {{"user", "a"}, {"system", "b"}}, true); },
                {"messages[1].role", "first"});
-  expect_error([] { render_chat(ChatTemplate::Llama3Instruct, {{"user", "a"}, {"user", "b"}}, true); },
+  draftlab::testing::expect_error([] { render_chat(ChatTemplate::Llama3Instruct, {{"user", "a"}, {"user", "b"}}, true); },
                {"messages[1].role", "alternate"});
-  expect_error([] { render_chat(ChatTemplate::VicunaV11, {{"assistant", "a"}}, false); }, {"messages[0].role", "user"});
-  expect_error([] { render_chat(ChatTemplate::VicunaV11, {{"user", "a"}, {"assistant", "b"}}, true); },
+  draftlab::testing::expect_error([] { render_chat(ChatTemplate::VicunaV11, {{"assistant", "a"}}, false); }, {"messages[0].role", "user"});
+  draftlab::testing::expect_error([] { render_chat(ChatTemplate::VicunaV11, {{"user", "a"}, {"assistant", "b"}}, true); },
                {"messages", "assistant message last"});
-  expect_error([] { render_chat(ChatTemplate::Plain, {}, true); }, {"no user message"});
+  draftlab::testing::expect_error([] { render_chat(ChatTemplate::Plain, {}, true); }, {"no user message"});
 }
 
 }  // namespace

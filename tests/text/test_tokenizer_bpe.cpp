@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
+#include "test_errors.h"
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
 #include "core/io/gguf.h"
@@ -232,17 +233,6 @@ const Tokenizer& hf_llama2() {
   return *tok;
 }
 
-// Expects `fn` to throw draftlab::Error whose message contains every one of `parts`.
-template <typename Fn>
-void expect_error(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no draftlab::Error thrown; expected one mentioning " << parts.front();
-  } catch (const Error& e) {
-    for (const std::string& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // GGUF "gpt2"
 
@@ -289,7 +279,7 @@ TEST(BpeGguf, Gpt2SpecialTokens) {
 
 TEST(BpeGguf, RejectsOtherVocabularyModels) {
   DRAFTLAB_REQUIRE_SHARED(kLlamaSpmGguf);
-  expect_error([] { make_gguf_bpe_tokenizer(read_gguf(testing::shared_path(kLlamaSpmGguf))); },
+  draftlab::testing::expect_error([] { make_gguf_bpe_tokenizer(read_gguf(testing::shared_path(kLlamaSpmGguf))); },
                {"ggml-vocab-llama-spm.gguf", "tokenizer.ggml.model", "gpt2", "llama"});
 }
 
@@ -399,7 +389,7 @@ TEST(HfTokenizerJson, SpecialTokenIdsFromTokenizerConfig) {
 
   const json bad_config = {{"eos_token", "<|no_such_token|>"}};
   const std::string path = write_tokenizer_dir("gpt2-bad-config", j, &bad_config);
-  expect_error([&] { load_hf_tokenizer_json(path); }, {"tokenizer_config.json", "eos_token", "<|no_such_token|>"});
+  draftlab::testing::expect_error([&] { load_hf_tokenizer_json(path); }, {"tokenizer_config.json", "eos_token", "<|no_such_token|>"});
 }
 
 // A small byte-level tokenizer.json for the error cases: the 256 byte symbols, plus "ab" = a + b.
@@ -482,58 +472,58 @@ TEST(HfTokenizerJson, BadFilesNameTheFieldThatIsWrong) {
   };
   json j = tiny_byte_level_json();
   j.erase("model");
-  expect_error(load("no-model", j), {"no-model/tokenizer.json", "model: expected an object, got nothing"});
+  draftlab::testing::expect_error(load("no-model", j), {"no-model/tokenizer.json", "model: expected an object, got nothing"});
 
   j = tiny_byte_level_json();
   j["model"]["type"] = "Unigram";
-  expect_error(load("unigram", j), {"unigram/tokenizer.json", "model.type: expected BPE, got \"Unigram\""});
+  draftlab::testing::expect_error(load("unigram", j), {"unigram/tokenizer.json", "model.type: expected BPE, got \"Unigram\""});
 
   j = tiny_byte_level_json();
   j["model"]["merges"] = {"a b", "a c"};
   j["model"]["vocab"].erase("c");
-  expect_error(load("unknown-merge", j), {"model.merges[1]", "\"c\" is not in the vocabulary"});
+  draftlab::testing::expect_error(load("unknown-merge", j), {"model.merges[1]", "\"c\" is not in the vocabulary"});
 
   j = tiny_byte_level_json();
   j["model"]["merges"] = {{"a", "b"}, "ab"};
-  expect_error(load("bad-merge", j), {"model.merges[1]", "two pieces"});
+  draftlab::testing::expect_error(load("bad-merge", j), {"model.merges[1]", "two pieces"});
 
   j = tiny_byte_level_json();
   j["model"]["vocab"].erase("\xC4\x8A");  // "Ċ", the symbol for '\n'
-  expect_error(load("missing-byte", j), {"model.vocab", "byte 0x0A"});
+  draftlab::testing::expect_error(load("missing-byte", j), {"model.vocab", "byte 0x0A"});
 
   j = tiny_byte_level_json();
   j["pre_tokenizer"] = {{"type", "Whitespace"}};
-  expect_error(load("whitespace", j), {"pre_tokenizer.type", "got \"Whitespace\""});
+  draftlab::testing::expect_error(load("whitespace", j), {"pre_tokenizer.type", "got \"Whitespace\""});
 
   j = tiny_byte_level_json();
   const json digit_split = {{"type", "Split"}, {"pattern", {{"Regex", "\\d+"}}}, {"behavior", "Isolated"}};
   j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({digit_split})}};
-  expect_error(load("split", j), {"pre_tokenizer.pretokenizers[0].pattern.Regex", "\\d+"});
+  draftlab::testing::expect_error(load("split", j), {"pre_tokenizer.pretokenizers[0].pattern.Regex", "\\d+"});
 
   j = tiny_byte_level_json();
   j["normalizer"] = {{"type", "NFC"}};
-  expect_error(load("nfc", j), {"normalizer.type", "got \"NFC\""});
+  draftlab::testing::expect_error(load("nfc", j), {"normalizer.type", "got \"NFC\""});
 
   j = tiny_byte_level_json();
   j["decoder"] = {{"type", "WordPiece"}};
-  expect_error(load("wordpiece", j), {"decoder.type", "got \"WordPiece\""});
+  draftlab::testing::expect_error(load("wordpiece", j), {"decoder.type", "got \"WordPiece\""});
 
   j = tiny_byte_level_json();
   j["added_tokens"] = {{{"id", "seven"}, {"content", "<x>"}}};
-  expect_error(load("added", j), {"added_tokens[0].id", "an integer"});
+  draftlab::testing::expect_error(load("added", j), {"added_tokens[0].id", "an integer"});
 
   j = tiny_byte_level_json();
   j["model"]["unk_token"] = "<unk>";
-  expect_error(load("unk", j), {"model.unk_token", "<unk>"});
+  draftlab::testing::expect_error(load("unk", j), {"model.unk_token", "<unk>"});
 
   // Truncated JSON.
   const std::string dir = testing::temp_dir() + "/truncated";
   ::mkdir(dir.c_str(), 0755);
   const std::string text = tiny_byte_level_json().dump();
   write_file_atomically(dir + "/tokenizer.json", text.substr(0, text.size() / 2));
-  expect_error([&] { load_hf_tokenizer_json(dir + "/tokenizer.json"); }, {"truncated/tokenizer.json", "not valid JSON"});
+  draftlab::testing::expect_error([&] { load_hf_tokenizer_json(dir + "/tokenizer.json"); }, {"truncated/tokenizer.json", "not valid JSON"});
 
-  expect_error([&] { load_hf_tokenizer_json(testing::temp_dir() + "/absent/tokenizer.json"); }, {"absent/tokenizer.json"});
+  draftlab::testing::expect_error([&] { load_hf_tokenizer_json(testing::temp_dir() + "/absent/tokenizer.json"); }, {"absent/tokenizer.json"});
 }
 
 }  // namespace

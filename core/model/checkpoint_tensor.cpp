@@ -1,0 +1,30 @@
+#include "core/model/checkpoint_tensor.h"
+
+#include <cstring>
+
+#include "core/base/error.h"
+
+namespace draftlab {
+
+namespace {
+
+at::ScalarType torch_dtype(const TensorEntry& e) {
+  switch (e.dtype) {
+    case DType::F32: return at::kFloat;
+    case DType::F16: return at::kHalf;
+    case DType::BF16: return at::kBFloat16;
+    default: throw Error::in_file(e.file, e.name + " dtype", "F32, F16 or BF16", dtype_name(e.dtype));
+  }
+}
+
+}  // namespace
+
+at::Tensor checkpoint_tensor(const TensorEntry& e, const std::vector<int64_t>& expected, const ComputeOptions& o,
+                             const std::string& note) {
+  if (e.shape != expected) throw Error::in_file(e.file, e.name + " shape", shape_string(expected) + note, shape_string(e.shape));
+  auto t = at::empty(e.shape, at::TensorOptions().dtype(torch_dtype(e)));
+  if (e.nbytes) std::memcpy(t.data_ptr(), e.data, e.nbytes);
+  return t.to(o.device, o.dtype);
+}
+
+}  // namespace draftlab

@@ -1,0 +1,19 @@
+// A tensor read from a checkpoint onto the compute device and dtype, after checking its shape.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "core/io/tensor_entry.h"
+#include "core/model/compute_options.h"
+
+namespace draftlab {
+
+// Throws Error::in_file(file, "<name> shape", "<expected><note>", actual) on a shape mismatch, and names the
+// dtype when it is not F32/F16/BF16. Copies the bytes (safetensors offsets need not be aligned for vector loads).
+at::Tensor checkpoint_tensor(const TensorEntry& entry, const std::vector<int64_t>& expected_shape,
+                             const ComputeOptions& options, const std::string& note = " (from the model config)");
+
+}  // namespace draftlab
