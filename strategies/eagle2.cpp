@@ -68,7 +68,7 @@ class Eagle2Strategy : public DraftStrategy {
   void observe(const VerifyResult& result) override {
     const auto t0 = Clock::now();
     drafter_.observe(result);
-    if (o_.auto_budget) {
+    if (o_.auto_budget && expand_seconds_ > 0.0) {  // skipped cycles say nothing about drafting
       calibration_.observe(predicted_, static_cast<double>(result.accepted_nodes.size()));
       draft_seconds_ = 0.8 * draft_seconds_ + 0.2 * (expand_seconds_ + seconds_since(t0));
     }
@@ -77,6 +77,13 @@ class Eagle2Strategy : public DraftStrategy {
   DraftTree propose(const DraftRequest& request) override {
     const auto t0 = Clock::now();
     drafter_.start_tree(request);
+    // total_tokens=auto that last chose to verify nothing: drafting does not pay here (a weak head, or a draft as
+    // costly as the target), so skip the expansion too, re-probing every kProbeEvery-th cycle.
+    if (o_.auto_budget && last_budget_ == 0 && ++cycles_without_draft_ % kProbeEvery != 0) {
+      predicted_ = 0.0;
+      expand_seconds_ = 0.0;
+      return {};
+    }
     const int32_t cap = o_.auto_budget ? o_.max_auto_tokens - 1 : o_.total_tokens - 1;
     const int32_t budget = std::min(cap, request.max_nodes);  // drafted nodes (the root excluded)
     // A kept node needs all its ancestors kept, so layers deeper than the budget could never be verified.
@@ -120,6 +127,8 @@ class Eagle2Strategy : public DraftStrategy {
     std::vector<float> values;
     for (int32_t i : kept) values.push_back(tree.node(i).value);
     const int32_t m = best_budget(values, calibration_.alpha(), draft_seconds_, *cost_);
+    last_budget_ = m;
+    if (m > 0) cycles_without_draft_ = 0;
     kept.resize(m);
     predicted_ = 0.0;
     for (float v : std::vector<float>(values.begin(), values.begin() + m)) predicted_ += v;
@@ -136,6 +145,9 @@ class Eagle2Strategy : public DraftStrategy {
   double predicted_ = 0.0;       // sum of the values of the last tree's nodes
   double expand_seconds_ = 0.0;  // this cycle's drafting time before the budget choice
   double draft_seconds_ = 0.0;   // running estimate of drafting time per cycle (expansion + sync)
+  static constexpr int kProbeEvery = 8;
+  int32_t last_budget_ = -1;
+  int cycles_without_draft_ = 0;
 };
 
 }  // namespace
