@@ -19,14 +19,17 @@ const char* kOther = "models/stories260K/stories260K.bin";  // same vocabulary s
 
 class LosslessGreedy : public ::testing::TestWithParam<StrategyConfig> {
  protected:
-  void SetUp() override {
-    DRAFTLAB_REQUIRE_SHARED(kTarget);
-    DRAFTLAB_REQUIRE_SHARED(kOther);
+  void SetUp() override { load(kTarget, kOther); }
+  // The configurations name draft models by path: the parameter's label selects the one built for these paths.
+  void load(const char* target_rel, const char* other_rel) {
+    DRAFTLAB_REQUIRE_SHARED(target_rel);
+    DRAFTLAB_REQUIRE_SHARED(other_rel);
     DRAFTLAB_REQUIRE_SHARED("data/bench/mt_bench/question.jsonl");
-    target = LlamaModel::load(shared_path(kTarget), ComputeOptions{});
+    target = LlamaModel::load(shared_path(target_rel), ComputeOptions{});
     tokenizer = load_tokenizer(shared_path(kTokenizer));
-    strategy = make_strategy(GetParam().name, StrategyContext{*target},
-                             StrategyOptions::parse(GetParam().options));
+    for (const auto& c : all_strategy_configs(shared_path(target_rel), shared_path(other_rel)))
+      if (c.label == GetParam().label)
+        strategy = make_strategy(c.name, StrategyContext{*target}, StrategyOptions::parse(c.options));
   }
   std::unique_ptr<LlamaModel> target;
   std::unique_ptr<Tokenizer> tokenizer;
@@ -104,11 +107,29 @@ TEST_P(LosslessGreedy, EndOfContext) {
   EXPECT_EQ(want.stop_reason, "context");
 }
 
-std::vector<StrategyConfig> configs() {
-  return all_strategy_configs(shared_path(kTarget), shared_path(kOther));
+// The second peer model as the target (GQA: 8 heads, 4 kv heads), aidreams260K as the other draft model. It has
+// no tokenizer of its own; its ids are those of the 512-token vocabulary, as in the golden test.
+class LosslessGreedyStories : public LosslessGreedy {
+ protected:
+  void SetUp() override { load(kOther, kTarget); }
+};
+
+TEST_P(LosslessGreedyStories, SameTokensAsVanillaOnBenchPrompts) {
+  auto prompts = bench_prompts(*tokenizer, 16, 48);  // 6 sets x 5 = 30 prompts
+  GenerationConfig gen;
+  gen.max_new_tokens = 40;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto want = generate_vanilla(*target, prompts[i], gen);
+    SpeculativeDecoder decoder(*target, *strategy);
+    auto got = decoder.generate(prompts[i], gen);
+    ASSERT_EQ(got.tokens, want.tokens) << "prompt " << i;
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Strategies, LosslessGreedy, ::testing::ValuesIn(configs()),
+// Labels only: SetUp builds each configuration for its own target and draft paths.
+INSTANTIATE_TEST_SUITE_P(Strategies, LosslessGreedy, ::testing::ValuesIn(all_strategy_configs("", "")),
+                         [](const ::testing::TestParamInfo<StrategyConfig>& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(Strategies, LosslessGreedyStories, ::testing::ValuesIn(all_strategy_configs("", "")),
                          [](const ::testing::TestParamInfo<StrategyConfig>& info) { return info.param.label; });
 
 }  // namespace
