@@ -30,6 +30,7 @@
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
 #include "core/io/gguf.h"
+#include "core/text/byte_level.h"
 #include "core/text/tokenizer.h"
 #include "core/text/tokenizer_internal.h"
 #include "core/text/unicode_categories.h"
@@ -718,6 +719,13 @@ int32_t gguf_token_id(const GgufFile& gguf, const std::string& key, size_t vocab
 }
 
 }  // namespace
+
+// The byte_level.h entry points (for the BPE trainer): the functions above, under public names.
+namespace byte_level {
+const std::string& symbol(uint8_t byte) { return ByteLevelAlphabet::get().symbol(byte); }
+std::string to_symbols(std::string_view bytes) { return to_byte_level_symbols(bytes); }
+std::vector<std::string> split_gpt2(std::string_view text) { return split_by_pattern(text, SplitPattern::kGpt2); }
+}  // namespace byte_level
 
 std::unique_ptr<Tokenizer> make_gguf_bpe_tokenizer(const GgufFile& gguf) {
   const std::string& model = gguf.get_string("tokenizer.ggml.model");

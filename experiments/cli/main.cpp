@@ -16,7 +16,10 @@ void print_usage() {
   std::cout << "usage: draftlab <command> [options]\n\n"
                "commands:\n"
                "  generate   decode a prompt (vanilla or --strategy NAME), print text, tokens/s and tau\n"
-               "  compare    strategies beside vanilla on the same prompts: speed, speedup, tau, identical output\n\n"
+               "  compare    strategies beside vanilla on the same prompts: speed, speedup, tau, identical output\n"
+               "  train-tokenizer  train a byte-level BPE vocabulary on a corpus (tokenizer.json out)\n"
+               "  train-lm   pretrain a small Llama from scratch on a text corpus (HF folder out, resumable)\n"
+               "  export-llama2c  write a model as a llama2.c v0 .bin checkpoint\n\n"
                "Run 'draftlab <command> --help' for the options of a command.\n";
 }
 
@@ -33,6 +36,9 @@ int main(int argc, char** argv) {
   try {
     if (command == "generate") return draftlab::cli::run_generate(argc - 1, argv + 1);
     if (command == "compare") return draftlab::cli::run_compare(argc - 1, argv + 1);
+    if (command == "train-tokenizer") return draftlab::cli::run_train_tokenizer(argc - 1, argv + 1);
+    if (command == "train-lm") return draftlab::cli::run_train_lm(argc - 1, argv + 1);
+    if (command == "export-llama2c") return draftlab::cli::run_export_llama2c(argc - 1, argv + 1);
     std::cerr << "draftlab: unknown command '" << command << "'\n";
     print_usage();
     return 2;

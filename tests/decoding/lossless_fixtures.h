@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fstream>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct StrategyConfig {
   std::string name;   // registry name
   std::vector<std::string> options;
 };
+
+// gtest prints parameters in test names and failures: the label, not raw bytes.
+inline void PrintTo(const StrategyConfig& c, std::ostream* os) { *os << c.label; }
 
 // Every strategy, with settings that exercise different behaviour: drafts that are mostly rejected (random
 // EAGLE heads, a different draft LM), drafts that are always accepted (the target as its own draft LM), model-free

@@ -1,0 +1,112 @@
+#include "core/model/training_forward.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/base/error.h"
+
+namespace draftlab {
+
+namespace {
+
+// x @ w^T for a weight w [out, in] (column-major storage makes w^T a contiguous matrix for the GEMM).
+at::Tensor times_weight(const at::Tensor& x, const at::Tensor& w) { return at::matmul(x, w.t()); }
+
+// Reduced precision (bf16/fp16) is accumulated in float32, as LlamaModel does; float32 and float64 stay as they
+// are (float64 is for gradient checks, which need every digit).
+at::ScalarType accumulate_type(const at::Tensor& x) {
+  return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// RMSNorm as llama_layer.h's rms_norm, but without demoting float64.
+at::Tensor norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  auto xf = x.to(accumulate_type(x));
+  return (xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps)).to(x.scalar_type()) * weight;
+}
+
+// Causal grouped-query attention. q [B, T, H, hd]; k, v [B, T, KVH, hd] -> [B, T, H * hd].
+// The G = H / KVH query heads sharing a kv head are stacked as extra rows (head h = kv * G + g, as in
+// LlamaModel), so one matmul per kv head serves its whole group and K/V are never repeated in memory.
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), hd = q.size(3), KVH = k.size(2), G = H / KVH;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  auto qg = (q.permute({0, 2, 1, 3}) * scale).reshape({B, KVH, G * T, hd});
+  auto scores = at::matmul(qg, k.permute({0, 2, 3, 1}));  // [B, KVH, G T, T]
+  scores = (scores.view({B, KVH, G, T, T}) + mask).view({B, KVH, G * T, T});
+  auto probs = at::softmax(scores, -1, accumulate_type(scores)).to(q.scalar_type());
+  auto out = at::matmul(probs, v.permute({0, 2, 1, 3}));  // [B, KVH, G T, hd]
+  return out.view({B, H, T, hd}).permute({0, 2, 1, 3}).reshape({B, T, H * hd});
+}
+
+}  // namespace
+
+at::Tensor training_forward(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
+                            const at::Tensor& tokens_in) {
+  check(tokens_in.dim() == 2 && tokens_in.scalar_type() == at::kLong,
+        "training_forward: tokens must be int64 [batch, length]");
+  const int64_t B = tokens_in.size(0), T = tokens_in.size(1);
+  check(T <= rope.max_positions(), "training_forward: window of " + std::to_string(T) +
+                                       " tokens exceeds max_position_embeddings (" +
+                                       std::to_string(rope.max_positions()) + ")");
+  const int64_t H = c.num_attention_heads, KVH = c.num_key_value_heads, hd = c.head_dim, I = c.intermediate_size;
+  const auto tokens = tokens_in.to(w.embed.device());
+  const auto positions = at::arange(T, tokens.options());
+  const auto [cos, sin] = rope.at_positions(positions);  // [T, 1, hd/2]: broadcasts over [B, T, heads, hd/2]
+  const auto mask = at::full({T, T}, -std::numeric_limits<float>::infinity(), w.embed.options()).triu(1);
+
+  auto h = at::embedding(w.embed, tokens);  // [B, T, d]
+  for (const LlamaLayerWeights& L : w.layers) {
+    auto qkv = times_weight(norm(h, L.attn_norm, c.rms_norm_eps), L.wqkv);
+    auto q = RotaryEmbedding::apply(qkv.narrow(2, 0, H * hd).view({B, T, H, hd}), cos, sin);
+    auto k = RotaryEmbedding::apply(qkv.narrow(2, H * hd, KVH * hd).view({B, T, KVH, hd}), cos, sin);
+    auto v = qkv.narrow(2, (H + KVH) * hd, KVH * hd).view({B, T, KVH, hd});
+    h = h + times_weight(causal_attention(q, k, v, mask), L.wo);
+    auto gate_up = times_weight(norm(h, L.mlp_norm, c.rms_norm_eps), L.w_gate_up);
+    h = h + times_weight(at::silu(gate_up.narrow(2, 0, I)) * gate_up.narrow(2, I, I), L.w_down);
+  }
+  const at::Tensor& head = c.tie_word_embeddings ? w.embed : w.lm_head;
+  auto logits = times_weight(norm(h, w.norm, c.rms_norm_eps), head);
+  return logits.to(accumulate_type(logits));
+}
+
+at::Tensor next_token_loss(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
+                           const at::Tensor& windows) {
+  check(windows.dim() == 2 && windows.size(1) >= 2, "next_token_loss: windows must be [batch, length + 1]");
+  const int64_t T = windows.size(1) - 1;
+  auto logits = training_forward(c, w, rope, windows.narrow(1, 0, T));
+  auto targets = windows.narrow(1, 1, T).to(logits.device());
+  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+std::vector<std::pair<std::string, at::Tensor>> trainable_parameters(const ModelConfig& c, const LlamaWeights& w) {
+  std::vector<std::pair<std::string, at::Tensor>> p;
+  p.emplace_back("embed", w.embed);
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const std::string n = "layers." + std::to_string(l) + ".";
+    const LlamaLayerWeights& L = w.layers[l];
+    p.emplace_back(n + "attn_norm", L.attn_norm);
+    p.emplace_back(n + "wqkv", L.wqkv);
+    p.emplace_back(n + "wo", L.wo);
+    p.emplace_back(n + "mlp_norm", L.mlp_norm);
+    p.emplace_back(n + "w_gate_up", L.w_gate_up);
+    p.emplace_back(n + "w_down", L.w_down);
+  }
+  p.emplace_back("norm", w.norm);
+  if (!c.tie_word_embeddings) p.emplace_back("lm_head", w.lm_head);
+  return p;
+}
+
+LlamaWeights inference_weights(const ModelConfig& c, const LlamaWeights& t) {
+  auto copy = [](const at::Tensor& x) { return x.detach().clone(); };
+  LlamaWeights w;
+  w.embed = copy(t.embed);
+  for (const LlamaLayerWeights& L : t.layers)
+    w.layers.push_back({copy(L.attn_norm), copy(L.wqkv), copy(L.wo), copy(L.mlp_norm), copy(L.w_gate_up),
+                        copy(L.w_down)});
+  w.norm = copy(t.norm);
+  w.lm_head = c.tie_word_embeddings ? w.embed : copy(t.lm_head);
+  use_column_major(w);
+  return w;
+}
+
+}  // namespace draftlab

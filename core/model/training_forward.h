@@ -1,0 +1,37 @@
+// The Llama forward for training: a batch of token windows [B, T] through the same weights, RoPE and GQA
+// conventions as LlamaModel::forward, but with no KV cache and every op differentiable (autograd records it).
+// A model trained through this function and saved with LlamaModel::save_hf gives the same logits at inference.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/io/model_config.h"
+#include "core/model/llama_weights.h"
+#include "core/model/rope.h"
+
+namespace draftlab {
+
+// tokens [B, T] int64 (positions 0..T-1, causal) -> logits [B, T, vocab] float32 (float64 when the weights
+// are float64: gradient checks).
+// A tied LM head uses `weights.embed` itself (weights.lm_head is ignored), so both roles train one tensor.
+// Throws Error on a bad shape or a window longer than the RoPE table.
+at::Tensor training_forward(const ModelConfig& config, const LlamaWeights& weights, const RotaryEmbedding& rope,
+                            const at::Tensor& tokens);
+
+// Mean next-token cross-entropy of windows [B, T + 1]: inputs are [:, :T], targets [:, 1:].
+at::Tensor next_token_loss(const ModelConfig& config, const LlamaWeights& weights, const RotaryEmbedding& rope,
+                           const at::Tensor& windows);
+
+// The tensors that training updates, by stable names ("embed", "layers.0.wqkv", ..., "lm_head" unless tied).
+// They share storage with `weights`: an in-place update of one is an update of the other.
+std::vector<std::pair<std::string, at::Tensor>> trainable_parameters(const ModelConfig& config,
+                                                                     const LlamaWeights& weights);
+
+// Detached copies of the trained weights laid out for inference (tied head re-copied from embed; column-major).
+LlamaWeights inference_weights(const ModelConfig& config, const LlamaWeights& trained);
+
+}  // namespace draftlab

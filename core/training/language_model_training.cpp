@@ -1,0 +1,100 @@
+#include "core/training/language_model_training.h"
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "core/base/error.h"
+#include "core/base/file_bytes.h"
+#include "core/model/llama_model.h"
+#include "core/model/training_forward.h"
+
+namespace draftlab {
+
+namespace {
+
+// Where the tokenizer copy goes: tokenizer.json keeps its name (generate finds it without --tokenizer).
+std::string tokenizer_copy_name(const std::string& path) {
+  if (is_directory(path)) return "tokenizer.json";
+  return std::filesystem::path(path).filename().string();
+}
+
+void copy_tokenizer(const std::string& path, const std::string& dir) {
+  const std::string source = is_directory(path) ? path + "/tokenizer.json" : path;
+  write_file_atomically(dir + "/" + tokenizer_copy_name(path), read_text_file(source));
+}
+
+// Mean loss over fixed validation windows, in batches, without building a graph.
+double validation_loss(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
+                       const at::Tensor& windows, int64_t batch) {
+  at::NoGradGuard no_grad;
+  double total = 0;
+  for (int64_t i = 0; i < windows.size(0); i += batch) {
+    const auto part = windows.narrow(0, i, std::min(batch, windows.size(0) - i));
+    total += next_token_loss(c, w, rope, part).item<double>() * static_cast<double>(part.size(0));
+  }
+  return total / static_cast<double>(windows.size(0));
+}
+
+}  // namespace
+
+LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextDataset& data) {
+  const ModelConfig& c = o.config;
+  c.validate("model options");
+  check(o.batch > 0, "--batch: expected a positive number, got " + std::to_string(o.batch));
+  check(o.context > 0 && o.context <= c.max_position_embeddings,
+        "--context: expected 1.." + std::to_string(c.max_position_embeddings) + ", got " + std::to_string(o.context));
+  check(!o.out_dir.empty(), "--out: expected a directory");
+  std::filesystem::create_directories(o.out_dir);
+  const std::string state_path = o.out_dir + "/training_state.safetensors";
+  const std::string config_text = c.to_hf_json().dump();
+
+  LlamaWeights weights = random_llama_weights(c, o.seed, o.compute);
+  const RotaryEmbedding rope(c, o.compute);
+  TrainerOptions topt = o.trainer;
+  topt.tokens_per_step = o.batch * o.context;
+  Trainer trainer(trainable_parameters(c, weights), topt);
+  if (o.resume) {
+    if (!is_file(state_path)) throw Error("--resume: " + state_path + " not found");
+    const auto meta = trainer.load_state(state_path);
+    auto same = [&](const std::string& key, const std::string& value) {
+      auto it = meta.find(key);
+      if (it == meta.end() || it->second != value)
+        throw Error::in_file(state_path, "metadata " + key, "'" + value + "' (this run's options)",
+                             it == meta.end() ? "none" : "'" + it->second + "'");
+    };
+    same("config", config_text);  // resuming with another shape or seed would not continue the same run
+    same("seed", std::to_string(o.seed));
+    same("batch", std::to_string(o.batch));
+    same("context", std::to_string(o.context));
+  }
+  if (!o.tokenizer_path.empty()) copy_tokenizer(o.tokenizer_path, o.out_dir);
+
+  const at::Tensor val = data.validation_windows(o.context, o.eval_windows);
+  const std::map<std::string, std::string> attributes = {
+      {"command_line", o.command_line}, {"config", c.to_hf_json().dump(2)}, {"seed", std::to_string(o.seed)},
+      {"batch", std::to_string(o.batch)}, {"context", std::to_string(o.context)}};
+
+  Trainer::Hooks hooks;
+  hooks.loss = [&](int64_t step) {
+    return next_token_loss(c, weights, rope, data.train_batch(o.batch, o.context, o.seed, step));
+  };
+  hooks.eval_loss = [&] { return validation_loss(c, weights, rope, val, o.batch); };
+  hooks.save = [&](int64_t) {
+    LlamaModel(c, inference_weights(c, weights), o.compute).save_hf(o.out_dir, at::kFloat);
+    trainer.save_state(state_path, {{"config", config_text}, {"seed", std::to_string(o.seed)},
+                                    {"batch", std::to_string(o.batch)}, {"context", std::to_string(o.context)}});
+    auto attrs = attributes;
+    attrs["date"] = utc_timestamp();
+    write_training_log(o.out_dir + "/training_log.h5", trainer.curves(), attrs);
+  };
+  trainer.run(hooks);
+
+  LmTrainingResult result;
+  for (const auto& [name, p] : trainable_parameters(c, weights)) result.parameters += p.numel();
+  result.tokens_per_second = trainer.tokens_per_second();
+  result.curves = trainer.curves();
+  return result;
+}
+
+}  // namespace draftlab

@@ -1,0 +1,44 @@
+// Pretraining a Llama from scratch on a TextDataset: model + data + Trainer, writing a Hugging Face folder that
+// `draftlab generate --model DIR` runs. `draftlab train-lm` is a thin command line over this.
+//
+// DIR after a run:
+//   config.json, model.safetensors (float32)   the model, as LlamaModel::save_hf writes it
+//   tokenizer.json (or the tokenizer file's own name)   a copy of the tokenizer trained with
+//   training_state.safetensors                 parameters, AdamW moments, step, curves: --resume continues exactly
+//   training_log.h5                            the loss curves (see core/training/training_log.h)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/io/model_config.h"
+#include "core/model/compute_options.h"
+#include "core/training/text_dataset.h"
+#include "core/training/trainer.h"
+
+namespace draftlab {
+
+struct LmTrainingOptions {
+  ModelConfig config;  // max_position_embeddings must cover `context`
+  TrainerOptions trainer;
+  int64_t batch = 16;
+  int64_t context = 128;      // tokens per training window
+  uint64_t seed = 0;          // initial weights and every batch
+  int64_t eval_windows = 64;  // validation windows per evaluation
+  std::string out_dir;        // created if absent
+  bool resume = false;        // continue from out_dir/training_state.safetensors
+  std::string tokenizer_path; // copied into out_dir ("" = none)
+  std::string command_line;   // recorded in the log
+  ComputeOptions compute;
+};
+
+struct LmTrainingResult {
+  int64_t parameters = 0;
+  double tokens_per_second = 0;
+  TrainingCurves curves;
+};
+
+// Throws Error naming the option or file on a bad configuration, a missing or mismatched resume state.
+LmTrainingResult train_language_model(const LmTrainingOptions& options, const TextDataset& data);
+
+}  // namespace draftlab

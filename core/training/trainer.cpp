@@ -1,0 +1,178 @@
+// The only translation unit that includes torch/optim (the optimizer headers are heavy to compile).
+#include "core/training/trainer.h"
+
+#include <torch/optim.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/base/error.h"
+#include "core/io/safetensors.h"
+#include "core/model/checkpoint_tensor.h"
+#include "core/training/progress.h"
+
+namespace draftlab {
+
+namespace {
+
+// libtorch keys optimizer state by the parameter's TensorImpl address (as its own step() does).
+std::string state_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+
+torch::optim::AdamWOptions& group_options(torch::optim::OptimizerParamGroup& g) {
+  return static_cast<torch::optim::AdamWOptions&>(g.options());
+}
+
+}  // namespace
+
+double clip_gradients(const std::vector<at::Tensor>& parameters, double max_norm) {
+  double sum = 0;
+  for (const auto& p : parameters)
+    if (p.grad().defined()) sum += p.grad().to(at::kDouble).pow(2).sum().item<double>();
+  const double norm = std::sqrt(sum);
+  if (max_norm > 0 && norm > max_norm)
+    for (const auto& p : parameters)
+      if (p.grad().defined()) p.mutable_grad().mul_(max_norm / (norm + 1e-6));
+  return norm;
+}
+
+Trainer::Trainer(std::vector<std::pair<std::string, at::Tensor>> parameters, TrainerOptions options)
+    : params_(std::move(parameters)), options_(options) {
+  check(options_.steps > 0, "trainer: steps: expected a positive number, got " + std::to_string(options_.steps));
+  check(options_.lr > 0, "trainer: lr: expected a positive learning rate, got " + std::to_string(options_.lr));
+  check(options_.warmup >= 0, "trainer: warmup: expected >= 0, got " + std::to_string(options_.warmup));
+  schedule_ = CosineSchedule{options_.lr, options_.warmup, options_.steps, options_.min_lr_ratio};
+
+  // Two groups: weight decay pulls matrices towards 0; on a norm gain (init 1) it would only fight the model.
+  std::vector<at::Tensor> decay, no_decay;
+  for (auto& [name, p] : params_) {
+    p.requires_grad_(true);
+    (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  }
+  auto adam = [&](double wd) {
+    return std::make_unique<torch::optim::AdamWOptions>(
+        torch::optim::AdamWOptions(options_.lr).betas({options_.beta1, options_.beta2}).eps(options_.eps).weight_decay(wd));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, adam(options_.weight_decay));
+  groups.emplace_back(no_decay, adam(0.0));
+  optimizer_ = std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(options_.lr));
+}
+
+Trainer::~Trainer() = default;
+
+double Trainer::train_step(const std::function<at::Tensor()>& loss_fn) {
+  const double lr = schedule_.at(step_);
+  for (auto& g : optimizer_->param_groups()) group_options(g).lr(lr);
+  optimizer_->zero_grad();
+  at::Tensor loss = loss_fn();
+  loss.backward();
+  std::vector<at::Tensor> ps;
+  for (const auto& [name, p] : params_) ps.push_back(p);
+  clip_gradients(ps, options_.grad_clip);
+  optimizer_->step();
+  ++step_;
+  const double value = loss.item<double>();
+  curves_.train_step.push_back(step_);
+  curves_.train_loss.push_back(value);
+  curves_.learning_rate.push_back(lr);
+  return value;
+}
+
+void Trainer::run(const Hooks& hooks) {
+  check(static_cast<bool>(hooks.loss), "trainer: no loss function");
+  ProgressLine progress(options_.steps, options_.log_every, options_.quiet);
+  auto evaluate = [&] {
+    if (!hooks.eval_loss) return;
+    const double l = hooks.eval_loss();
+    curves_.eval_step.push_back(step_);
+    curves_.eval_loss.push_back(l);
+    char line[160];
+    std::snprintf(line, sizeof line, "step %ld: validation loss %.4f, perplexity %.2f", static_cast<long>(step_), l,
+                  std::exp(l));
+    progress.message(line);
+  };
+  const int64_t stop = options_.stop_at > 0 ? std::min(options_.stop_at, options_.steps) : options_.steps;
+  if (step_ == 0 && options_.eval_every > 0) evaluate();
+  while (step_ < stop) {
+    const int64_t s = step_;
+    const double loss = train_step([&] { return hooks.loss(s); });
+    progress.update(step_, loss, curves_.learning_rate.back(), options_.tokens_per_step);
+    // Validation on its own schedule (a stop_at split must not add points); a checkpoint wherever this run ends.
+    if (options_.eval_every > 0 && (step_ % options_.eval_every == 0 || step_ == options_.steps)) evaluate();
+    if (hooks.save && ((options_.save_every > 0 && step_ % options_.save_every == 0) || step_ == stop)) {
+      hooks.save(step_);
+      progress.message("step " + std::to_string(step_) + ": checkpoint saved");
+    }
+  }
+  tokens_per_second_ = progress.tokens_per_second();
+}
+
+void Trainer::save_state(const std::string& path, const std::map<std::string, std::string>& metadata) const {
+  std::vector<at::Tensor> keep;  // owns the float32 copies until written
+  std::vector<TensorToWrite> entries;
+  auto add = [&](const std::string& name, const at::Tensor& t) {
+    keep.push_back(t.detach().to(at::kCPU, at::kFloat).contiguous());
+    const at::Tensor& c = keep.back();
+    entries.push_back({name, DType::F32, c.sizes().vec(), c.data_ptr(), static_cast<size_t>(c.nbytes())});
+  };
+  const auto& state = optimizer_->state();
+  int64_t adam_step = 0;
+  for (const auto& [name, p] : params_) {
+    add("param/" + name, p);
+    auto it = state.find(state_key(p));
+    if (it == state.end()) continue;  // no step taken yet
+    const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+    add("exp_avg/" + name, s.exp_avg());
+    add("exp_avg_sq/" + name, s.exp_avg_sq());
+    adam_step = s.step();
+  }
+  std::map<std::string, std::string> meta = metadata;
+  meta["format"] = "draftlab-training-state-1";
+  meta["step"] = std::to_string(step_);
+  meta["adam_step"] = std::to_string(adam_step);
+  meta["curves"] = curves_.to_json();
+  write_safetensors(path, entries, meta);
+}
+
+std::map<std::string, std::string> Trainer::load_state(const std::string& path) {
+  SafetensorsFile file(path);
+  const auto& meta = file.metadata();
+  auto meta_int = [&](const std::string& key) -> int64_t {
+    auto it = meta.find(key);
+    if (it == meta.end()) throw Error::at(path, "metadata '" + key + "' missing (not a draftlab training state?)");
+    try {
+      return std::stoll(it->second);
+    } catch (const std::exception&) {
+      throw Error::in_file(path, "metadata " + key, "an integer", "'" + it->second + "'");
+    }
+  };
+  const int64_t step = meta_int("step"), adam_step = meta_int("adam_step");
+  check(step <= options_.steps, path + ": step " + std::to_string(step) + " is past --steps " +
+                                    std::to_string(options_.steps) + " (nothing left to train)");
+  ComputeOptions f32;  // moments are restored bit for bit in float32, then cast to the parameter's dtype
+  auto read = [&](const std::string& name, const at::Tensor& like) {
+    const TensorEntry* e = file.find(name);
+    if (!e) throw Error::at(path, "tensor '" + name + "' not found");
+    f32.device = like.device();
+    return checkpoint_tensor(*e, like.sizes().vec(), f32, " (from the model being trained)").to(like.scalar_type());
+  };
+  at::NoGradGuard no_grad;
+  auto& state = optimizer_->state();
+  for (auto& [name, p] : params_) {
+    p.copy_(read("param/" + name, p));
+    if (adam_step == 0) continue;
+    auto s = std::make_unique<torch::optim::AdamWParamState>();
+    s->step(adam_step);
+    // zeros_like keeps the parameter's strides (column-major), as AdamW's own lazy init does.
+    s->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve).copy_(read("exp_avg/" + name, p)));
+    s->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve).copy_(read("exp_avg_sq/" + name, p)));
+    state[state_key(p)] = std::move(s);
+  }
+  step_ = step;
+  auto c = meta.find("curves");
+  curves_ = c == meta.end() ? TrainingCurves{} : TrainingCurves::from_json(c->second, path);
+  return meta;
+}
+
+}  // namespace draftlab

@@ -1,0 +1,90 @@
+// Trainer - the optimisation loop shared by every trainer in draftlab (the language model now, EAGLE heads
+// next): AdamW (decoupled weight decay on matrices only), cosine schedule with linear warm-up, clipping by
+// global gradient norm, periodic validation and checkpoints, a progress line, and a training state that resumes
+// a run exactly (parameters, Adam moments, step, curves).
+//
+// The trainer knows nothing about models: the caller gives named parameter tensors and closures for the loss
+// of a step, the validation loss, and what to save. Data for step s must depend only on (seed, s), so a resumed
+// run sees the same batches as an uninterrupted one.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/training/lr_schedule.h"
+#include "core/training/training_log.h"
+
+namespace torch::optim {
+class AdamW;
+}
+
+namespace draftlab {
+
+struct TrainerOptions {
+  int64_t steps = 1000;
+  double lr = 1e-3;            // peak learning rate
+  int64_t warmup = 100;        // linear warm-up steps
+  double min_lr_ratio = 0.1;   // the cosine ends at min_lr_ratio * lr
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0.1;   // applied to matrices (dim >= 2) only, not to norm gains
+  double grad_clip = 1.0;      // max global L2 norm of the gradients; 0 = no clipping
+  int64_t eval_every = 100;    // validation every K steps (and before the first and after the last); 0 = never
+  int64_t save_every = 0;      // checkpoint every N steps (and after the last); 0 = only after the last
+  int64_t log_every = 50;      // plain progress line every N steps when stderr is not a terminal
+  bool quiet = false;          // no progress output at all
+  int64_t tokens_per_step = 0; // for tokens/s in the progress line
+  int64_t stop_at = 0;         // end this invocation after this step (with a checkpoint), keeping the schedule of
+                               // `steps`: splits a run across jobs; 0 = run to `steps`
+};
+
+class Trainer {
+ public:
+  // `parameters`: leaf tensors to optimise, by name (the names key the training state). requires_grad is set here.
+  Trainer(std::vector<std::pair<std::string, at::Tensor>> parameters, TrainerOptions options);
+  ~Trainer();
+
+  struct Hooks {
+    std::function<at::Tensor(int64_t step)> loss;   // scalar training loss of step `step` (0-based), with its graph
+    std::function<double()> eval_loss;              // optional: mean held-out loss, computed without gradients
+    std::function<void(int64_t steps_done)> save;   // optional: write a checkpoint (call save_state from it)
+  };
+
+  // Runs from step() up to options.steps (or options.stop_at).
+  void run(const Hooks& hooks);
+
+  // One optimisation step on the given loss closure; returns the loss. Public for callers with their own loop.
+  double train_step(const std::function<at::Tensor()>& loss);
+
+  int64_t step() const { return step_; }
+  const TrainingCurves& curves() const { return curves_; }
+  const TrainerOptions& options() const { return options_; }
+  double tokens_per_second() const { return tokens_per_second_; }
+
+  // The training state as safetensors: param/<name>, exp_avg/<name>, exp_avg_sq/<name> in float32, and the step
+  // and curves in the metadata (with `metadata` added). Written atomically.
+  void save_state(const std::string& path, const std::map<std::string, std::string>& metadata = {}) const;
+  // Restores a state written by save_state; throws Error naming the file and tensor on any mismatch.
+  // Returns the file's metadata.
+  std::map<std::string, std::string> load_state(const std::string& path);
+
+ private:
+  std::vector<std::pair<std::string, at::Tensor>> params_;
+  TrainerOptions options_;
+  CosineSchedule schedule_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  int64_t step_ = 0;
+  TrainingCurves curves_;
+  double tokens_per_second_ = 0;
+};
+
+// Global L2 norm of the gradients; scales them down to max_norm when above it. Returns the norm before scaling.
+double clip_gradients(const std::vector<at::Tensor>& parameters, double max_norm);
+
+}  // namespace draftlab

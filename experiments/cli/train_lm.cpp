@@ -1,0 +1,108 @@
+// draftlab train-lm: pretrain a small Llama from scratch on a text corpus (stories separated by blank lines) and
+// write a Hugging Face folder that `draftlab generate --model DIR` runs. --resume continues a run exactly.
+#include <ATen/Parallel.h>
+#include <boost/program_options.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "core/base/error.h"
+#include "core/training/language_model_training.h"
+#include "experiments/cli/commands.h"
+#include "experiments/cli/model_loading.h"
+
+namespace po = boost::program_options;
+
+namespace draftlab::cli {
+
+int run_train_lm(int argc, char** argv) {
+  std::string corpus, tokenizer_path, dtype = "float32", device = "cpu";
+  int64_t dim = 64, layers = 4, heads = 4, kv_heads = 0, hidden = 0;
+  int threads = 0, validation_every = 50;
+  LmTrainingOptions o;
+  o.context = 128;
+  o.batch = 16;
+  TrainerOptions& t = o.trainer;
+
+  po::options_description desc("draftlab train-lm: pretrain a Llama from scratch on a text corpus\n\noptions");
+  desc.add_options()
+      ("help,h", "show this help")
+      ("corpus", po::value(&corpus)->required(), "text file of stories separated by blank lines")
+      ("tokenizer", po::value(&tokenizer_path)->required(),
+       "tokenizer (tokenizer.json, llama2.c .bin, ...); copied into --out")
+      ("out", po::value(&o.out_dir)->required(), "output folder: config.json, model.safetensors, training state, log")
+      ("dim", po::value(&dim)->default_value(dim), "hidden size")
+      ("layers", po::value(&layers)->default_value(layers), "decoder layers")
+      ("heads", po::value(&heads)->default_value(heads), "attention heads")
+      ("kv-heads", po::value(&kv_heads)->default_value(kv_heads), "key/value heads (0 = --heads)")
+      ("hidden", po::value(&hidden)->default_value(hidden), "MLP intermediate size (0 = llama2.c's rule from --dim)")
+      ("context", po::value(&o.context)->default_value(o.context), "training window and max_position_embeddings")
+      ("steps", po::value(&t.steps)->default_value(t.steps), "optimisation steps")
+      ("batch", po::value(&o.batch)->default_value(o.batch), "windows per step")
+      ("lr", po::value(&t.lr)->default_value(t.lr), "peak learning rate")
+      ("min-lr-ratio", po::value(&t.min_lr_ratio)->default_value(t.min_lr_ratio), "final lr as a fraction of --lr")
+      ("warmup", po::value(&t.warmup)->default_value(t.warmup), "linear warm-up steps")
+      ("weight-decay", po::value(&t.weight_decay)->default_value(t.weight_decay), "AdamW decay on matrices")
+      ("beta1", po::value(&t.beta1)->default_value(t.beta1), "AdamW beta1")
+      ("beta2", po::value(&t.beta2)->default_value(t.beta2), "AdamW beta2")
+      ("grad-clip", po::value(&t.grad_clip)->default_value(t.grad_clip), "max global gradient norm (0 = off)")
+      ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the initial weights and of every batch")
+      ("eval-every", po::value(&t.eval_every)->default_value(t.eval_every), "validation every K steps (0 = never)")
+      ("eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows), "validation windows per pass")
+      ("validation-every", po::value(&validation_every)->default_value(validation_every),
+       "every N-th story goes to the validation split")
+      ("save-every", po::value(&t.save_every)->default_value(t.save_every),
+       "checkpoint every N steps (0 = only at the end)")
+      ("log-every", po::value(&t.log_every)->default_value(t.log_every),
+       "progress line every N steps when stderr is not a terminal")
+      ("quiet,q", po::bool_switch(&t.quiet), "no progress output")
+      ("stop-at", po::value(&t.stop_at)->default_value(t.stop_at),
+       "end this invocation after step N with a checkpoint; continue later with --resume (0 = run to --steps)")
+      ("resume", po::bool_switch(&o.resume), "continue from --out/training_state.safetensors")
+      ("threads", po::value(&threads)->default_value(threads), "intra-op threads (0 = $OMP_NUM_THREADS or all)")
+      ("dtype", po::value(&dtype)->default_value(dtype), "compute dtype: float32 or bfloat16")
+      ("device", po::value(&device)->default_value(device), "cpu, cuda, cuda:N");
+
+  po::variables_map vm;
+  if (!parse_command_line(desc, argc, argv, "train-lm", vm)) return 0;
+  check(threads >= 0, "--threads: expected 0 (auto) or a positive number, got " + std::to_string(threads));
+  if (threads > 0) at::set_num_threads(threads);
+  o.compute.dtype = parse_compute_dtype(dtype);
+  o.compute.device = parse_compute_device(device);
+  check_supported(o.compute);
+  for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "draftlab ") + std::string(argv[i]);
+
+  const auto tokenizer = load_tokenizer(tokenizer_path);
+  ModelConfig& c = o.config;
+  c.hidden_size = dim;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = kv_heads > 0 ? kv_heads : heads;
+  check(heads > 0 && dim % heads == 0, "--heads: expected a divisor of --dim (" + std::to_string(dim) + "), got " +
+                                           std::to_string(heads));
+  c.head_dim = dim / heads;
+  // llama2.c's rule: 2/3 of 4 dim, rounded up to a multiple of 32.
+  c.intermediate_size = hidden > 0 ? hidden : ((8 * dim / 3 + 31) / 32) * 32;
+  c.vocab_size = tokenizer->vocab_size();
+  c.max_position_embeddings = o.context;
+  c.tie_word_embeddings = true;  // small models: the head is most of the parameters otherwise
+  c.bos_token_id = tokenizer->bos_id() >= 0 ? tokenizer->bos_id() : 1;
+  // Stories start with BOS and have no EOS: generation should stop at the next story as well as at EOS.
+  c.eos_token_ids.clear();
+  if (tokenizer->eos_id() >= 0) c.eos_token_ids.push_back(tokenizer->eos_id());
+  if (tokenizer->bos_id() >= 0 && tokenizer->bos_id() != tokenizer->eos_id()) c.eos_token_ids.push_back(tokenizer->bos_id());
+  c.validate("train-lm options");
+  o.tokenizer_path = tokenizer_path;
+
+  const TextDataset data(corpus, *tokenizer, validation_every);
+  std::fprintf(stderr, "corpus %s: %ld stories, %ld training and %ld validation tokens\n", corpus.c_str(),
+               static_cast<long>(data.stories()), static_cast<long>(data.train_tokens()),
+               static_cast<long>(data.validation_tokens()));
+  const LmTrainingResult r = train_language_model(o, data);
+  std::fprintf(stderr, "%ld parameters; %.0f tokens/s; saved to %s\n", static_cast<long>(r.parameters),
+               r.tokens_per_second, o.out_dir.c_str());
+  if (!r.curves.eval_loss.empty()) std::fprintf(stderr, "final validation loss %.4f\n", r.curves.eval_loss.back());
+  return 0;
+}
+
+}  // namespace draftlab::cli

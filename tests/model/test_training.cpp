@@ -1,0 +1,292 @@
+// Training: the batched training forward against the inference forward and against finite differences, the
+// loss falling on real text, exact resume, and the llama2.c export round trip.
+#include <gtest/gtest.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/base/error.h"
+#include "core/base/file_bytes.h"
+#include "core/io/safetensors.h"
+#include "core/model/llama_model.h"
+#include "core/model/training_forward.h"
+#include "core/training/language_model_training.h"
+#include "core/training/llama2c_export.h"
+#include "core/training/lr_schedule.h"
+#include "core/training/text_dataset.h"
+#include "core/training/training_log.h"
+#include "core/training/trainer.h"
+#include "model_fixtures.h"
+#include "test_paths.h"
+
+namespace draftlab {
+namespace {
+
+using testing::long_tensor;
+using testing::max_abs_diff;
+
+// ~50K parameters with the 512-token vocabulary: big enough to learn, small enough for a unit test.
+ModelConfig small_config(int64_t vocab, bool tied = true, int64_t kv_heads = 2) {
+  ModelConfig c;
+  c.hidden_size = 32;
+  c.intermediate_size = 96;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = kv_heads;
+  c.head_dim = 8;
+  c.vocab_size = vocab;
+  c.max_position_embeddings = 64;
+  c.tie_word_embeddings = tied;
+  c.validate("small_config");
+  return c;
+}
+
+// A synthetic corpus with structure to learn (counting sequences with noise), for tests that need no files.
+TextDataset synthetic_data(int64_t vocab, int64_t n) {
+  std::vector<int32_t> train, val;
+  uint32_t x = 12345;
+  for (int64_t i = 0; i < n; ++i) {
+    x = x * 1103515245u + 12345u;
+    const int32_t t = (i % 7 == 0) ? static_cast<int32_t>((x >> 16) % vocab) : static_cast<int32_t>((i * 3) % vocab);
+    (i % 10 == 9 ? val : train).push_back(t);
+  }
+  return TextDataset(std::move(train), std::move(val));
+}
+
+std::string fresh_dir(const std::string& name) {
+  const std::string d = testing::temp_dir() + "/" + name;
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+TEST(CosineSchedule, WarmsUpThenDecaysToTheFloor) {
+  CosineSchedule s{1.0, 10, 110, 0.1};
+  EXPECT_DOUBLE_EQ(s.at(0), 0.1);
+  EXPECT_DOUBLE_EQ(s.at(9), 1.0);
+  EXPECT_DOUBLE_EQ(s.at(10), 1.0);
+  EXPECT_NEAR(s.at(60), 0.55, 1e-12);
+  EXPECT_NEAR(s.at(110), 0.1, 1e-12);
+}
+
+TEST(TextDataset, SplitsStoriesDeterministicallyAndSamplesBySeedAndStep) {
+  EXPECT_EQ(split_stories("a b\nc\n\n \n\nd\n\n\ne"), (std::vector<std::string>{"a b\nc", "d", "e"}));
+  TextDataset data(std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, std::vector<int32_t>{10, 11, 12, 13, 14});
+  auto a = data.train_batch(3, 4, 7, 5), b = data.train_batch(3, 4, 7, 5), c = data.train_batch(3, 4, 7, 6);
+  EXPECT_TRUE(at::equal(a, b));
+  EXPECT_FALSE(at::equal(a, c));
+  // Windows are consecutive tokens of the stream.
+  EXPECT_TRUE(at::equal(a.select(1, 1) - a.select(1, 0), at::ones({3}, at::kLong)));
+  EXPECT_TRUE(at::equal(data.validation_windows(1, 10), long_tensor({10, 11, 12, 13}).view({2, 2})));
+  EXPECT_THROW(data.train_batch(1, 10, 0, 0), Error);
+}
+
+// Autograd through the training forward against central differences, in float64, for a few entries of
+// every kind of parameter (MHA and GQA, tied and untied head).
+TEST(TrainingForward, GradientsMatchFiniteDifferences) {
+  for (auto [kv_heads, tied] : {std::pair<int64_t, bool>{2, false}, {1, true}, {4, false}}) {
+    ModelConfig c;
+    c.hidden_size = 16;
+    c.intermediate_size = 24;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = kv_heads;
+    c.head_dim = 4;
+    c.vocab_size = 11;
+    c.max_position_embeddings = 16;
+    c.tie_word_embeddings = tied;
+    ComputeOptions o;
+    o.dtype = at::kDouble;
+    LlamaWeights w = random_llama_weights(c, 3, o);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+    const auto params = trainable_parameters(c, w);
+    {
+      at::NoGradGuard g;  // std 0.02 makes everything nearly linear; larger weights exercise softmax and SiLU
+      for (const auto& [name, p] : params)
+        p.add_(at::normal(0.0, name.find("norm") != std::string::npos ? 0.3 : 0.4, p.sizes(), gen,
+                          at::TensorOptions().dtype(at::kDouble)));
+    }
+    for (const auto& [name, p] : params) p.requires_grad_(true);
+    const RotaryEmbedding rope(c, o);
+    const auto windows = long_tensor({1, 5, 2, 9, 3, 3, 7, 0, 4, 10, 6, 2, 8, 1}).view({2, 7});
+    auto loss = next_token_loss(c, w, rope, windows);
+    loss.backward();
+
+    at::NoGradGuard no_grad;
+    for (const auto& [name, p] : params) {
+      for (int k = 0; k < 3; ++k) {
+        const int64_t i = at::randint(p.numel(), {1}, gen, at::TensorOptions().dtype(at::kLong)).item<int64_t>();
+        // Indexing (not view(-1)): the projection parameters are column-major views.
+        auto elem = p.dim() == 2 ? p[i / p.size(1)][i % p.size(1)] : p[i];
+        const double x0 = elem.item<double>(), h = 1e-6;
+        elem.fill_(x0 + h);
+        const double up = next_token_loss(c, w, rope, windows).item<double>();
+        elem.fill_(x0 - h);
+        const double down = next_token_loss(c, w, rope, windows).item<double>();
+        elem.fill_(x0);
+        const double numeric = (up - down) / (2 * h);
+        const double analytic = p.dim() == 2 ? p.grad()[i / p.size(1)][i % p.size(1)].item<double>()
+                                             : p.grad()[i].item<double>();
+        EXPECT_NEAR(analytic, numeric, 1e-7 + 1e-5 * std::abs(numeric))
+            << name << " entry " << i << " (kv_heads " << kv_heads << ", tied " << tied << ")";
+      }
+    }
+  }
+}
+
+// A few AdamW steps move the weights away from their (near-symmetric) random start; then the training forward
+// and LlamaModel::forward of the saved and reloaded model must agree.
+TEST(TrainingForward, MatchesInferenceForwardAfterTrainingAndSaveLoad) {
+  for (auto [kv_heads, tied] : {std::pair<int64_t, bool>{2, true}, {4, false}, {1, false}}) {
+    const ModelConfig c = small_config(97, tied, kv_heads);
+    const ComputeOptions o;
+    LlamaWeights w = random_llama_weights(c, 11, o);
+    const RotaryEmbedding rope(c, o);
+    const TextDataset data = synthetic_data(97, 3000);
+    TrainerOptions t;
+    t.steps = 5;
+    t.lr = 1e-2;
+    t.warmup = 0;
+    t.quiet = true;
+    Trainer trainer(trainable_parameters(c, w), t);
+    for (int64_t s = 0; s < t.steps; ++s)
+      trainer.train_step([&] { return next_token_loss(c, w, rope, data.train_batch(4, 32, 1, s)); });
+
+    const std::string dir = fresh_dir("saved_" + std::to_string(kv_heads) + (tied ? "t" : "u"));
+    LlamaModel(c, inference_weights(c, w), o).save_hf(dir, at::kFloat);
+    const auto loaded = LlamaModel::load(dir, o);
+
+    const std::vector<int64_t> seq = {1, 5, 9, 13, 2, 40, 77, 3, 96, 0, 15, 15, 60};
+    at::Tensor trained;
+    {
+      at::NoGradGuard g;
+      trained = training_forward(c, w, rope, long_tensor(seq).view({1, -1}))[0];
+    }
+    KvCache cache = loaded->make_cache(64);
+    const auto inference = loaded->forward_chain(cache, seq).logits;
+    EXPECT_LT(max_abs_diff(trained, inference), 1e-4) << "kv_heads " << kv_heads << ", tied " << tied;
+    EXPECT_LT(max_abs_diff(trained[-1], inference[-1]), 1e-4);
+    EXPECT_GT(trained.std().item<double>(), 1e-3);  // not a degenerate all-equal output
+  }
+}
+
+// The loss must really fall on real text: a slice of TinyStories with the 512-token llama2.c vocabulary.
+TEST(LanguageModelTraining, ValidationLossFallsOnTinyStories) {
+  DRAFTLAB_REQUIRE_SHARED("data/tinystories/tinystories.txt");
+  DRAFTLAB_REQUIRE_SHARED("models/aidreams260K/tok512.bin");
+  std::ifstream in(testing::shared_path("data/tinystories/tinystories.txt"));
+  std::string slice(300000, '\0');
+  in.read(slice.data(), static_cast<std::streamsize>(slice.size()));
+  slice.resize(static_cast<size_t>(in.gcount()));
+  const std::string dir = fresh_dir("tinystories");
+  write_file_atomically(dir + "/corpus.txt", slice);
+  const auto tok = load_tokenizer(testing::shared_path("models/aidreams260K/tok512.bin"));
+  const TextDataset data(dir + "/corpus.txt", *tok, 20);
+
+  LmTrainingOptions o;
+  o.config = small_config(tok->vocab_size());
+  o.batch = 8;
+  o.context = 48;
+  o.seed = 1;
+  o.eval_windows = 32;
+  o.out_dir = dir + "/model";
+  o.tokenizer_path = testing::shared_path("models/aidreams260K/tok512.bin");
+  o.trainer.steps = 600;
+  o.trainer.lr = 1e-2;
+  o.trainer.warmup = 20;
+  o.trainer.eval_every = 600;
+  o.trainer.quiet = true;
+  const LmTrainingResult r = train_language_model(o, data);
+  ASSERT_EQ(r.curves.eval_loss.size(), 2u);
+  EXPECT_NEAR(r.curves.eval_loss.front(), std::log(512.0), 0.1);  // a random model is close to uniform
+  EXPECT_LT(r.curves.eval_loss.back(), 0.6 * r.curves.eval_loss.front());
+  EXPECT_EQ(r.curves.train_loss.size(), 600u);
+  for (const char* f : {"config.json", "model.safetensors", "tok512.bin", "training_state.safetensors",
+                        "training_log.h5"})
+    EXPECT_TRUE(is_file(o.out_dir + "/" + f)) << f;
+  std::map<std::string, std::string> attributes;
+  const TrainingCurves logged = read_training_log(o.out_dir + "/training_log.h5", &attributes);
+  EXPECT_EQ(logged.train_loss, r.curves.train_loss);
+  EXPECT_EQ(logged.eval_loss, r.curves.eval_loss);
+  EXPECT_EQ(attributes.at("seed"), "1");
+  EXPECT_NE(attributes.at("config").find("\"hidden_size\": 32"), std::string::npos);
+  EXPECT_EQ(attributes.count("date"), 1u);
+  std::printf("validation loss %.3f -> %.3f in %zu steps, %.0f tokens/s\n", r.curves.eval_loss.front(),
+              r.curves.eval_loss.back(), r.curves.train_loss.size(), r.tokens_per_second);
+  EXPECT_NO_THROW(LlamaModel::load(o.out_dir, ComputeOptions{}));
+}
+
+// Train N steps straight, or N/2, stop, and resume for the rest: the same weights and Adam moments, bit for bit.
+TEST(LanguageModelTraining, ResumeContinuesExactly) {
+  const TextDataset data = synthetic_data(97, 4000);
+  auto options = [&](const std::string& dir) {
+    LmTrainingOptions o;
+    o.config = small_config(97, false, 2);
+    o.batch = 4;
+    o.context = 24;
+    o.seed = 3;
+    o.eval_windows = 4;
+    o.out_dir = dir;
+    o.trainer.steps = 16;
+    o.trainer.lr = 5e-3;
+    o.trainer.warmup = 4;
+    o.trainer.eval_every = 5;
+    o.trainer.quiet = true;
+    return o;
+  };
+  const std::string straight = fresh_dir("straight"), split = fresh_dir("split");
+  const LmTrainingResult a = train_language_model(options(straight), data);
+
+  auto first = options(split);
+  first.trainer.stop_at = 8;
+  train_language_model(first, data);
+  auto second = options(split);
+  second.resume = true;
+  const LmTrainingResult b = train_language_model(second, data);
+
+  EXPECT_EQ(a.curves.train_loss, b.curves.train_loss);
+  EXPECT_EQ(a.curves.eval_step, b.curves.eval_step);
+  SafetensorsFile sa(straight + "/training_state.safetensors"), sb(split + "/training_state.safetensors");
+  ASSERT_EQ(sa.tensors().size(), sb.tensors().size());
+  for (const TensorEntry& e : sa.tensors()) {
+    const TensorEntry* f = sb.find(e.name);
+    ASSERT_NE(f, nullptr) << e.name;
+    ASSERT_EQ(e.nbytes, f->nbytes) << e.name;
+    EXPECT_EQ(std::memcmp(e.data, f->data, e.nbytes), 0) << e.name << " differs after resume";
+  }
+  EXPECT_EQ(sa.metadata().at("step"), "16");
+
+  // Resuming with another shape is refused, naming the file and field.
+  auto other = options(split);
+  other.resume = true;
+  other.config.intermediate_size = 64;
+  EXPECT_THROW(train_language_model(other, data), Error);
+}
+
+// llama2.c export: the .bin loads back (through the pairs -> halves permutation) to the same logits.
+TEST(Llama2cExport, RoundTripGivesTheSameLogits) {
+  for (auto [kv_heads, tied] : {std::pair<int64_t, bool>{2, false}, {4, true}, {1, false}}) {
+    const auto model = testing::tiny_model(at::kFloat, kv_heads, 9, tied);
+    const std::string path = fresh_dir("export") + "/model.bin";
+    export_llama2c(*model, path);
+    const auto loaded = LlamaModel::load(path, ComputeOptions{});
+    EXPECT_EQ(loaded->config().tie_word_embeddings, tied);
+    const std::vector<int64_t> seq = {1, 7, 30, 2, 96, 50, 50, 8};
+    KvCache c1 = model->make_cache(16), c2 = loaded->make_cache(16);
+    const auto x = model->forward_chain(c1, seq).logits, y = loaded->forward_chain(c2, seq).logits;
+    EXPECT_LT(testing::rel_diff(y, x), 1e-6) << "kv_heads " << kv_heads << ", tied " << tied;
+  }
+  // A config run.c cannot express is refused.
+  ModelConfig c = testing::tiny_config();
+  c.rope_theta = 500000;
+  LlamaModel odd(c, random_llama_weights(c, 1, ComputeOptions{}), ComputeOptions{});
+  EXPECT_THROW(export_llama2c(odd, testing::temp_dir() + "/odd.bin"), Error);
+}
+
+}  // namespace
+}  // namespace draftlab
