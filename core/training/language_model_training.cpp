@@ -81,7 +81,7 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
   };
   hooks.eval_loss = [&] { return validation_loss(c, weights, rope, val, o.batch); };
   hooks.save = [&](int64_t) {
-    LlamaModel(c, inference_weights(c, weights), o.compute).save_hf(o.out_dir, at::kFloat);
+    LlamaModel(c, inference_weights(c, weights), o.compute).save_hf(o.out_dir, o.save_dtype);
     trainer.save_state(state_path, {{"config", config_text}, {"seed", std::to_string(o.seed)},
                                     {"batch", std::to_string(o.batch)}, {"context", std::to_string(o.context)}});
     auto attrs = attributes;

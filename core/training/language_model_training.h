@@ -29,6 +29,7 @@ struct LmTrainingOptions {
   bool resume = false;        // continue from out_dir/training_state.safetensors
   std::string tokenizer_path; // copied into out_dir ("" = none)
   std::string command_line;   // recorded in the log
+  at::ScalarType save_dtype = at::kFloat;  // of model.safetensors (the training state stays float32)
   ComputeOptions compute;
 };
 

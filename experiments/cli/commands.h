@@ -8,5 +8,6 @@ int run_compare(int argc, char** argv);
 int run_train_tokenizer(int argc, char** argv);
 int run_train_lm(int argc, char** argv);
 int run_export_llama2c(int argc, char** argv);
+int run_perplexity(int argc, char** argv);
 
 }  // namespace draftlab::cli

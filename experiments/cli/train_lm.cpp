@@ -16,7 +16,7 @@ namespace po = boost::program_options;
 namespace draftlab::cli {
 
 int run_train_lm(int argc, char** argv) {
-  std::string corpus, tokenizer_path, dtype = "float32", device = "cpu";
+  std::string corpus, tokenizer_path, dtype = "float32", device = "cpu", save_dtype = "float32";
   int64_t dim = 64, layers = 4, heads = 4, kv_heads = 0, hidden = 0;
   int threads = 0, validation_every = 50;
   LmTrainingOptions o;
@@ -61,6 +61,8 @@ int run_train_lm(int argc, char** argv) {
       ("resume", po::bool_switch(&o.resume), "continue from --out/training_state.safetensors")
       ("threads", po::value(&threads)->default_value(threads), "intra-op threads (0 = $OMP_NUM_THREADS or all)")
       ("dtype", po::value(&dtype)->default_value(dtype), "compute dtype: float32 or bfloat16")
+      ("save-dtype", po::value(&save_dtype)->default_value(save_dtype),
+       "dtype of model.safetensors: float32, float16 or bfloat16 (the resumable training state stays float32)")
       ("device", po::value(&device)->default_value(device), "cpu, cuda, cuda:N");
 
   po::variables_map vm;
@@ -68,6 +70,7 @@ int run_train_lm(int argc, char** argv) {
   check(threads >= 0, "--threads: expected 0 (auto) or a positive number, got " + std::to_string(threads));
   if (threads > 0) at::set_num_threads(threads);
   o.compute.dtype = parse_compute_dtype(dtype);
+  o.save_dtype = parse_compute_dtype(save_dtype);
   o.compute.device = parse_compute_device(device);
   check_supported(o.compute);
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "draftlab ") + std::string(argv[i]);
