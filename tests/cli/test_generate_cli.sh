@@ -73,5 +73,23 @@ a=$(run_seed 5); b=$(run_seed 5); c=$(run_seed 6)
 [ -n "$a" ] && [ "$a" = "$b" ] && ok "same seed, same tokens" || bad "same seed gave different tokens"
 [ "$a" != "$c" ] && ok "different seed, different tokens" || bad "seeds 5 and 6 gave the same tokens"
 
+# 5. The training commands: bad input is a clear error, and a tiny end-to-end run works.
+CORPUS=$SHARED/data/tinystories/tinystories.txt
+expect_error "train-tokenizer: missing corpus" "no/corpus.txt" "$BIN" train-tokenizer --corpus "$TMP/no/corpus.txt" --vocab-size 300 --out "$TMP/tok"
+expect_error "train-tokenizer: vocab too small" "vocab" "$BIN" train-tokenizer --corpus "$CORPUS" --vocab-size 100 --out "$TMP/tok"
+expect_error "train-lm: missing tokenizer" "nope.json" "$BIN" train-lm --corpus "$CORPUS" --tokenizer "$TMP/nope.json" --out "$TMP/lm"
+expect_error "perplexity: empty slice" "empty" "$BIN" perplexity --model "$MODEL" --tokenizer "$TOK" --corpus "$CORPUS" --offset 999999999
+head -c 200000 "$CORPUS" > "$TMP/small.txt"
+if "$BIN" train-tokenizer --corpus "$TMP/small.txt" --vocab-size 300 --out "$TMP/tok" >/dev/null 2>&1 &&
+   "$BIN" train-lm --corpus "$TMP/small.txt" --tokenizer "$TMP/tok/tokenizer.json" --out "$TMP/lm" --dim 32 \
+     --layers 2 --steps 20 --batch 4 --context 64 --eval-every 10 -q >/dev/null 2>&1 &&
+   "$BIN" generate --model "$TMP/lm" -p "once" -n 5 >/dev/null 2>&1; then
+  ok "train-tokenizer -> train-lm -> generate"
+else
+  bad "train-tokenizer -> train-lm -> generate failed"
+fi
+expect_error "train-lm: resume with another shape" "training_state.safetensors" "$BIN" train-lm --corpus "$TMP/small.txt" \
+  --tokenizer "$TMP/tok/tokenizer.json" --out "$TMP/lm" --dim 48 --layers 2 --steps 30 --batch 4 --context 64 --resume -q
+
 echo "$passes passed, $fails failed"
 [ $fails = 0 ]
