@@ -40,32 +40,47 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 
 }  // namespace
 
-at::Tensor training_forward(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
-                            const at::Tensor& tokens_in) {
+at::Tensor causal_mask(int64_t length, const at::TensorOptions& options) {
+  return at::full({length, length}, -std::numeric_limits<float>::infinity(), options).triu(1);
+}
+
+at::Tensor training_decoder_layer(const ModelConfig& c, const LlamaLayerWeights& L, const at::Tensor& h_in,
+                                  const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& mask,
+                                  bool input_norm) {
+  const int64_t B = h_in.size(0), T = h_in.size(1);
+  const int64_t H = c.num_attention_heads, KVH = c.num_key_value_heads, hd = c.head_dim, I = c.intermediate_size;
+  auto h = h_in;
+  auto qkv = times_weight(input_norm ? norm(h, L.attn_norm, c.rms_norm_eps) : h, L.wqkv);
+  auto q = RotaryEmbedding::apply(qkv.narrow(2, 0, H * hd).view({B, T, H, hd}), cos, sin);
+  auto k = RotaryEmbedding::apply(qkv.narrow(2, H * hd, KVH * hd).view({B, T, KVH, hd}), cos, sin);
+  auto v = qkv.narrow(2, (H + KVH) * hd, KVH * hd).view({B, T, KVH, hd});
+  h = h + times_weight(causal_attention(q, k, v, mask), L.wo);
+  auto gate_up = times_weight(norm(h, L.mlp_norm, c.rms_norm_eps), L.w_gate_up);
+  return h + times_weight(at::silu(gate_up.narrow(2, 0, I)) * gate_up.narrow(2, I, I), L.w_down);
+}
+
+at::Tensor training_features(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
+                             const at::Tensor& tokens_in) {
   check(tokens_in.dim() == 2 && tokens_in.scalar_type() == at::kLong,
         "training_forward: tokens must be int64 [batch, length]");
-  const int64_t B = tokens_in.size(0), T = tokens_in.size(1);
+  const int64_t T = tokens_in.size(1);
   check(T <= rope.max_positions(), "training_forward: window of " + std::to_string(T) +
                                        " tokens exceeds max_position_embeddings (" +
                                        std::to_string(rope.max_positions()) + ")");
-  const int64_t H = c.num_attention_heads, KVH = c.num_key_value_heads, hd = c.head_dim, I = c.intermediate_size;
   const auto tokens = tokens_in.to(w.embed.device());
   const auto positions = at::arange(T, tokens.options());
   const auto [cos, sin] = rope.at_positions(positions);  // [T, 1, hd/2]: broadcasts over [B, T, heads, hd/2]
-  const auto mask = at::full({T, T}, -std::numeric_limits<float>::infinity(), w.embed.options()).triu(1);
+  const auto mask = causal_mask(T, w.embed.options());
 
   auto h = at::embedding(w.embed, tokens);  // [B, T, d]
-  for (const LlamaLayerWeights& L : w.layers) {
-    auto qkv = times_weight(norm(h, L.attn_norm, c.rms_norm_eps), L.wqkv);
-    auto q = RotaryEmbedding::apply(qkv.narrow(2, 0, H * hd).view({B, T, H, hd}), cos, sin);
-    auto k = RotaryEmbedding::apply(qkv.narrow(2, H * hd, KVH * hd).view({B, T, KVH, hd}), cos, sin);
-    auto v = qkv.narrow(2, (H + KVH) * hd, KVH * hd).view({B, T, KVH, hd});
-    h = h + times_weight(causal_attention(q, k, v, mask), L.wo);
-    auto gate_up = times_weight(norm(h, L.mlp_norm, c.rms_norm_eps), L.w_gate_up);
-    h = h + times_weight(at::silu(gate_up.narrow(2, 0, I)) * gate_up.narrow(2, I, I), L.w_down);
-  }
+  for (const LlamaLayerWeights& L : w.layers) h = training_decoder_layer(c, L, h, cos, sin, mask);
+  return norm(h, w.norm, c.rms_norm_eps);
+}
+
+at::Tensor training_forward(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
+                            const at::Tensor& tokens) {
   const at::Tensor& head = c.tie_word_embeddings ? w.embed : w.lm_head;
-  auto logits = times_weight(norm(h, w.norm, c.rms_norm_eps), head);
+  auto logits = times_weight(training_features(c, w, rope, tokens), head);
   return logits.to(accumulate_type(logits));
 }
 

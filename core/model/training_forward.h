@@ -22,6 +22,20 @@ namespace draftlab {
 at::Tensor training_forward(const ModelConfig& config, const LlamaWeights& weights, const RotaryEmbedding& rope,
                             const at::Tensor& tokens);
 
+// The final normed hidden states [B, T, d] of the same forward (what LlamaModel::forward returns as features),
+// in the weights' dtype: training_forward is these through the LM head.
+at::Tensor training_features(const ModelConfig& config, const LlamaWeights& weights, const RotaryEmbedding& rope,
+                             const at::Tensor& tokens);
+
+// Additive causal mask [T, T]: 0 on and below the diagonal, -inf above.
+at::Tensor causal_mask(int64_t length, const at::TensorOptions& options);
+
+// One batched, differentiable decoder layer: h [B, T, d] -> [B, T, d]. cos/sin from rope.at_positions(positions
+// [T]); mask [T, T] additive. input_norm false skips the attention RMSNorm (the EAGLE head's layer has none).
+at::Tensor training_decoder_layer(const ModelConfig& config, const LlamaLayerWeights& layer, const at::Tensor& h,
+                                  const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& mask,
+                                  bool input_norm = true);
+
 // Mean next-token cross-entropy of windows [B, T + 1]: inputs are [:, :T], targets [:, 1:].
 at::Tensor next_token_loss(const ModelConfig& config, const LlamaWeights& weights, const RotaryEmbedding& rope,
                            const at::Tensor& windows);

@@ -7,6 +7,7 @@ int run_generate(int argc, char** argv);
 int run_compare(int argc, char** argv);
 int run_train_tokenizer(int argc, char** argv);
 int run_train_lm(int argc, char** argv);
+int run_train_head(int argc, char** argv);
 int run_export_llama2c(int argc, char** argv);
 int run_perplexity(int argc, char** argv);
 

@@ -19,6 +19,7 @@ void print_usage() {
                "  compare    strategies beside vanilla on the same prompts: speed, speedup, tau, identical output\n"
                "  train-tokenizer  train a byte-level BPE vocabulary on a corpus (tokenizer.json out)\n"
                "  train-lm   pretrain a small Llama from scratch on a text corpus (HF folder out, resumable)\n"
+               "  train-head train an EAGLE draft head for a target on a text corpus (head folder out, resumable)\n"
                "  export-llama2c  write a model as a llama2.c v0 .bin checkpoint\n"
                "  perplexity perplexity of a model on a slice of a text file\n\n"
                "Run 'draftlab <command> --help' for the options of a command.\n";
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
     if (command == "compare") return draftlab::cli::run_compare(argc - 1, argv + 1);
     if (command == "train-tokenizer") return draftlab::cli::run_train_tokenizer(argc - 1, argv + 1);
     if (command == "train-lm") return draftlab::cli::run_train_lm(argc - 1, argv + 1);
+    if (command == "train-head") return draftlab::cli::run_train_head(argc - 1, argv + 1);
     if (command == "export-llama2c") return draftlab::cli::run_export_llama2c(argc - 1, argv + 1);
     if (command == "perplexity") return draftlab::cli::run_perplexity(argc - 1, argv + 1);
     std::cerr << "draftlab: unknown command '" << command << "'\n";
