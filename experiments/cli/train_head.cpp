@@ -9,6 +9,7 @@
 #include "core/training/eagle_head_training.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/model_loading.h"
+#include "experiments/cli/trainer_options.h"
 
 namespace po = boost::program_options;
 
@@ -38,29 +39,17 @@ int run_train_head(int argc, char** argv) {
       ("out", po::value(&o.out_dir)->required(), "output folder: config.json, model.safetensors, training state, log")
       ("context", po::value(&o.context)->default_value(o.context),
        "head positions per window (target windows are one token longer)")
-      ("steps", po::value(&t.steps)->default_value(t.steps), "optimisation steps")
       ("batch", po::value(&o.batch)->default_value(o.batch), "windows per step")
-      ("lr", po::value(&t.lr)->default_value(t.lr), "peak learning rate")
-      ("min-lr-ratio", po::value(&t.min_lr_ratio)->default_value(t.min_lr_ratio), "final lr as a fraction of --lr")
-      ("warmup", po::value(&t.warmup)->default_value(t.warmup), "linear warm-up steps")
-      ("weight-decay", po::value(&t.weight_decay)->default_value(t.weight_decay), "AdamW decay on matrices")
-      ("grad-clip", po::value(&t.grad_clip)->default_value(t.grad_clip), "max global gradient norm (0 = off)")
       ("cls-weight", po::value(&o.cls_weight)->default_value(o.cls_weight), "weight of the soft cross-entropy")
       ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the initial head, every batch and its noise")
-      ("eval-every", po::value(&t.eval_every)->default_value(t.eval_every), "validation every K steps (0 = never)")
       ("eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows), "validation windows per pass")
       ("validation-every", po::value(&validation_every)->default_value(validation_every),
        "every N-th story goes to the validation split")
-      ("save-every", po::value(&t.save_every)->default_value(t.save_every),
-       "checkpoint every N steps (0 = only at the end)")
-      ("log-every", po::value(&t.log_every)->default_value(t.log_every),
-       "progress line every N steps when stderr is not a terminal")
-      ("quiet,q", po::bool_switch(&t.quiet), "no progress output")
-      ("stop-at", po::value(&t.stop_at)->default_value(t.stop_at),
-       "end this invocation after step N with a checkpoint; continue later with --resume (0 = run to --steps)")
       ("resume", po::bool_switch(&o.resume), "continue from --out/training_state.safetensors")
       ("save-dtype", po::value(&save_dtype)->default_value(save_dtype),
        "dtype of model.safetensors: float32, float16 or bfloat16");
+
+  add_trainer_options(desc, t);
 
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "train-head", vm)) return 0;

@@ -10,6 +10,7 @@
 #include "core/training/language_model_training.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/model_loading.h"
+#include "experiments/cli/trainer_options.h"
 
 namespace po = boost::program_options;
 
@@ -37,33 +38,19 @@ int run_train_lm(int argc, char** argv) {
       ("kv-heads", po::value(&kv_heads)->default_value(kv_heads), "key/value heads (0 = --heads)")
       ("hidden", po::value(&hidden)->default_value(hidden), "MLP intermediate size (0 = llama2.c's rule from --dim)")
       ("context", po::value(&o.context)->default_value(o.context), "training window and max_position_embeddings")
-      ("steps", po::value(&t.steps)->default_value(t.steps), "optimisation steps")
       ("batch", po::value(&o.batch)->default_value(o.batch), "windows per step")
-      ("lr", po::value(&t.lr)->default_value(t.lr), "peak learning rate")
-      ("min-lr-ratio", po::value(&t.min_lr_ratio)->default_value(t.min_lr_ratio), "final lr as a fraction of --lr")
-      ("warmup", po::value(&t.warmup)->default_value(t.warmup), "linear warm-up steps")
-      ("weight-decay", po::value(&t.weight_decay)->default_value(t.weight_decay), "AdamW decay on matrices")
-      ("beta1", po::value(&t.beta1)->default_value(t.beta1), "AdamW beta1")
-      ("beta2", po::value(&t.beta2)->default_value(t.beta2), "AdamW beta2")
-      ("grad-clip", po::value(&t.grad_clip)->default_value(t.grad_clip), "max global gradient norm (0 = off)")
       ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the initial weights and of every batch")
-      ("eval-every", po::value(&t.eval_every)->default_value(t.eval_every), "validation every K steps (0 = never)")
       ("eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows), "validation windows per pass")
       ("validation-every", po::value(&validation_every)->default_value(validation_every),
        "every N-th story goes to the validation split")
-      ("save-every", po::value(&t.save_every)->default_value(t.save_every),
-       "checkpoint every N steps (0 = only at the end)")
-      ("log-every", po::value(&t.log_every)->default_value(t.log_every),
-       "progress line every N steps when stderr is not a terminal")
-      ("quiet,q", po::bool_switch(&t.quiet), "no progress output")
-      ("stop-at", po::value(&t.stop_at)->default_value(t.stop_at),
-       "end this invocation after step N with a checkpoint; continue later with --resume (0 = run to --steps)")
       ("resume", po::bool_switch(&o.resume), "continue from --out/training_state.safetensors")
       ("threads", po::value(&threads)->default_value(threads), "intra-op threads (0 = $OMP_NUM_THREADS or all)")
       ("dtype", po::value(&dtype)->default_value(dtype), "compute dtype: float32 or bfloat16")
       ("save-dtype", po::value(&save_dtype)->default_value(save_dtype),
        "dtype of model.safetensors: float32, float16 or bfloat16 (the resumable training state stays float32)")
       ("device", po::value(&device)->default_value(device), "cpu, cuda, cuda:N");
+
+  add_trainer_options(desc, t);
 
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "train-lm", vm)) return 0;
