@@ -17,6 +17,20 @@ namespace {
 
 at::Tensor leaf(const at::Tensor& t) { return t.detach().contiguous().clone(); }
 
+// The head's trainable tensors with `f` applied to each (EagleHeadWeights minus the unused input norm).
+template <class F>
+EagleHeadWeights map_weights(const EagleHeadWeights& w, F f) {
+  EagleHeadWeights out;
+  out.fc = f(w.fc);
+  out.fc_bias = w.fc_bias.defined() ? f(w.fc_bias) : at::Tensor();  // bias-free heads have none
+  out.layer.wqkv = f(w.layer.wqkv);
+  out.layer.wo = f(w.layer.wo);
+  out.layer.mlp_norm = f(w.layer.mlp_norm);
+  out.layer.w_gate_up = f(w.layer.w_gate_up);
+  out.layer.w_down = f(w.layer.w_down);
+  return out;
+}
+
 ModelConfig head_config(const LlamaModel& target) {
   ModelConfig c = target.config();
   c.num_hidden_layers = 1;
@@ -32,14 +46,7 @@ HeadTrainingModel::HeadTrainingModel(const LlamaModel& target, uint64_t seed)
       target_rope_(target.config(), target.options()),
       rope_(config_, target.options()) {
   const auto head = EagleHead::random(target, seed);
-  const EagleHeadWeights& r = head->weights();
-  w_.fc = leaf(r.fc);
-  w_.fc_bias = leaf(r.fc_bias);
-  w_.layer.wqkv = leaf(r.layer.wqkv);
-  w_.layer.wo = leaf(r.layer.wo);
-  w_.layer.mlp_norm = leaf(r.layer.mlp_norm);
-  w_.layer.w_gate_up = leaf(r.layer.w_gate_up);
-  w_.layer.w_down = leaf(r.layer.w_down);
+  w_ = map_weights(head->weights(), leaf);
 }
 
 std::vector<std::pair<std::string, at::Tensor>> HeadTrainingModel::parameters() const {
@@ -107,15 +114,7 @@ HeadTrainingModel::Loss HeadTrainingModel::loss(const at::Tensor& windows_in, in
 std::unique_ptr<EagleHead> HeadTrainingModel::to_head() const {
   const ComputeOptions& o = target_.options();
   auto copy = [&](const at::Tensor& t) { return t.detach().to(o.device, o.dtype).clone(); };
-  EagleHeadWeights w;
-  w.fc = copy(w_.fc);
-  w.fc_bias = copy(w_.fc_bias);
-  w.layer.wqkv = copy(w_.layer.wqkv);
-  w.layer.wo = copy(w_.layer.wo);
-  w.layer.mlp_norm = copy(w_.layer.mlp_norm);
-  w.layer.w_gate_up = copy(w_.layer.w_gate_up);
-  w.layer.w_down = copy(w_.layer.w_down);
-  return std::make_unique<EagleHead>(config_, std::move(w), target_);
+  return std::make_unique<EagleHead>(config_, map_weights(w_, copy), target_);
 }
 
 HeadTrainingResult train_eagle_head(const LlamaModel& target, const HeadTrainingOptions& o, const TextDataset& data) {
