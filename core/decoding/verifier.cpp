@@ -97,7 +97,7 @@ VerifyResult Verifier::verify(KvCache& cache, int64_t root_token, const DraftTre
   for (int32_t a : result.accepted_nodes) accepted[a] = true;
   for (int32_t i = 0; i < n; ++i) {
     const DraftNode& d = tree.node(i);
-    result.records.push_back({d.depth, i, d.sibling_rank, d.confidence, d.value, accepted[i]});
+    result.records.push_back({d.depth, i, d.sibling_rank, d.confidence, d.value, accepted[i], d.parent});
   }
   return result;
 }

@@ -31,6 +31,7 @@ struct NodeRecord {
   float confidence = 0.0f;
   float value = 0.0f;
   bool accepted = false;
+  int32_t parent = -1;  // flat index of the parent node, -1 = child of the root (as DraftNode::parent)
 };
 
 struct VerifyResult {

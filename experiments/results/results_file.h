@@ -67,6 +67,9 @@ struct RunRecord {
   double tokens_per_second = 0.0;
   double tau = 0.0;
   std::string grid_json;  // sweeps only; empty = attribute absent
+  // The shard (process) that produced the run, "i/n" ("0/1" unless sharded). Kept unchanged by merge_results, so
+  // a reader pairs each run with the vanilla run of the same dataset, temperature AND shard (same process).
+  std::string shard = "0/1";
   QuestionRows questions;
   CycleRows cycles;
   NodeRows nodes;
@@ -94,6 +97,10 @@ struct ResultsFile {
   std::map<std::string, TrainingRecord> training;  // /training/LABEL
 };
 
+// Checks the tables of every run (equal column lengths, offsets contiguous and in range, back-references
+// matching, identical in {-1, 0, 1}) and the schema attribute. Throws Error naming `source`, the run and the field.
+void validate_results(const ResultsFile& results, const std::string& source);
+
 // Writes `path` atomically. Throws Error naming the path (and the run/dataset) on failure or on inconsistent
 // tables (columns of unequal length, offsets out of range).
 void write_results(const std::string& path, const ResultsFile& results);
@@ -106,5 +113,10 @@ ResultsFile read_results(const std::string& path);
 // attributes are the first file's, with shard = "merged:N"; throws Error naming both files when their
 // experiment or schema attributes differ.
 ResultsFile merge_results(const std::vector<std::string>& paths);
+
+// Reads a model's training log (core/training/training_log.h layout: train/step, train/loss, train/learning_rate,
+// eval/step, eval/loss, optional eval/accuracy and eval/alpha, string attributes) into a TrainingRecord, without
+// libtorch. Throws Error naming the path and the missing field.
+TrainingRecord read_training_record(const std::string& path);
 
 }  // namespace draftlab

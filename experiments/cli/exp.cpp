@@ -1,0 +1,164 @@
+// draftlab exp NAME: the experiment drivers (experiments/drivers/drivers.h) that reproduce the EAGLE / EAGLE-2
+// tables and figures, each writing one HDF5 results file (docs/results-schema.md) and optionally Spec-Bench JSONL.
+#include <boost/program_options.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+
+#include "core/base/error.h"
+#include "experiments/cli/commands.h"
+#include "experiments/cli/model_loading.h"
+#include "experiments/drivers/drivers.h"
+#include "experiments/results/spec_bench_jsonl.h"
+
+namespace po = boost::program_options;
+
+namespace draftlab::cli {
+
+namespace {
+
+// "a,b" and repeated options alike: every comma-separated item of every occurrence.
+std::vector<std::string> split_list(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const auto& v : values) {
+    size_t pos = 0;
+    while (pos <= v.size()) {
+      size_t comma = v.find(',', pos);
+      if (comma == std::string::npos) comma = v.size();
+      if (comma > pos) out.push_back(v.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<T> parse_numbers(const std::vector<std::string>& values, const std::string& option) {
+  std::vector<T> out;
+  for (const auto& item : split_list(values)) {
+    try {
+      size_t used = 0;
+      const double v = std::stod(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
+      if (std::is_integral_v<T> && v != static_cast<double>(static_cast<T>(v))) throw std::invalid_argument(item);
+      out.push_back(static_cast<T>(v));
+    } catch (const std::exception&) {
+      throw Error(option + ": expected a comma-separated list of numbers, got '" + item + "'");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_exp(int argc, char** argv) {
+  ModelOptions model_opts;
+  ExperimentConfig c;
+  std::vector<std::string> heads, datasets, temperatures, total_tokens, depth, top_k;
+  std::string out_path, jsonl_dir, shard = "0/1";
+  int64_t seed = 0;
+  std::string names;
+  for (const auto& n : experiment_names()) names += (names.empty() ? "" : ", ") + n;
+
+  po::options_description desc(
+      "draftlab exp NAME [options]: run an experiment driver and write its results (HDF5, docs/results-schema.md)\n\n"
+      "  speed          EAGLE-2 Table 1: vanilla, chain (--draft), pld, static-tree, eagle-chain, eagle2; six sets, T 0 and 1\n"
+      "  alpha          EAGLE Table 2: eagle-chain chain drafts (depth 5): tau, n-alpha\n"
+      "  calibration    EAGLE-2 Figure 6: eagle2 draft confidence vs acceptance\n"
+      "  positions      EAGLE-2 Figure 5: acceptance of each static-tree position\n"
+      "  ablate-eagle2  EAGLE-2 Table 3: eagle2 w/o value, w/o reranking, w/o both\n"
+      "  ablate-inputs  EAGLE Figure 8: one head per input variant (--head LABEL=DIR, repeated)\n"
+      "  tree-vs-chain  EAGLE Table 5: static tree vs chain with the same head\n"
+      "  train-data     EAGLE Table 6: --head fixed=DIR --head generated=DIR\n"
+      "  sweep          eagle2 over --total-tokens x --depth x --top-k; --shard i/n splits the grid\n\n"
+      "Every question turn: --warmup untimed runs, then --repeats timed runs with the methods interleaved (median).\n"
+      "The results file appears only when the run is complete.\n\noptions");
+  add_model_options(desc, model_opts);
+  desc.add_options()
+      ("help,h", "show this help")
+      ("out,o", po::value(&out_path)->required(), "results file to write (FILE.h5)")
+      ("head", po::value(&heads)->composing(), "EAGLE head folder, DIR or LABEL=DIR (repeatable)")
+      ("draft", po::value(&c.draft_path), "small draft model for the classic chain method (speed)")
+      ("datasets", po::value(&datasets)->composing(),
+       "comma-separated bench sets (mt_bench, humaneval, gsm8k, alpaca, sum, qa under $DRAFTLAB_SHARED/data/bench) "
+       "or .jsonl files (default: all six for speed, mt_bench otherwise)")
+      ("questions", po::value(&c.questions)->default_value(0), "questions per dataset (0 = all)")
+      ("max-new-tokens,n", po::value(&c.runner.max_new_tokens)->default_value(128), "tokens per answer at most")
+      ("warmup", po::value(&c.runner.warmup)->default_value(1), "untimed runs per question turn and method")
+      ("repeats", po::value(&c.runner.repeats)->default_value(3), "timed runs per question turn and method (median)")
+      ("temperatures", po::value(&temperatures)->composing(), "comma-separated (default: 0,1 for speed, 0 otherwise)")
+      ("top-p", po::value(&c.runner.top_p)->default_value(1.0), "nucleus sampling mass at T > 0")
+      ("seed", po::value(&seed)->default_value(0), "base sampling seed")
+      ("chat-template", po::value(&c.runner.chat_template)->default_value("plain"),
+       "plain, vicuna, llama2-chat, llama3-instruct")
+      ("ignore-eos", po::bool_switch(&c.runner.ignore_eos),
+       "generate --max-new-tokens on every question, past end-of-sequence tokens (story models end chat "
+       "questions at once)")
+      ("strategy,s", po::value(&c.strategy_specs)->composing(),
+       "NAME:key=value,... adds a method; NAME = a preset method's label overrides its options (repeatable)")
+      ("head-strategy", po::value(&c.head_strategy)->default_value("eagle2"),
+       "ablate-inputs, train-data: the strategy each head drives (eagle2, eagle-chain, static-tree)")
+      ("total-tokens", po::value(&total_tokens)->composing(), "sweep: comma-separated total_tokens values (20,40,60)")
+      ("depth", po::value(&depth)->composing(), "sweep: comma-separated depths (4,6)")
+      ("top-k", po::value(&top_k)->composing(), "sweep: comma-separated top_k values (4,8)")
+      ("shard", po::value(&shard)->default_value(shard), "sweep: run grid points with index % n == i")
+      ("jsonl", po::value(&jsonl_dir), "also write Spec-Bench answer files DIR/<dataset>/<method>.jsonl");
+  po::positional_options_description positional;
+  positional.add("experiment", 1);
+  po::options_description hidden;
+  hidden.add_options()("experiment", po::value(&c.experiment));
+  po::options_description all;
+  all.add(desc).add(hidden);
+
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+    if (vm.count("help")) {
+      std::cout << desc << "\n";
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw Error(std::string(e.what()) + " (see draftlab exp --help)");
+  }
+  check(!c.experiment.empty(), "exp: expected an experiment name (" + names + ") (see draftlab exp --help)");
+  check(seed >= 0, "--seed: expected >= 0");
+  c.runner.seed = static_cast<uint64_t>(seed);
+  for (const auto& h : heads) c.heads.push_back(parse_head_spec(h));
+  c.datasets = split_list(datasets);
+  c.temperatures = parse_numbers<double>(temperatures, "--temperatures");
+  if (!total_tokens.empty()) c.grid_total_tokens = parse_numbers<int64_t>(total_tokens, "--total-tokens");
+  if (!depth.empty()) c.grid_depth = parse_numbers<int64_t>(depth, "--depth");
+  if (!top_k.empty()) c.grid_top_k = parse_numbers<int64_t>(top_k, "--top-k");
+  parse_shard(shard, c.shard_index, c.shard_count);
+  c.target_path = model_opts.model_path;
+  c.dtype = model_opts.dtype;
+  c.device = model_opts.device;
+  c.command_line = "draftlab";
+  for (int i = 0; i < argc; ++i) c.command_line += std::string(" ") + argv[i];
+  apply_driver_defaults(c);
+  experiment_methods(c);  // option errors before the model loads
+
+  LoadedModel loaded = load_model_and_tokenizer(model_opts);
+  const bool tty = isatty(fileno(stderr));
+  ResultsFile results = run_experiment(*loaded.model, *loaded.tokenizer, c, [&](const std::string& line) {
+    if (tty) std::fprintf(stderr, "\r\033[K%s", line.substr(0, 160).c_str());
+  });
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  write_results(out_path, results);
+  if (!jsonl_dir.empty()) write_spec_bench_jsonl(results, jsonl_dir, static_cast<double>(std::time(nullptr)));
+
+  std::printf("%s\n%s", out_path.c_str(), summary_table(results).c_str());
+  bool all_identical = true;
+  for (const auto& r : results.runs)
+    for (int8_t v : r.questions.identical) all_identical = all_identical && v != 0;
+  if (!all_identical) {
+    std::printf("\nWARNING: a method's greedy output differs from vanilla's (a lossless method must not)\n");
+    return 3;
+  }
+  return 0;
+}
+
+}  // namespace draftlab::cli

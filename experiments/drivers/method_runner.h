@@ -1,0 +1,58 @@
+// The one measurement loop behind every `draftlab exp` driver: methods (strategy configurations) x the questions of
+// one dataset at one temperature, recorded as runs of a results file (docs/results-schema.md).
+//
+// Per question turn: every method's `warmup` untimed generations, then `repeats` timed ones with the methods
+// interleaved (machine drift hits all alike); the turn's wall time is the median, its cycles and nodes those of the
+// last repeat. At T = 0 every method's tokens are compared with vanilla's (methods[0]) on the fly. Later turns of
+// a multi-turn question (MT-bench) see the earlier turns and the method's own answers through the chat template.
+// Prompts longer than the context allows are cut from the left to leave room for max_new_tokens.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/model/llama_model.h"
+#include "core/text/tokenizer.h"
+#include "experiments/drivers/bench_questions.h"
+#include "experiments/results/results_file.h"
+
+namespace draftlab {
+
+struct MethodSpec {
+  std::string label;     // shown in tables: "eagle2 w/o value"
+  std::string strategy;  // registry name
+  std::vector<std::pair<std::string, std::string>> options;  // in the order given
+  std::string grid_json;  // sweeps: the grid point; empty otherwise
+
+  std::string option(const std::string& key) const;  // "" when absent
+  void set_option(const std::string& key, const std::string& value);
+  std::string options_json() const;  // {"key": "value", ...}
+};
+
+struct RunnerSettings {
+  int64_t max_new_tokens = 64;
+  int warmup = 1;
+  int repeats = 3;
+  uint64_t seed = 0;  // question turn r of a dataset samples with seed + r, the same for every method and repeat
+  double top_p = 1.0;
+  std::string chat_template = "plain";
+  std::string shard = "0/1";  // recorded on every run
+  // Generate max_new_tokens on every question even past an end-of-sequence token (as serving benchmarks'
+  // ignore_eos does): a story model asked a chat question often ends at once, leaving nothing to measure.
+  bool ignore_eos = false;
+};
+
+// Called after each question turn with a short progress line.
+using ProgressCallback = std::function<void(const std::string& line)>;
+
+// Runs every method over the questions; methods[0] must be vanilla. Returns one RunRecord per method, in order.
+// Throws Error for an unknown strategy or option, or when max_new_tokens leaves no room for a prompt.
+std::vector<RunRecord> run_methods(const LlamaModel& target, const Tokenizer& tokenizer,
+                                   const std::vector<MethodSpec>& methods, const std::string& dataset,
+                                   const std::vector<BenchQuestion>& questions, double temperature,
+                                   const RunnerSettings& settings, const ProgressCallback& progress = {});
+
+}  // namespace draftlab

@@ -1,0 +1,609 @@
+#include "experiments/results/results_file.h"
+
+#include <H5Cpp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+#include "core/base/error.h"
+
+namespace draftlab {
+
+namespace {
+
+// ---- HDF5 types: little-endian in the file, native in memory -------------------------------------------------
+
+template <typename T>
+struct H5Types;
+template <>
+struct H5Types<int8_t> {
+  static H5::PredType file() { return H5::PredType::STD_I8LE; }
+  static H5::PredType mem() { return H5::PredType::NATIVE_INT8; }
+  static constexpr H5T_class_t cls = H5T_INTEGER;
+  static constexpr const char* name = "int8";
+};
+template <>
+struct H5Types<int32_t> {
+  static H5::PredType file() { return H5::PredType::STD_I32LE; }
+  static H5::PredType mem() { return H5::PredType::NATIVE_INT32; }
+  static constexpr H5T_class_t cls = H5T_INTEGER;
+  static constexpr const char* name = "int32";
+};
+template <>
+struct H5Types<int64_t> {
+  static H5::PredType file() { return H5::PredType::STD_I64LE; }
+  static H5::PredType mem() { return H5::PredType::NATIVE_INT64; }
+  static constexpr H5T_class_t cls = H5T_INTEGER;
+  static constexpr const char* name = "int64";
+};
+template <>
+struct H5Types<float> {
+  static H5::PredType file() { return H5::PredType::IEEE_F32LE; }
+  static H5::PredType mem() { return H5::PredType::NATIVE_FLOAT; }
+  static constexpr H5T_class_t cls = H5T_FLOAT;
+  static constexpr const char* name = "float32";
+};
+template <>
+struct H5Types<double> {
+  static H5::PredType file() { return H5::PredType::IEEE_F64LE; }
+  static H5::PredType mem() { return H5::PredType::NATIVE_DOUBLE; }
+  static constexpr H5T_class_t cls = H5T_FLOAT;
+  static constexpr const char* name = "float64";
+};
+
+H5::StrType utf8_string_type() {
+  H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
+  t.setCset(H5T_CSET_UTF8);
+  return t;
+}
+
+std::string run_name(size_t index) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%04zu", index);
+  return buf;
+}
+
+bool link_exists(const H5::Group& g, const std::string& name) {
+  return H5Lexists(g.getId(), name.c_str(), H5P_DEFAULT) > 0;
+}
+
+// ---- writing ------------------------------------------------------------------------------------------------
+
+template <typename T>
+void write_column(H5::Group& g, const std::string& name, const std::vector<T>& values) {
+  const hsize_t dims[1] = {values.size()};
+  H5::DataSpace space(1, dims);
+  H5::DataSet set = g.createDataSet(name, H5Types<T>::file(), space);
+  if (!values.empty()) set.write(values.data(), H5Types<T>::mem());
+}
+
+void write_column(H5::Group& g, const std::string& name, const std::vector<std::string>& values) {
+  std::vector<const char*> ptrs;
+  ptrs.reserve(values.size());
+  for (const auto& s : values) ptrs.push_back(s.c_str());
+  const hsize_t dims[1] = {values.size()};
+  H5::DataSpace space(1, dims);
+  const H5::StrType type = utf8_string_type();
+  H5::DataSet set = g.createDataSet(name, type, space);
+  if (!values.empty()) set.write(ptrs.data(), type);
+}
+
+void write_attr(H5::H5Object& obj, const std::string& name, const std::string& value) {
+  const H5::StrType type = utf8_string_type();
+  H5::Attribute a = obj.createAttribute(name, type, H5::DataSpace(H5S_SCALAR));
+  a.write(type, value);
+}
+
+template <typename T>
+void write_attr(H5::H5Object& obj, const std::string& name, T value) {
+  H5::Attribute a = obj.createAttribute(name, H5Types<T>::file(), H5::DataSpace(H5S_SCALAR));
+  a.write(H5Types<T>::mem(), &value);
+}
+
+void write_run(H5::Group& runs, size_t index, const RunRecord& r) {
+  H5::Group g = runs.createGroup(run_name(index));
+  write_attr(g, "method", r.method);
+  write_attr(g, "strategy", r.strategy);
+  write_attr(g, "options", r.options_json);
+  write_attr(g, "dataset", r.dataset);
+  write_attr(g, "temperature", r.temperature);
+  write_attr(g, "repeats", r.repeats);
+  write_attr(g, "warmup", r.warmup);
+  write_attr(g, "tokens_per_second", r.tokens_per_second);
+  write_attr(g, "tau", r.tau);
+  write_attr(g, "shard", r.shard);
+  if (!r.grid_json.empty()) write_attr(g, "grid", r.grid_json);
+
+  H5::Group q = g.createGroup("questions");
+  const QuestionRows& qr = r.questions;
+  write_column(q, "question_id", qr.question_id);
+  write_column(q, "category", qr.category);
+  write_column(q, "turn", qr.turn);
+  write_column(q, "prompt_tokens", qr.prompt_tokens);
+  write_column(q, "new_tokens", qr.new_tokens);
+  write_column(q, "wall_seconds", qr.wall_seconds);
+  write_column(q, "cycles", qr.cycles);
+  write_column(q, "draft_seconds", qr.draft_seconds);
+  write_column(q, "verify_seconds", qr.verify_seconds);
+  write_column(q, "cycle_offset", qr.cycle_offset);
+  write_column(q, "identical", qr.identical);
+  write_column(q, "answer", qr.answer);
+
+  H5::Group c = g.createGroup("cycles");
+  const CycleRows& cr = r.cycles;
+  write_column(c, "question", cr.question);
+  write_column(c, "accept_length", cr.accept_length);
+  write_column(c, "drafted", cr.drafted);
+  write_column(c, "draft_seconds", cr.draft_seconds);
+  write_column(c, "verify_seconds", cr.verify_seconds);
+  write_column(c, "node_offset", cr.node_offset);
+
+  H5::Group n = g.createGroup("nodes");
+  const NodeRows& nr = r.nodes;
+  write_column(n, "cycle", nr.cycle);
+  write_column(n, "depth", nr.depth);
+  write_column(n, "tree_index", nr.tree_index);
+  write_column(n, "parent", nr.parent);
+  write_column(n, "sibling_rank", nr.sibling_rank);
+  write_column(n, "confidence", nr.confidence);
+  write_column(n, "value", nr.value);
+  write_column(n, "accepted", nr.accepted);
+}
+
+void write_training(H5::Group& parent, const std::string& label, const TrainingRecord& t) {
+  H5::Group g = parent.createGroup(label);
+  H5::Group train = g.createGroup("train");
+  write_column(train, "step", t.train_step);
+  write_column(train, "loss", t.train_loss);
+  write_column(train, "learning_rate", t.learning_rate);
+  H5::Group eval = g.createGroup("eval");
+  write_column(eval, "step", t.eval_step);
+  write_column(eval, "loss", t.eval_loss);
+  if (!t.eval_accuracy.empty()) write_column(eval, "accuracy", t.eval_accuracy);
+  if (!t.eval_alpha.empty()) {
+    const hsize_t dims[2] = {t.eval_alpha.size() / 5, 5};
+    H5::DataSpace space(2, dims);
+    H5::DataSet set = eval.createDataSet("alpha", H5Types<double>::file(), space);
+    set.write(t.eval_alpha.data(), H5Types<double>::mem());
+  }
+  for (const auto& [key, value] : t.attributes) write_attr(g, key, value);
+}
+
+// ---- validation ---------------------------------------------------------------------------------------------
+
+void check_length(const std::string& source, const std::string& table, const std::string& column, size_t got,
+                  size_t want) {
+  if (got != want)
+    throw Error::in_file(source, table + "/" + column,
+                         std::to_string(want) + " rows (like " + table + "/" + "its first column)",
+                         std::to_string(got) + " rows");
+}
+
+void validate_run(const RunRecord& r, const std::string& source, const std::string& where) {
+  if (r.method.empty()) throw Error::in_file(source, where + " attribute method", "a non-empty label", "\"\"");
+  if (r.strategy.empty()) throw Error::in_file(source, where + " attribute strategy", "a strategy name", "\"\"");
+  if (r.dataset.empty()) throw Error::in_file(source, where + " attribute dataset", "a dataset name", "\"\"");
+
+  const QuestionRows& q = r.questions;
+  const std::string qt = where + "/questions";
+  const size_t nq = q.size();
+  check_length(source, qt, "category", q.category.size(), nq);
+  check_length(source, qt, "turn", q.turn.size(), nq);
+  check_length(source, qt, "prompt_tokens", q.prompt_tokens.size(), nq);
+  check_length(source, qt, "new_tokens", q.new_tokens.size(), nq);
+  check_length(source, qt, "wall_seconds", q.wall_seconds.size(), nq);
+  check_length(source, qt, "cycles", q.cycles.size(), nq);
+  check_length(source, qt, "draft_seconds", q.draft_seconds.size(), nq);
+  check_length(source, qt, "verify_seconds", q.verify_seconds.size(), nq);
+  check_length(source, qt, "cycle_offset", q.cycle_offset.size(), nq);
+  check_length(source, qt, "identical", q.identical.size(), nq);
+  check_length(source, qt, "answer", q.answer.size(), nq);
+
+  const CycleRows& c = r.cycles;
+  const std::string ct = where + "/cycles";
+  const size_t nc = c.size();
+  check_length(source, ct, "accept_length", c.accept_length.size(), nc);
+  check_length(source, ct, "drafted", c.drafted.size(), nc);
+  check_length(source, ct, "draft_seconds", c.draft_seconds.size(), nc);
+  check_length(source, ct, "verify_seconds", c.verify_seconds.size(), nc);
+  check_length(source, ct, "node_offset", c.node_offset.size(), nc);
+
+  const NodeRows& n = r.nodes;
+  const std::string nt = where + "/nodes";
+  const size_t nn = n.size();
+  check_length(source, nt, "depth", n.depth.size(), nn);
+  check_length(source, nt, "tree_index", n.tree_index.size(), nn);
+  check_length(source, nt, "parent", n.parent.size(), nn);
+  check_length(source, nt, "sibling_rank", n.sibling_rank.size(), nn);
+  check_length(source, nt, "confidence", n.confidence.size(), nn);
+  check_length(source, nt, "value", n.value.size(), nn);
+  check_length(source, nt, "accepted", n.accepted.size(), nn);
+
+  // questions -> cycles: contiguous blocks in order, each cycle pointing back at its question.
+  int64_t next_cycle = 0;
+  for (size_t i = 0; i < nq; ++i) {
+    const std::string row = "[" + std::to_string(i) + "]";
+    if (q.cycle_offset[i] != next_cycle)
+      throw Error::in_file(source, qt + "/cycle_offset" + row, std::to_string(next_cycle) + " (the previous question's "
+                           "offset + cycles)", std::to_string(q.cycle_offset[i]));
+    if (q.cycles[i] < 0 || next_cycle + q.cycles[i] > static_cast<int64_t>(nc))
+      throw Error::in_file(source, qt + "/cycles" + row,
+                           "a count in [0, " + std::to_string(static_cast<int64_t>(nc) - next_cycle) + "] (rows left in cycles/)",
+                           std::to_string(q.cycles[i]));
+    for (int64_t j = next_cycle; j < next_cycle + q.cycles[i]; ++j)
+      if (c.question[j] != static_cast<int32_t>(i))
+        throw Error::in_file(source, ct + "/question[" + std::to_string(j) + "]", std::to_string(i),
+                             std::to_string(c.question[j]));
+    next_cycle += q.cycles[i];
+    if (q.identical[i] < -1 || q.identical[i] > 1)
+      throw Error::in_file(source, qt + "/identical" + row, "-1, 0 or 1", std::to_string(q.identical[i]));
+  }
+  if (next_cycle != static_cast<int64_t>(nc))
+    throw Error::in_file(source, ct, std::to_string(next_cycle) + " rows (the sum of questions/cycles)",
+                         std::to_string(nc) + " rows");
+
+  // cycles -> nodes, the same way.
+  int64_t next_node = 0;
+  for (size_t j = 0; j < nc; ++j) {
+    const std::string row = "[" + std::to_string(j) + "]";
+    if (c.node_offset[j] != next_node)
+      throw Error::in_file(source, ct + "/node_offset" + row,
+                           std::to_string(next_node) + " (the previous cycle's offset + drafted)",
+                           std::to_string(c.node_offset[j]));
+    if (c.drafted[j] < 0 || next_node + c.drafted[j] > static_cast<int64_t>(nn))
+      throw Error::in_file(source, ct + "/drafted" + row,
+                           "a count in [0, " + std::to_string(static_cast<int64_t>(nn) - next_node) + "] (rows left in nodes/)",
+                           std::to_string(c.drafted[j]));
+    if (c.accept_length[j] < 1 || c.accept_length[j] > c.drafted[j] + 1)
+      throw Error::in_file(source, ct + "/accept_length" + row, "in [1, drafted + 1 = " + std::to_string(c.drafted[j] + 1) + "]",
+                           std::to_string(c.accept_length[j]));
+    for (int64_t k = next_node; k < next_node + c.drafted[j]; ++k) {
+      if (n.cycle[k] != static_cast<int64_t>(j))
+        throw Error::in_file(source, nt + "/cycle[" + std::to_string(k) + "]", std::to_string(j),
+                             std::to_string(n.cycle[k]));
+      if (n.parent[k] < 0 || n.parent[k] >= n.tree_index[k])
+        throw Error::in_file(source, nt + "/parent[" + std::to_string(k) + "]",
+                             "in [0, tree_index = " + std::to_string(n.tree_index[k]) + ") (parents come first)",
+                             std::to_string(n.parent[k]));
+    }
+    next_node += c.drafted[j];
+  }
+  if (next_node != static_cast<int64_t>(nn))
+    throw Error::in_file(source, nt, std::to_string(next_node) + " rows (the sum of cycles/drafted)",
+                         std::to_string(nn) + " rows");
+}
+
+void validate_training(const TrainingRecord& t, const std::string& source, const std::string& where) {
+  check_length(source, where + "/train", "loss", t.train_loss.size(), t.train_step.size());
+  check_length(source, where + "/train", "learning_rate", t.learning_rate.size(), t.train_step.size());
+  check_length(source, where + "/eval", "loss", t.eval_loss.size(), t.eval_step.size());
+  if (!t.eval_accuracy.empty())
+    check_length(source, where + "/eval", "accuracy", t.eval_accuracy.size(), t.eval_step.size());
+  if (!t.eval_alpha.empty() && t.eval_alpha.size() % 5 != 0)
+    throw Error::in_file(source, where + "/eval/alpha", "[passes, 5] values (0-alpha .. 4-alpha)",
+                         std::to_string(t.eval_alpha.size()) + " values");
+}
+
+void validate_root(const ResultsFile& results, const std::string& source) {
+  auto it = results.attributes.find("schema");
+  if (it != results.attributes.end() && it->second != kResultsSchema)
+    throw Error::in_file(source, "attribute schema", kResultsSchema, "'" + it->second + "'");
+  it = results.attributes.find("experiment");
+  if (it == results.attributes.end() || it->second.empty())
+    throw Error::in_file(source, "attribute experiment", "a driver name", "none");
+  for (const auto& [label, t] : results.training) {
+    if (label.empty() || label.find('/') != std::string::npos)
+      throw Error::in_file(source, "/training/" + label, "a label without '/'", "'" + label + "'");
+    validate_training(t, source, "/training/" + label);
+  }
+}
+
+// ---- reading ------------------------------------------------------------------------------------------------
+
+struct Reader {
+  std::string path;
+
+  H5::Group group(const H5::Group& parent, const std::string& name, const std::string& where) const {
+    if (!link_exists(parent, name)) throw Error::in_file(path, where + "/" + name, "a group", "none (missing)");
+    return parent.openGroup(name);
+  }
+
+  H5::DataSet dataset(const H5::Group& g, const std::string& name, const std::string& where, H5T_class_t cls,
+                      const char* type_name, size_t bytes) const {
+    const std::string field = where + "/" + name;
+    if (!link_exists(g, name)) throw Error::in_file(path, field, std::string("a ") + type_name + " dataset", "none (missing)");
+    H5::DataSet set = g.openDataSet(name);
+    const H5::DataType t = set.getDataType();
+    if (set.getTypeClass() != cls || (bytes > 0 && t.getSize() != bytes))
+      throw Error::in_file(path, field, type_name, "a dataset of another type (class " +
+                                                       std::to_string(static_cast<int>(set.getTypeClass())) +
+                                                       ", " + std::to_string(t.getSize()) + " bytes)");
+    return set;
+  }
+
+  static hsize_t rows(const H5::DataSet& set, int rank, hsize_t* second = nullptr) {
+    H5::DataSpace space = set.getSpace();
+    hsize_t dims[2] = {0, 0};
+    if (space.getSimpleExtentNdims() != rank) return static_cast<hsize_t>(-1);
+    space.getSimpleExtentDims(dims);
+    if (second) *second = dims[1];
+    return dims[0];
+  }
+
+  template <typename T>
+  std::vector<T> column(const H5::Group& g, const std::string& name, const std::string& where) const {
+    H5::DataSet set = dataset(g, name, where, H5Types<T>::cls, H5Types<T>::name, sizeof(T));
+    const hsize_t n = rows(set, 1);
+    if (n == static_cast<hsize_t>(-1)) throw Error::in_file(path, where + "/" + name, "a 1-D dataset", "another rank");
+    std::vector<T> values(n);
+    if (n > 0) set.read(values.data(), H5Types<T>::mem());
+    return values;
+  }
+
+  std::vector<std::string> strings(const H5::Group& g, const std::string& name, const std::string& where) const {
+    H5::DataSet set = dataset(g, name, where, H5T_STRING, "string", 0);
+    if (!set.getStrType().isVariableStr())
+      throw Error::in_file(path, where + "/" + name, "variable-length strings", "fixed-length strings");
+    const hsize_t n = rows(set, 1);
+    if (n == static_cast<hsize_t>(-1)) throw Error::in_file(path, where + "/" + name, "a 1-D dataset", "another rank");
+    std::vector<std::string> out(n);
+    if (n == 0) return out;
+    std::vector<char*> buf(n, nullptr);
+    const H5::StrType type = utf8_string_type();
+    set.read(buf.data(), type);
+    for (hsize_t i = 0; i < n; ++i) out[i] = buf[i] ? buf[i] : "";
+    H5::DataSpace space = set.getSpace();
+    H5Dvlen_reclaim(type.getId(), space.getId(), H5P_DEFAULT, buf.data());
+    return out;
+  }
+
+  H5::Attribute attribute(const H5::H5Object& obj, const std::string& name, const std::string& where, H5T_class_t cls,
+                          const char* type_name) const {
+    const std::string field = where + " attribute " + name;
+    if (H5Aexists(obj.getId(), name.c_str()) <= 0) throw Error::in_file(path, field, type_name, "none (missing)");
+    H5::Attribute a = obj.openAttribute(name);
+    if (a.getTypeClass() != cls) throw Error::in_file(path, field, type_name, "an attribute of another type");
+    return a;
+  }
+
+  std::string string_attr(const H5::H5Object& obj, const std::string& name, const std::string& where) const {
+    H5::Attribute a = attribute(obj, name, where, H5T_STRING, "a string");
+    std::string value;
+    a.read(a.getStrType(), value);
+    return value;
+  }
+
+  int64_t int_attr(const H5::H5Object& obj, const std::string& name, const std::string& where) const {
+    H5::Attribute a = attribute(obj, name, where, H5T_INTEGER, "an integer");
+    int64_t v = 0;
+    a.read(H5::PredType::NATIVE_INT64, &v);
+    return v;
+  }
+
+  double double_attr(const H5::H5Object& obj, const std::string& name, const std::string& where) const {
+    H5::Attribute a = attribute(obj, name, where, H5T_FLOAT, "a float");
+    double v = 0;
+    a.read(H5::PredType::NATIVE_DOUBLE, &v);
+    return v;
+  }
+
+  // Every string attribute of obj, by name.
+  std::map<std::string, std::string> all_string_attrs(const H5::H5Object& obj) const {
+    std::map<std::string, std::string> out;
+    for (int i = 0; i < obj.getNumAttrs(); ++i) {
+      H5::Attribute a = obj.openAttribute(static_cast<unsigned>(i));
+      if (a.getTypeClass() != H5T_STRING) continue;
+      std::string value;
+      a.read(a.getStrType(), value);
+      out[a.getName()] = value;
+    }
+    return out;
+  }
+
+  RunRecord run(const H5::Group& g, const std::string& where) const {
+    RunRecord r;
+    r.method = string_attr(g, "method", where);
+    r.strategy = string_attr(g, "strategy", where);
+    r.options_json = string_attr(g, "options", where);
+    r.dataset = string_attr(g, "dataset", where);
+    r.temperature = double_attr(g, "temperature", where);
+    r.repeats = int_attr(g, "repeats", where);
+    r.warmup = int_attr(g, "warmup", where);
+    r.tokens_per_second = double_attr(g, "tokens_per_second", where);
+    r.tau = double_attr(g, "tau", where);
+    if (H5Aexists(g.getId(), "shard") > 0) r.shard = string_attr(g, "shard", where);
+    if (H5Aexists(g.getId(), "grid") > 0) r.grid_json = string_attr(g, "grid", where);
+
+    const std::string qw = where + "/questions";
+    H5::Group q = group(g, "questions", where);
+    QuestionRows& qr = r.questions;
+    qr.question_id = column<int64_t>(q, "question_id", qw);
+    qr.category = strings(q, "category", qw);
+    qr.turn = column<int32_t>(q, "turn", qw);
+    qr.prompt_tokens = column<int32_t>(q, "prompt_tokens", qw);
+    qr.new_tokens = column<int32_t>(q, "new_tokens", qw);
+    qr.wall_seconds = column<double>(q, "wall_seconds", qw);
+    qr.cycles = column<int32_t>(q, "cycles", qw);
+    qr.draft_seconds = column<double>(q, "draft_seconds", qw);
+    qr.verify_seconds = column<double>(q, "verify_seconds", qw);
+    qr.cycle_offset = column<int64_t>(q, "cycle_offset", qw);
+    qr.identical = column<int8_t>(q, "identical", qw);
+    qr.answer = strings(q, "answer", qw);
+
+    const std::string cw = where + "/cycles";
+    H5::Group c = group(g, "cycles", where);
+    CycleRows& cr = r.cycles;
+    cr.question = column<int32_t>(c, "question", cw);
+    cr.accept_length = column<int32_t>(c, "accept_length", cw);
+    cr.drafted = column<int32_t>(c, "drafted", cw);
+    cr.draft_seconds = column<double>(c, "draft_seconds", cw);
+    cr.verify_seconds = column<double>(c, "verify_seconds", cw);
+    cr.node_offset = column<int64_t>(c, "node_offset", cw);
+
+    const std::string nw = where + "/nodes";
+    H5::Group n = group(g, "nodes", where);
+    NodeRows& nr = r.nodes;
+    nr.cycle = column<int64_t>(n, "cycle", nw);
+    nr.depth = column<int32_t>(n, "depth", nw);
+    nr.tree_index = column<int32_t>(n, "tree_index", nw);
+    nr.parent = column<int32_t>(n, "parent", nw);
+    nr.sibling_rank = column<int32_t>(n, "sibling_rank", nw);
+    nr.confidence = column<float>(n, "confidence", nw);
+    nr.value = column<float>(n, "value", nw);
+    nr.accepted = column<int8_t>(n, "accepted", nw);
+    return r;
+  }
+
+  // A training group (or a training log file's root: where = "").
+  TrainingRecord training(const H5::Group& g, const std::string& where) const {
+    TrainingRecord t;
+    H5::Group train = group(g, "train", where);
+    t.train_step = column<int64_t>(train, "step", where + "/train");
+    t.train_loss = column<double>(train, "loss", where + "/train");
+    t.learning_rate = column<double>(train, "learning_rate", where + "/train");
+    H5::Group eval = group(g, "eval", where);
+    t.eval_step = column<int64_t>(eval, "step", where + "/eval");
+    t.eval_loss = column<double>(eval, "loss", where + "/eval");
+    if (link_exists(eval, "accuracy")) t.eval_accuracy = column<double>(eval, "accuracy", where + "/eval");
+    if (link_exists(eval, "alpha")) {
+      H5::DataSet set = dataset(eval, "alpha", where + "/eval", H5T_FLOAT, "float64", 8);
+      hsize_t cols = 0;
+      const hsize_t n = rows(set, 2, &cols);
+      if (n == static_cast<hsize_t>(-1) || cols != 5)
+        throw Error::in_file(path, where + "/eval/alpha", "a 2-D [passes, 5] dataset", "another shape");
+      t.eval_alpha.resize(n * 5);
+      if (n > 0) set.read(t.eval_alpha.data(), H5::PredType::NATIVE_DOUBLE);
+    }
+    t.attributes = all_string_attrs(g);
+    return t;
+  }
+};
+
+// Opens an HDF5 file for reading with a clear error when it is missing or not HDF5.
+H5::H5File open_for_reading(const std::string& path) {
+  H5::Exception::dontPrint();
+  if (access(path.c_str(), R_OK) != 0) throw Error::at(path, "cannot open (no such file or not readable)");
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw Error::at(path, "not an HDF5 file");
+  return H5::H5File(path, H5F_ACC_RDONLY);
+}
+
+}  // namespace
+
+void validate_results(const ResultsFile& results, const std::string& source) {
+  validate_root(results, source);
+  for (size_t i = 0; i < results.runs.size(); ++i) validate_run(results.runs[i], source, "/runs/" + run_name(i));
+}
+
+void write_results(const std::string& path, const ResultsFile& results) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  validate_root(results, path);
+  try {
+    H5::Exception::dontPrint();  // errors become our Error below, not a stack dump on stderr
+    {
+      H5::H5File file(tmp, H5F_ACC_TRUNC);
+      H5::Group root = file.openGroup("/");
+      write_attr(root, "schema", std::string(kResultsSchema));
+      for (const auto& [key, value] : results.attributes)
+        if (key != "schema") write_attr(root, key, value);
+      write_attr(root, "threads", results.threads);
+      write_attr(root, "seed", results.seed);
+      H5::Group runs = file.createGroup("/runs");
+      for (size_t i = 0; i < results.runs.size(); ++i) {
+        // Checked run by run as it is written: a bad run found late still leaves no file behind.
+        validate_run(results.runs[i], path, "/runs/" + run_name(i));
+        write_run(runs, i, results.runs[i]);
+      }
+      if (!results.training.empty()) {
+        H5::Group training = file.createGroup("/training");
+        for (const auto& [label, t] : results.training) write_training(training, label, t);
+      }
+    }  // closed (and flushed) before the rename
+  } catch (const H5::Exception& e) {
+    std::remove(tmp.c_str());
+    throw Error::at(path, "cannot write the results file (" + e.getFuncName() + ": " + e.getDetailMsg() + ")");
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw Error::at(path, "cannot rename the results file into place: " + why);
+  }
+}
+
+ResultsFile read_results(const std::string& path) {
+  try {
+    H5::H5File file = open_for_reading(path);
+    Reader rd{path};
+    H5::Group root = file.openGroup("/");
+    ResultsFile out;
+    const std::string schema = rd.string_attr(root, "schema", "/");
+    if (schema != kResultsSchema) throw Error::in_file(path, "attribute schema", kResultsSchema, "'" + schema + "'");
+    rd.string_attr(root, "experiment", "/");  // required
+    out.attributes = rd.all_string_attrs(root);
+    out.threads = rd.int_attr(root, "threads", "/");
+    out.seed = rd.int_attr(root, "seed", "/");
+
+    H5::Group runs = rd.group(root, "runs", "");
+    std::vector<std::string> names;
+    for (hsize_t i = 0; i < runs.getNumObjs(); ++i) names.push_back(runs.getObjnameByIdx(i));
+    // Numeric order (0000, 0001, ...; wider numbers past 9999).
+    std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+      return a.size() != b.size() ? a.size() < b.size() : a < b;
+    });
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] != run_name(i))
+        throw Error::in_file(path, "/runs/" + names[i], "runs named " + run_name(0) + ", " + run_name(1) + ", ... in order",
+                             "'" + names[i] + "' as run " + std::to_string(i));
+      out.runs.push_back(rd.run(runs.openGroup(names[i]), "/runs/" + names[i]));
+    }
+    if (link_exists(root, "training")) {
+      H5::Group training = root.openGroup("training");
+      for (hsize_t i = 0; i < training.getNumObjs(); ++i) {
+        const std::string label = training.getObjnameByIdx(i);
+        out.training[label] = rd.training(training.openGroup(label), "/training/" + label);
+      }
+    }
+    validate_results(out, path);
+    return out;
+  } catch (const H5::Exception& e) {
+    throw Error::at(path, "not a readable draftlab results file (" + e.getFuncName() + ": " + e.getDetailMsg() + ")");
+  }
+}
+
+ResultsFile merge_results(const std::vector<std::string>& paths) {
+  check(!paths.empty(), "merge: expected at least one input file");
+  ResultsFile merged = read_results(paths[0]);
+  for (size_t i = 1; i < paths.size(); ++i) {
+    ResultsFile next = read_results(paths[i]);
+    for (const char* key : {"schema", "experiment"}) {
+      const std::string a = merged.attributes[key], b = next.attributes[key];
+      if (a != b)
+        throw Error::in_file(paths[i], std::string("attribute ") + key, "'" + a + "' as in " + paths[0] + " (files of one experiment)",
+                             "'" + b + "'");
+    }
+    for (auto& run : next.runs) merged.runs.push_back(std::move(run));
+    for (auto& [label, t] : next.training) merged.training.emplace(label, std::move(t));  // the first copy wins
+  }
+  merged.attributes["shard"] = "merged:" + std::to_string(paths.size());
+  return merged;
+}
+
+TrainingRecord read_training_record(const std::string& path) {
+  try {
+    H5::H5File file = open_for_reading(path);
+    Reader rd{path};
+    TrainingRecord t = rd.training(file.openGroup("/"), "");
+    validate_training(t, path, "");
+    return t;
+  } catch (const H5::Exception& e) {
+    throw Error::at(path, "not a readable training log (" + e.getFuncName() + ": " + e.getDetailMsg() + ")");
+  }
+}
+
+}  // namespace draftlab

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# End-to-end checks of `draftlab exp` and `draftlab merge`: a tiny run writes its results file and Spec-Bench
+# JSONL; a run killed with SIGKILL leaves no output file (nor its temporary); bad input is a clear error (exit 1).
+#   usage: test_exp_cli.sh DRAFTLAB_BINARY SHARED_DIR SOURCE_DIR
+set -u
+BIN=$1
+export DRAFTLAB_SHARED=${DRAFTLAB_SHARED:-$2}
+SRC=$3
+fails=0
+passes=0
+ok() { passes=$((passes + 1)); echo "ok: $1"; }
+bad() { fails=$((fails + 1)); echo "FAIL: $1"; }
+
+MODEL=$SRC/data/models/ts-tiny
+HEAD=$SRC/data/models/ts-tiny-eagle-head
+if [ ! -f "$DRAFTLAB_SHARED/data/bench/mt_bench/question.jsonl" ]; then
+  echo "skipped: $DRAFTLAB_SHARED/data/bench missing (set DRAFTLAB_SHARED)"; echo "0 passed, 0 failed"; exit 0
+fi
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+TINY=(--model "$MODEL" --questions 2 -n 8 --repeats 1 --warmup 0)
+
+# 1. A tiny run: exit 0, the results file, the summary, Spec-Bench files.
+"$BIN" exp alpha "${TINY[@]}" --head "$HEAD" --out "$TMP/alpha.h5" --jsonl "$TMP/jsonl" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc = 0 ] && ok "exp alpha exits 0" || { bad "exp alpha exit $rc"; cat "$TMP/err"; }
+[ -f "$TMP/alpha.h5" ] && ok "results file written" || bad "no results file"
+grep -q "eagle-chain .*mt_bench" "$TMP/out" && ok "summary table lists the method" || bad "summary: $(cat "$TMP/out")"
+[ "$(wc -l <"$TMP/jsonl/mt_bench/eagle-chain.jsonl" 2>/dev/null)" = 2 ] && ok "Spec-Bench JSONL: 2 questions" \
+  || bad "Spec-Bench JSONL missing or wrong line count"
+ls "$TMP" | grep -q '\.tmp\.' && bad "a temporary file was left behind" || ok "no temporary file left"
+
+# 2. Killed midway: no file under the requested name, no temporary file. The run is far longer than 3 s.
+timeout -s KILL 3 "$BIN" exp speed --model "$MODEL" --head "$HEAD" --questions 80 -n 64 --repeats 3 --warmup 1 \
+  --out "$TMP/killed.h5" >/dev/null 2>&1
+rc=$?
+[ $rc = 137 ] && ok "long run was killed (exit 137)" || bad "long run ended with $rc before the kill: test proves nothing"
+[ ! -e "$TMP/killed.h5" ] && ok "killed run left no results file" || bad "killed run left $TMP/killed.h5"
+ls "$TMP" | grep -q 'killed.h5' && bad "killed run left $(ls "$TMP" | grep killed)" || ok "killed run left no temporary file"
+
+# 3. Sweep shards and merge.
+for s in 0 1; do
+  "$BIN" exp sweep --model "$MODEL" --questions 1 -n 8 --repeats 1 --warmup 0 --head "$HEAD" --total-tokens 6,10 --depth 2 --top-k 2 --shard $s/2 \
+    --out "$TMP/sweep$s.h5" >/dev/null 2>"$TMP/err" || bad "sweep shard $s: $(cat "$TMP/err")"
+done
+"$BIN" merge "$TMP/merged.h5" "$TMP/sweep0.h5" "$TMP/sweep1.h5" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc = 0 ] && grep -q "4 runs from 2 files" "$TMP/out" && ok "merge: 4 runs (2 grid points + 2 baselines)" \
+  || bad "merge exit $rc: $(cat "$TMP/out" "$TMP/err")"
+
+# 4. Bad input: exit 1, a message naming the problem, no output file.
+expect_error() {  # name, expected-substring, command...
+  local name=$1 want=$2
+  shift 2
+  "$@" >"$TMP/o" 2>"$TMP/e"
+  local code=$?
+  if [ $code = 1 ]; then
+    if grep -qF -- "$want" "$TMP/e"; then ok "$name"; else bad "$name: message lacks '$want': $(cat "$TMP/e")"; fi
+  else
+    bad "$name: exit code $code (want 1): $(tail -3 "$TMP/e")"
+  fi
+}
+expect_error "missing --out" "--out" "$BIN" exp alpha "${TINY[@]}" --head "$HEAD"
+expect_error "unknown experiment" "expected an experiment name" "$BIN" exp speedy "${TINY[@]}" --out "$TMP/x.h5"
+expect_error "alpha without a head" "--head" "$BIN" exp alpha "${TINY[@]}" --out "$TMP/x.h5"
+expect_error "bad shard" "--shard" "$BIN" exp sweep "${TINY[@]}" --head "$HEAD" --shard 3/2 --out "$TMP/x.h5"
+expect_error "unknown strategy option" "frobs" "$BIN" exp calibration "${TINY[@]}" --head "$HEAD" \
+  --strategy eagle2:frobs=1 --out "$TMP/x.h5"
+expect_error "missing dataset" "nothing.jsonl" "$BIN" exp calibration "${TINY[@]}" --head "$HEAD" \
+  --datasets "$TMP/nothing.jsonl" --out "$TMP/x.h5"
+expect_error "merge of different experiments" "experiment" "$BIN" merge "$TMP/m2.h5" "$TMP/alpha.h5" "$TMP/sweep0.h5"
+expect_error "merge of a non-results file" "config.json" "$BIN" merge "$TMP/m3.h5" "$MODEL/config.json"
+[ ! -e "$TMP/x.h5" ] && [ ! -e "$TMP/m2.h5" ] && ok "failed commands wrote nothing" || bad "a failed command left a file"
+
+echo "$passes passed, $fails failed"
+[ $fails = 0 ]
