@@ -1,0 +1,484 @@
+#include "analysis/paper_tables.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "analysis/acceptance.h"
+#include "analysis/calibration.h"
+#include "analysis/run_metrics.h"
+#include "core/base/error.h"
+
+namespace draftlab::analysis {
+
+namespace {
+
+std::string fixed(double v, int digits, const char* suffix = "") {
+  if (!std::isfinite(v)) return "–";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f%s", digits, v, suffix);
+  return buf;
+}
+
+std::string with_interval(const Estimate& e, int digits, const char* suffix, bool intervals) {
+  std::string text = fixed(e.value, digits, suffix);
+  if (intervals && e.has_interval() && std::isfinite(e.value))
+    text += " [" + fixed(e.low, digits) + ", " + fixed(e.high, digits) + "]";
+  return text;
+}
+
+std::string temperature_text(double t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", t);
+  return buf;
+}
+
+// Everything the tables need about the file, computed once.
+struct Context {
+  const ResultsFile& results;
+  const TableOptions& options;
+  std::vector<RunSummary> summaries;  // per run
+  std::vector<std::string> datasets;  // order of first appearance
+  std::vector<std::string> methods;   // non-vanilla, order of first appearance
+  std::vector<double> temperatures;   // ascending
+
+  Context(const ResultsFile& r, const TableOptions& o) : results(r), options(o) {
+    for (const RunRecord& run : r.runs) {
+      summaries.push_back(summarize_run(r, run, o.bootstrap));
+      if (std::find(datasets.begin(), datasets.end(), run.dataset) == datasets.end()) datasets.push_back(run.dataset);
+      if (run.strategy != "vanilla" && std::find(methods.begin(), methods.end(), run.method) == methods.end())
+        methods.push_back(run.method);
+      if (std::find(temperatures.begin(), temperatures.end(), run.temperature) == temperatures.end())
+        temperatures.push_back(run.temperature);
+    }
+    std::sort(temperatures.begin(), temperatures.end());
+  }
+  // Index of the run (method, dataset, T), or -1.
+  int find(const std::string& method, const std::string& dataset, double t) const {
+    for (size_t i = 0; i < results.runs.size(); ++i) {
+      const RunRecord& run = results.runs[i];
+      if (run.method == method && run.dataset == dataset && run.temperature == t) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  std::string speedup(int i) const { return with_interval(summaries[i].speedup, 2, "x", options.intervals); }
+  std::string tau(int i) const { return with_interval(summaries[i].tau, 2, "", options.intervals); }
+};
+
+// Notes shared by the speed-like tables: vanilla's own speed, and the lossless check at T = 0.
+std::vector<std::string> speed_notes(const Context& ctx, double t) {
+  std::vector<std::string> notes;
+  std::string vanilla = "Vanilla tokens/s:";
+  bool any = false;
+  int64_t identical = 0, checked = 0;
+  for (size_t i = 0; i < ctx.results.runs.size(); ++i) {
+    const RunRecord& run = ctx.results.runs[i];
+    if (run.temperature != t) continue;
+    if (run.strategy == "vanilla") {
+      vanilla += std::string(any ? "," : "") + " " + dataset_display_name(run.dataset) + " " +
+                 fixed(ctx.summaries[i].tokens_per_second, 1);
+      any = true;
+    }
+    identical += ctx.summaries[i].identical;
+    checked += ctx.summaries[i].checked;
+  }
+  notes.push_back(any ? vanilla + "." : "No vanilla run at this temperature: speedups are not available.");
+  if (checked > 0)
+    notes.push_back("Output identical to vanilla on " + std::to_string(identical) + "/" + std::to_string(checked) +
+                    " question turns.");
+  return notes;
+}
+
+// EAGLE-2 Table 1 layout: rows = methods, column pairs (speedup, τ) per dataset, and their mean.
+std::vector<Table> method_by_dataset_tables(const Context& ctx) {
+  std::vector<Table> tables;
+  for (double t : ctx.temperatures) {
+    Table table;
+    table.title = "Temperature = " + temperature_text(t);
+    table.groups.push_back({"", 1});
+    table.columns.push_back("Method");
+    std::vector<std::string> datasets;
+    for (const std::string& d : ctx.datasets) {
+      bool present = false;
+      for (const std::string& m : ctx.methods) present = present || ctx.find(m, d, t) >= 0;
+      if (!present) continue;
+      datasets.push_back(d);
+      table.groups.push_back({dataset_display_name(d), 2});
+      table.columns.insert(table.columns.end(), {"Speedup", "τ"});
+    }
+    const bool mean = datasets.size() > 1;
+    if (mean) {
+      table.groups.push_back({"Mean", 2});
+      table.columns.insert(table.columns.end(), {"Speedup", "τ"});
+    }
+    for (const std::string& m : ctx.methods) {
+      std::vector<Cell> row{Cell(m)};
+      double speed_sum = 0, tau_sum = 0;
+      int speed_n = 0, tau_n = 0, found = 0;
+      for (const std::string& d : datasets) {
+        const int i = ctx.find(m, d, t);
+        if (i < 0) {
+          row.insert(row.end(), {"–", "–"});
+          continue;
+        }
+        ++found;
+        row.insert(row.end(), {ctx.speedup(i), ctx.tau(i)});
+        if (std::isfinite(ctx.summaries[i].speedup.value)) speed_sum += ctx.summaries[i].speedup.value, ++speed_n;
+        if (std::isfinite(ctx.summaries[i].tau.value)) tau_sum += ctx.summaries[i].tau.value, ++tau_n;
+      }
+      if (found == 0) continue;
+      if (mean) {
+        row.push_back(speed_n ? fixed(speed_sum / speed_n, 2, "x") : "–");
+        row.push_back(tau_n ? fixed(tau_sum / tau_n, 2) : "–");
+      }
+      table.rows.push_back(row);
+    }
+    table.notes = speed_notes(ctx, t);
+    tables.push_back(table);
+  }
+  return tables;
+}
+
+std::vector<std::string> alpha_headers(int max_n) {
+  std::vector<std::string> out;
+  for (int n = 0; n <= max_n; ++n) out.push_back(std::to_string(n) + "-α");
+  return out;
+}
+
+// One row per non-vanilla run: T, dataset, method, then the chosen metrics (EAGLE Table 2 / Figure 8).
+Table alpha_table(const Context& ctx, bool with_speedup, int max_n) {
+  Table table;
+  table.columns = {"T", "Dataset", "Method"};
+  if (with_speedup) table.columns.push_back("Speedup");
+  table.columns.push_back("τ");
+  for (const std::string& h : alpha_headers(max_n)) table.columns.push_back(h);
+  for (double t : ctx.temperatures)
+    for (const std::string& d : ctx.datasets)
+      for (const std::string& m : ctx.methods) {
+        const int i = ctx.find(m, d, t);
+        if (i < 0) continue;
+        std::vector<Cell> row{Cell(temperature_text(t)), Cell(dataset_display_name(d)), Cell(m)};
+        if (with_speedup) row.push_back(ctx.speedup(i));
+        row.push_back(ctx.tau(i));
+        for (const AlphaCount& a : n_alpha(ctx.results.runs[i], max_n)) row.push_back(fixed(a.alpha(), 2));
+        table.rows.push_back(row);
+      }
+  table.notes.push_back(
+      "n-α: acceptance rate of the drafts' most probable tokens at depth n + 1 whose parent was accepted "
+      "(n imprecise features in the draft's input).");
+  return table;
+}
+
+bool is_chain(const RunRecord& run) { return run.strategy == "eagle-chain" || run.strategy == "chain"; }
+
+// EAGLE Table 5 layout: per dataset and temperature, τ (and speedup) of each method; tree methods show their
+// gain over the first chain method.
+Table tree_vs_chain_table(const Context& ctx) {
+  Table table;
+  table.groups.push_back({"", 2});
+  table.columns = {"Dataset", "T"};
+  for (const std::string& m : ctx.methods) {
+    table.groups.push_back({m, 2});
+    table.columns.insert(table.columns.end(), {"τ", "Speedup"});
+  }
+  for (double t : ctx.temperatures)
+    for (const std::string& d : ctx.datasets) {
+      std::vector<Cell> row{Cell(dataset_display_name(d)), Cell(temperature_text(t))};
+      double chain_tau = NAN;
+      for (const std::string& m : ctx.methods) {
+        const int i = ctx.find(m, d, t);
+        if (i >= 0 && is_chain(ctx.results.runs[i])) {
+          chain_tau = ctx.summaries[i].tau.value;
+          break;
+        }
+      }
+      int found = 0;
+      for (const std::string& m : ctx.methods) {
+        const int i = ctx.find(m, d, t);
+        if (i < 0) {
+          row.insert(row.end(), {"–", "–"});
+          continue;
+        }
+        ++found;
+        std::string tau = ctx.tau(i);
+        const double gain = ctx.summaries[i].tau.value - chain_tau;
+        if (!is_chain(ctx.results.runs[i]) && std::isfinite(gain))
+          tau += std::string(" (") + (gain >= 0 ? "+" : "") + fixed(gain, 2) + ")";
+        row.insert(row.end(), {tau, ctx.speedup(i)});
+      }
+      if (found) table.rows.push_back(row);
+    }
+  table.notes.push_back("In brackets: the tree's τ gain over the chain draft (strategies chain/eagle-chain).");
+  return table;
+}
+
+bool has_confidence(const RunRecord& run) {
+  return std::any_of(run.nodes.confidence.begin(), run.nodes.confidence.end(), [](float c) { return !std::isnan(c); });
+}
+
+std::vector<Table> calibration_tables(const Context& ctx) {
+  std::vector<Table> tables;
+  for (const RunRecord& run : ctx.results.runs) {
+    if (run.strategy == "vanilla" || !has_confidence(run)) continue;
+    const std::string label = run.method + ", " + dataset_display_name(run.dataset) + ", T = " +
+                              temperature_text(run.temperature);
+    const Calibration cal = calibrate(run);
+    Table bins;
+    bins.title = label;
+    bins.columns = {"Confidence", "Drafted", "Tested", "Accepted", "Acceptance rate", "Mean confidence"};
+    for (const CalibrationBin& b : cal.bins) {
+      if (b.drafted == 0) continue;
+      bins.rows.push_back({Cell("[" + fixed(b.lower, 2) + ", " + fixed(b.upper, 2) + (b.upper >= 1 ? "]" : ")")),
+                           Cell(std::to_string(b.drafted)), Cell(std::to_string(b.tested)),
+                           Cell(std::to_string(b.accepted)), Cell(fixed(b.acceptance_rate, 3)),
+                           Cell(fixed(b.mean_confidence, 3))});
+    }
+    bins.notes.push_back("ECE " + fixed(cal.ece, 4) + " over " + std::to_string(cal.tested) +
+                         " tested nodes (parent accepted); acceptance " +
+                         fixed(cal.tested ? static_cast<double>(cal.accepted) / cal.tested : NAN, 3) + ".");
+    tables.push_back(bins);
+
+    Table depths;
+    depths.title = label + ": per depth";
+    depths.columns = {"Depth", "Tested", "Acceptance rate", "Mean confidence", "ECE"};
+    for (const auto& [depth, c] : calibrate_by_depth({&run})) {
+      double conf = 0;
+      for (const CalibrationBin& b : c.bins)
+        if (b.tested) conf += b.mean_confidence * b.tested;
+      depths.rows.push_back({Cell(std::to_string(depth)), Cell(std::to_string(c.tested)),
+                             Cell(fixed(c.tested ? static_cast<double>(c.accepted) / c.tested : NAN, 3)),
+                             Cell(fixed(c.tested ? conf / c.tested : NAN, 3)), Cell(fixed(c.ece, 4))});
+    }
+    tables.push_back(depths);
+  }
+  if (tables.empty()) {
+    Table none;
+    none.columns = {"Note"};
+    none.rows.push_back({"No run with draft confidences in this file."});
+    tables.push_back(none);
+  }
+  return tables;
+}
+
+std::vector<Table> position_tables(const Context& ctx) {
+  std::vector<Table> tables;
+  for (const RunRecord& run : ctx.results.runs) {
+    if (run.strategy != "static-tree") continue;
+    const PositionAcceptance pa = position_acceptance(run);
+    Table table;
+    table.title = run.method + ", " + dataset_display_name(run.dataset) + ", T = " + temperature_text(run.temperature);
+    table.columns = {"Position", "Depth", "Questions", "Pooled", "Mean", "SD", "Min", "Max"};
+    for (size_t p = 0; p < pa.positions.size(); ++p) {
+      std::vector<double> rates;
+      double drafted = 0, accepted = 0;
+      for (Eigen::Index q = 0; q < pa.rate.rows(); ++q) {
+        if (pa.drafted(q, p) == 0) continue;
+        rates.push_back(pa.rate(q, p));
+        drafted += pa.drafted(q, p);
+        accepted += pa.rate(q, p) * pa.drafted(q, p);
+      }
+      const Eigen::Map<Eigen::VectorXd> r(rates.data(), static_cast<Eigen::Index>(rates.size()));
+      const double mean = rates.empty() ? NAN : r.mean();
+      const double sd = rates.size() < 2 ? NAN : std::sqrt((r.array() - mean).square().sum() / (rates.size() - 1));
+      table.rows.push_back({Cell("P" + std::to_string(pa.positions[p])), Cell(std::to_string(pa.depths[p])),
+                            Cell(std::to_string(rates.size())), Cell(fixed(drafted ? accepted / drafted : NAN, 3)),
+                            Cell(fixed(mean, 3)), Cell(fixed(sd, 3)),
+                            Cell(fixed(rates.empty() ? NAN : r.minCoeff(), 3)),
+                            Cell(fixed(rates.empty() ? NAN : r.maxCoeff(), 3))});
+    }
+    table.notes.push_back("Per question: accepted / drafted at each tree position; Pooled = over all questions.");
+    tables.push_back(table);
+  }
+  if (tables.empty()) {
+    Table none;
+    none.columns = {"Note"};
+    none.rows.push_back({"No static-tree run in this file."});
+    tables.push_back(none);
+  }
+  return tables;
+}
+
+std::string json_scalar_text(const nlohmann::ordered_json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+
+Table sweep_table(const Context& ctx, const std::string& source) {
+  // The grid point of each run: its `grid` attribute (sweeps), else its options; ordered_json keeps the
+  // driver's key order (total_tokens, depth, top_k) for the columns.
+  // Grid points only: when some runs carry a `grid`, runs without one (baselines timed beside the sweep) are
+  // not points of it.
+  const bool any_grid = std::any_of(ctx.results.runs.begin(), ctx.results.runs.end(),
+                                    [](const RunRecord& r) { return !r.grid_json.empty(); });
+  std::vector<nlohmann::ordered_json> grid(ctx.results.runs.size());
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < ctx.results.runs.size(); ++i) {
+    const RunRecord& run = ctx.results.runs[i];
+    const std::string& text = run.grid_json.empty() ? run.options_json : run.grid_json;
+    try {
+      grid[i] = text.empty() ? nlohmann::ordered_json::object() : nlohmann::ordered_json::parse(text);
+    } catch (const nlohmann::ordered_json::exception&) {
+      throw Error::in_file(source, "runs/" + std::to_string(i) + " grid", "a JSON object", text);
+    }
+    if (run.strategy == "vanilla" || !grid[i].is_object() || (!run.grid_json.empty()) != any_grid) continue;
+    for (const auto& item : grid[i].items())  // "index" numbers the point for sharding; not a setting
+      if (item.key() != "index" && std::find(keys.begin(), keys.end(), item.key()) == keys.end())
+        keys.push_back(item.key());
+  }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < ctx.results.runs.size(); ++i)
+    if (ctx.results.runs[i].strategy != "vanilla" && (!any_grid || !ctx.results.runs[i].grid_json.empty()))
+      order.push_back(i);
+  auto group = [&](size_t i) { return std::make_pair(ctx.results.runs[i].dataset, ctx.results.runs[i].temperature); };
+  auto dataset_rank = [&](size_t i) {
+    return std::find(ctx.datasets.begin(), ctx.datasets.end(), ctx.results.runs[i].dataset) - ctx.datasets.begin();
+  };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (group(a) != group(b))
+      return std::make_pair(dataset_rank(a), group(a).second) < std::make_pair(dataset_rank(b), group(b).second);
+    for (const std::string& k : keys) {
+      const nlohmann::ordered_json va = grid[a].value(k, nlohmann::ordered_json()), vb = grid[b].value(k, nlohmann::ordered_json());
+      if (va != vb) return va < vb;
+    }
+    return false;
+  });
+  // Best per (dataset, T): highest speedup, or tokens/s when there is no vanilla run to compare with.
+  std::map<std::pair<std::string, double>, size_t> best;
+  auto score = [&](size_t i) {
+    const double s = ctx.summaries[i].speedup.value;
+    return std::isfinite(s) ? s : ctx.summaries[i].tokens_per_second;
+  };
+  for (size_t i : order) {
+    const auto it = best.find(group(i));
+    if (it == best.end() || score(i) > score(it->second)) best[group(i)] = i;
+  }
+  Table table;
+  table.columns = keys;
+  table.columns.insert(table.columns.end(), {"Dataset", "T", "Method", "Speedup", "τ", "tokens/s", "Best"});
+  for (size_t i : order) {
+    const bool is_best = best[group(i)] == i;
+    std::vector<Cell> row;
+    for (const std::string& k : keys)
+      row.emplace_back(grid[i].contains(k) ? json_scalar_text(grid[i][k]) : "–", is_best);
+    const RunRecord& run = ctx.results.runs[i];
+    row.emplace_back(dataset_display_name(run.dataset), is_best);
+    row.emplace_back(temperature_text(run.temperature), is_best);
+    row.emplace_back(run.method, is_best);
+    row.emplace_back(ctx.speedup(static_cast<int>(i)), is_best);
+    row.emplace_back(ctx.tau(static_cast<int>(i)), is_best);
+    row.emplace_back(fixed(ctx.summaries[i].tokens_per_second, 1), is_best);
+    row.emplace_back(is_best ? "←" : "", false);
+    table.rows.push_back(row);
+  }
+  for (const auto& [g, i] : best) {
+    std::string point;
+    for (const std::string& k : keys)
+      if (grid[i].contains(k)) point += (point.empty() ? "" : ", ") + k + "=" + json_scalar_text(grid[i][k]);
+    table.notes.push_back("Best on this machine for " + dataset_display_name(g.first) + " at T = " +
+                          temperature_text(g.second) + ": " + point + " (" + fixed(ctx.summaries[i].speedup.value, 2, "x") +
+                          ", τ " + fixed(ctx.summaries[i].tau.value, 2) + ", " +
+                          fixed(ctx.summaries[i].tokens_per_second, 1) + " tokens/s).");
+  }
+  return table;
+}
+
+std::string short_sha(const nlohmann::json& model) {
+  if (!model.is_object() || !model.contains("sha256") || !model["sha256"].is_string()) return "";
+  return " [sha256 " + model["sha256"].get<std::string>().substr(0, 8) + "]";
+}
+
+std::string base_name(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+std::string dataset_display_name(const std::string& dataset) {
+  static const std::map<std::string, std::string> names = {
+      {"mt_bench", "MT-bench"}, {"humaneval", "HumanEval"}, {"gsm8k", "GSM8K"},
+      {"alpaca", "Alpaca"},     {"sum", "CNN/DM"},          {"qa", "Natural Ques."}};
+  const auto it = names.find(dataset);
+  return it == names.end() ? dataset : it->second;
+}
+
+std::string machine_caption(const ResultsFile& results) {
+  auto attr = [&](const std::string& name) {
+    const auto it = results.attributes.find(name);
+    return it == results.attributes.end() || it->second.empty() ? std::string("unknown") : it->second;
+  };
+  std::string caption = "Machine: " + attr("host") + " (" + attr("cpu") + "), " + std::to_string(results.threads) +
+                        (results.threads == 1 ? " thread" : " threads") + ", " + attr("blas") + ", " +
+                        attr("device") + " " + attr("dtype") + ". Models:";
+  nlohmann::json models;
+  try {
+    models = nlohmann::json::parse(attr("models"));
+  } catch (const nlohmann::json::exception&) {
+    models = nlohmann::json();
+  }
+  if (models.is_object() && !models.empty()) {
+    bool first = true;
+    for (const auto& item : models.items()) {
+      const std::string path = item.value().is_object() && item.value().contains("path") && item.value()["path"].is_string()
+                                   ? item.value()["path"].get<std::string>()
+                                   : item.value().dump();
+      caption += std::string(first ? " " : "; ") + item.key() + " " + base_name(path) + short_sha(item.value());
+      first = false;
+    }
+  } else {
+    caption += " unknown";
+  }
+  caption += ". Commit " + attr("git_commit") + ", " + attr("date") + ".";
+  return caption;
+}
+
+Report paper_tables(const ResultsFile& results, const std::string& source, const TableOptions& options) {
+  const auto it = results.attributes.find("experiment");
+  const std::string experiment = it == results.attributes.end() ? "" : it->second;
+  const Context ctx(results, options);
+  Report report;
+  report.caption = machine_caption(results);
+  if (experiment == "speed") {
+    report.heading = "EAGLE-2 Table 1: speedup and average acceptance length τ per dataset";
+    report.tables = method_by_dataset_tables(ctx);
+  } else if (experiment == "ablate-eagle2") {
+    report.heading = "EAGLE-2 Table 3: ablation of value and reranking";
+    report.tables = method_by_dataset_tables(ctx);
+  } else if (experiment == "train-data") {
+    report.heading = "EAGLE Table 6: speedup and τ by the head's training data";
+    report.tables = method_by_dataset_tables(ctx);
+  } else if (experiment == "alpha") {
+    report.heading = "EAGLE Table 2: average acceptance length τ and acceptance rate n-α";
+    report.tables = {alpha_table(ctx, false, 4)};
+  } else if (experiment == "ablate-inputs") {
+    report.heading = "EAGLE Figure 8: draft heads with different inputs";
+    report.tables = {alpha_table(ctx, true, 1)};
+  } else if (experiment == "tree-vs-chain") {
+    report.heading = "EAGLE Table 5: τ with tree and chain drafts";
+    report.tables = {tree_vs_chain_table(ctx)};
+  } else if (experiment == "calibration") {
+    report.heading = "EAGLE-2 Figure 6: acceptance rate per draft-confidence bin (width 0.05)";
+    report.tables = calibration_tables(ctx);
+  } else if (experiment == "positions") {
+    report.heading = "EAGLE-2 Figure 5: acceptance rate of static-tree positions per question";
+    report.tables = position_tables(ctx);
+  } else if (experiment == "sweep") {
+    report.heading = "Sweep: speedup and τ over the grid (best point in bold)";
+    report.tables = {sweep_table(ctx, source)};
+  } else {
+    throw Error::in_file(source, "experiment",
+                         "one of speed, alpha, calibration, positions, ablate-eagle2, ablate-inputs, tree-vs-chain, "
+                         "train-data, sweep",
+                         "'" + experiment + "'");
+  }
+  return report;
+}
+
+}  // namespace draftlab::analysis

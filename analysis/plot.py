@@ -1,0 +1,391 @@
+#!/usr/bin/python3
+"""Figures of a draftlab results file (docs/results-schema.md) as PNG and SVG.
+
+    /usr/bin/python3 analysis/plot.py RESULTS.h5 --out DIR [--figure NAME ...]
+
+`draftlab plot` runs this. Without --figure it draws the figures of the file's experiment (calibration ->
+reliability, positions -> positions, speed -> speed, sweep -> sweep, ablate-* / tree-vs-chain / train-data /
+alpha -> ablation) and the training curves when the file has /training groups.
+
+Every figure is one function `figure_NAME(results)` returning a matplotlib Figure; scripts/export_notebooks.py
+copies these functions and the loading helpers into notebooks_export/*.ipynb, so keep each function
+self-contained (plain matplotlib, only the helpers above it) and restylable.
+"""
+import argparse
+import json
+import os
+import sys
+
+import h5py
+import numpy as np
+
+# ---- loading and statistics (the same definitions as analysis/*.h; see docs/results-schema.md) ----
+
+
+def load_results(path):
+    """The whole file as plain dicts and numpy arrays: {"attrs", "runs": [...], "training": {label: {...}}}."""
+
+    def text(value):
+        return value.decode() if isinstance(value, bytes) else value
+
+    def table(group):
+        return {name: (np.array([text(v) for v in ds[()]]) if ds.dtype.kind == "O" else ds[()])
+                for name, ds in group.items()}
+
+    with h5py.File(path, "r") as f:
+        attrs = {k: text(v) for k, v in f.attrs.items()}
+        if attrs.get("schema") != "draftlab-results/1":
+            raise ValueError(f"{path}: schema: expected draftlab-results/1, got {attrs.get('schema')!r}")
+        runs = []
+        for name in sorted(f["runs"].keys()):
+            g = f["runs"][name]
+            run = {k: text(v) for k, v in g.attrs.items()}
+            for t in ("questions", "cycles", "nodes"):
+                run[t] = table(g[t])
+            runs.append(run)
+        training = {}
+        for label, g in (f["training"].items() if "training" in f else []):
+            curves = {}
+            g.visit(lambda key: curves.__setitem__(key, g[key][()]) if isinstance(g[key], h5py.Dataset) else None)
+            training[label] = curves
+    return {"attrs": attrs, "runs": runs, "training": training}
+
+
+def parent_accepted(run):
+    """Per node: True when its parent is the root or was accepted in the same cycle (the node was tested)."""
+    nodes, cycles = run["nodes"], run["cycles"]
+    tested = np.zeros(len(nodes["cycle"]), dtype=bool)
+    for offset, drafted in zip(cycles["node_offset"], cycles["drafted"]):
+        accepted = {0: True}
+        for i in range(offset, offset + drafted):
+            tested[i] = accepted[nodes["parent"][i]]
+            accepted[nodes["tree_index"][i]] = bool(nodes["accepted"][i])
+    return tested
+
+
+def calibration(runs, depth=None, width=0.05):
+    """Bins of draft confidence: count (tested nodes), acceptance rate, mean confidence; and the ECE."""
+    nbins = int(round(1 / width))
+    conf, acc = [], []
+    for run in runs:
+        nodes = run["nodes"]
+        keep = parent_accepted(run) & ~np.isnan(nodes["confidence"])
+        if depth is not None:
+            keep &= nodes["depth"] == depth
+        conf.append(nodes["confidence"][keep].astype(float))
+        acc.append(nodes["accepted"][keep].astype(float))
+    conf, acc = np.concatenate(conf), np.concatenate(acc)
+    bins = np.clip(np.floor(conf * nbins).astype(int), 0, nbins - 1)
+    count = np.bincount(bins, minlength=nbins).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.bincount(bins, weights=acc, minlength=nbins) / count
+        mean_conf = np.bincount(bins, weights=conf, minlength=nbins) / count
+    filled = count > 0
+    ece = float(np.sum(count[filled] * np.abs(mean_conf[filled] - rate[filled])) / count.sum()) if count.sum() else np.nan
+    return {"lower": np.arange(nbins) * width, "width": width, "count": count, "rate": rate,
+            "mean_confidence": mean_conf, "ece": ece}
+
+
+def position_acceptance(run):
+    """(positions, rate[questions, positions]) of a static-tree run; NaN where a position was never drafted."""
+    nodes = run["nodes"]
+    question = run["cycles"]["question"][nodes["cycle"]]
+    positions = np.unique(nodes["tree_index"])
+    nq = len(run["questions"]["question_id"])
+    drafted = np.zeros((nq, len(positions)))
+    accepted = np.zeros((nq, len(positions)))
+    column = np.searchsorted(positions, nodes["tree_index"])
+    np.add.at(drafted, (question, column), 1)
+    np.add.at(accepted, (question, column), nodes["accepted"])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return positions, np.where(drafted > 0, accepted / drafted, np.nan)
+
+
+def n_alpha(run, max_n=4):
+    """0-alpha .. max_n-alpha: acceptance of most-probable-child nodes at depth n+1 whose parent was accepted."""
+    nodes = run["nodes"]
+    tested = parent_accepted(run) & (nodes["sibling_rank"] == 0)
+    out = []
+    for n in range(max_n + 1):
+        keep = tested & (nodes["depth"] == n + 1)
+        out.append(nodes["accepted"][keep].mean() if keep.any() else np.nan)
+    return np.array(out)
+
+
+def tau(run):
+    return run["cycles"]["accept_length"].sum() / max(len(run["cycles"]["accept_length"]), 1)
+
+
+def speedup(results, run):
+    """Vanilla's total wall time over this run's, on the question turns both have (same dataset and T)."""
+    for v in results["runs"]:
+        if (v["strategy"] == "vanilla" and v["dataset"] == run["dataset"] and v["temperature"] == run["temperature"]
+                and v.get("shard", "0/1") == run.get("shard", "0/1")):  # same process, interleaved timing
+            base = {(i, t): w for i, t, w in zip(v["questions"]["question_id"], v["questions"]["turn"],
+                                                 v["questions"]["wall_seconds"])}
+            q = run["questions"]
+            pairs = [(base[(i, t)], w) for i, t, w in zip(q["question_id"], q["turn"], q["wall_seconds"])
+                     if (i, t) in base]
+            if pairs:
+                b, m = np.array(pairs).T
+                return b.sum() / m.sum()
+    return np.nan
+
+
+def machine_caption(results):
+    a = results["attrs"]
+    try:
+        models = ", ".join(f"{role} {os.path.basename(str(m.get('path', '')).rstrip('/'))}"
+                           for role, m in json.loads(a.get("models", "{}")).items())
+    except (ValueError, AttributeError):
+        models = "unknown"
+    return (f"{a.get('host', '?')} ({a.get('cpu', '?')}), {a.get('threads', '?')} threads, "
+            f"{a.get('device', '?')} {a.get('dtype', '')}; models: {models}")
+
+
+DATASET_NAMES = {"mt_bench": "MT-bench", "humaneval": "HumanEval", "gsm8k": "GSM8K", "alpaca": "Alpaca",
+                 "sum": "CNN/DM", "qa": "Natural Ques."}
+
+# ---- figures ----
+
+
+def figure_reliability(results):
+    """EAGLE-2 Figure 6: acceptance rate per confidence bin against the diagonal, counts below; per depth."""
+    import matplotlib.pyplot as plt
+    runs = [r for r in results["runs"] if r["strategy"] != "vanilla" and (~np.isnan(r["nodes"]["confidence"])).any()]
+    fig, (ax, ax_count, ax_depth) = plt.subplots(1, 3, figsize=(15, 4.6), gridspec_kw={"width_ratios": [1.2, 1, 1.2]})
+    if not runs:
+        ax.text(0.5, 0.5, "no draft confidences in this file", ha="center")
+        return fig
+    cal = calibration(runs)
+    filled = cal["count"] > 0
+    centers = cal["lower"] + cal["width"] / 2
+    ax.bar(cal["lower"][filled], cal["rate"][filled], width=cal["width"], align="edge", color="#4c72b0",
+           edgecolor="white", label="acceptance rate")
+    ax.plot(cal["mean_confidence"][filled], cal["rate"][filled], "o", color="#dd8452", ms=4, label="at mean confidence")
+    ax.plot([0, 1], [0, 1], "r--", lw=1.2, label="perfect calibration")
+    ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="draft confidence", ylabel="acceptance rate",
+           title=f"Reliability (ECE {cal['ece']:.3f}, {int(cal['count'].sum())} tested nodes)")
+    ax.legend(loc="best", fontsize=8, framealpha=0.85)
+    ax_count.bar(centers, cal["count"], width=cal["width"] * 0.9, color="#8c8c8c")
+    for x, c in zip(centers[filled], cal["count"][filled]):
+        ax_count.text(x, c, f"{int(c)}", ha="center", va="bottom", fontsize=7)
+    ax_count.set(xlim=(0, 1), xlabel="draft confidence", ylabel="tested nodes", title="Tested nodes per bin")
+    ax_count.margins(y=0.1)
+    depths = sorted(set(np.concatenate([r["nodes"]["depth"] for r in runs]).tolist()))
+    colors = plt.cm.viridis(np.linspace(0, 0.9, max(len(depths), 1)))
+    for d, color in zip(depths, colors):
+        c = calibration(runs, depth=d)
+        keep = c["count"] > 0
+        if not keep.any():
+            continue  # a depth whose nodes were never tested (all parents rejected)
+        ax_depth.plot(c["mean_confidence"][keep], c["rate"][keep], "o-", color=color, ms=3,
+                      label=f"depth {d} (ECE {c['ece']:.3f})")
+    ax_depth.plot([0, 1], [0, 1], "r--", lw=1.2)
+    ax_depth.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="mean confidence in bin", ylabel="acceptance rate",
+                 title="Per draft depth")
+    ax_depth.legend(fontsize=7, loc="best", framealpha=0.85)
+    methods = sorted({f"{r['method']} / {DATASET_NAMES.get(r['dataset'], r['dataset'])}" for r in runs})
+    fig.suptitle(f"Calibration of the draft: {', '.join(methods)}\n{machine_caption(results)}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def figure_positions(results, max_positions=6):
+    """EAGLE-2 Figure 5: per-question acceptance rate of static-tree positions P1..Pn (one dot per question)."""
+    import matplotlib.pyplot as plt
+    runs = [r for r in results["runs"] if r["strategy"] == "static-tree"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    if not runs:
+        ax.text(0.5, 0.5, "no static-tree run in this file", ha="center")
+        return fig
+    rng = np.random.default_rng(0)  # horizontal jitter only, so overlapping dots stay visible
+    width = 0.8 / len(runs)
+    for k, run in enumerate(runs):
+        positions, rate = position_acceptance(run)
+        positions, rate = positions[:max_positions], rate[:, :max_positions]
+        label = f"{run['method']}, {DATASET_NAMES.get(run['dataset'], run['dataset'])}, T={run['temperature']:g}"
+        for j, p in enumerate(positions):
+            y = rate[:, j][~np.isnan(rate[:, j])]
+            x = j + 1 + (k - (len(runs) - 1) / 2) * width + rng.uniform(-width / 4, width / 4, len(y))
+            ax.scatter(x, y, s=14, alpha=0.6, color=f"C{k}", label=label if j == 0 else None)
+            ax.hlines(np.mean(y) if len(y) else np.nan, j + 1 + (k - (len(runs) - 1) / 2) * width - width / 2.5,
+                      j + 1 + (k - (len(runs) - 1) / 2) * width + width / 2.5, color=f"C{k}", lw=2)
+        ax.set_xticks(np.arange(1, len(positions) + 1), [f"P{p}" for p in positions])
+    ax.set(ylim=(-0.03, 1.03), xlabel="tree position", ylabel="acceptance rate per question",
+           title="Acceptance of static-tree positions (bar = mean over questions)")
+    ax.legend(fontsize=7, loc="best", framealpha=0.85)
+    fig.text(0.5, 0.005, machine_caption(results), ha="center", fontsize=7)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    return fig
+
+
+def figure_speed(results):
+    """Speedup and tau per dataset and method (EAGLE-2 Table 1 as bars), one row per temperature."""
+    import matplotlib.pyplot as plt
+    runs = [r for r in results["runs"] if r["strategy"] != "vanilla"]
+    temps = sorted({r["temperature"] for r in runs})
+    datasets = list(dict.fromkeys(r["dataset"] for r in runs))
+    methods = list(dict.fromkeys(r["method"] for r in runs))
+    fig, axes = plt.subplots(len(temps), 2, figsize=(12, 3.6 * len(temps)), squeeze=False)
+    width = 0.8 / max(len(methods), 1)
+    for row, t in zip(axes, temps):
+        for k, m in enumerate(methods):
+            found = {r["dataset"]: r for r in runs if r["method"] == m and r["temperature"] == t}
+            x = np.arange(len(datasets)) + (k - (len(methods) - 1) / 2) * width
+            for ax, metric in zip(row, (lambda r: speedup(results, r), tau)):
+                values = [metric(found[d]) if d in found else np.nan for d in datasets]
+                bars = ax.bar(x, values, width, label=m, color=f"C{k}")
+                ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1)
+        for ax, name in zip(row, ("speedup vs vanilla", "τ (tokens per cycle)")):
+            ax.set_xticks(np.arange(len(datasets)), [DATASET_NAMES.get(d, d) for d in datasets])
+            ax.set(ylabel=name, title=f"{name}, T = {t:g}")
+            ax.margins(y=0.12)
+        row[0].axhline(1.0, color="k", lw=0.8, ls=":")
+    axes[0][1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.suptitle(machine_caption(results), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def figure_sweep(results):
+    """tau and speedup against total tokens, one line per (depth, top_k) of the grid; the best point starred."""
+    import matplotlib.pyplot as plt
+    points = []
+    any_grid = any(r.get("grid") for r in results["runs"])  # then runs without a grid are baselines, not points
+    for r in results["runs"]:
+        if r["strategy"] == "vanilla" or (any_grid and not r.get("grid")):
+            continue
+        grid = json.loads(r.get("grid") or r.get("options") or "{}")
+        if "total_tokens" not in grid:
+            continue
+        key = ", ".join(f"{k}={v}" for k, v in grid.items() if k not in ("total_tokens", "index"))
+        key += f" · {DATASET_NAMES.get(r['dataset'], r['dataset'])} T={r['temperature']:g}"
+        points.append((key, float(grid["total_tokens"]), speedup(results, r), tau(r)))
+    fig, (ax_s, ax_t) = plt.subplots(1, 2, figsize=(12, 4.5))
+    if not points:
+        ax_s.text(0.5, 0.5, "no grid points (total_tokens) in this file", ha="center")
+        return fig
+    for k, key in enumerate(dict.fromkeys(p[0] for p in points)):
+        sel = sorted(p[1:] for p in points if p[0] == key)
+        x, s, t = np.array(sel).T
+        ax_s.plot(x, s, "o-", color=f"C{k % 10}", label=key)
+        ax_t.plot(x, t, "o-", color=f"C{k % 10}", label=key)
+    best = max(points, key=lambda p: -np.inf if np.isnan(p[2]) else p[2])
+    ax_s.plot(best[1], best[2], "*", ms=16, color="gold", mec="k", label=f"best: {best[0]}, total={best[1]:g}")
+    ax_s.axhline(1.0, color="k", lw=0.8, ls=":")
+    ax_s.set(xlabel="total tokens", ylabel="speedup vs vanilla", title="Speedup over the grid")
+    ax_t.set(xlabel="total tokens", ylabel="τ", title="τ over the grid")
+    ax_s.legend(fontsize=7)
+    fig.suptitle(machine_caption(results), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def figure_ablation(results):
+    """Bars of speedup, tau and 0..4-alpha per method (EAGLE-2 Table 3, EAGLE Table 5/6, Figure 8)."""
+    import matplotlib.pyplot as plt
+    runs = [r for r in results["runs"] if r["strategy"] != "vanilla"]
+    groups = list(dict.fromkeys((r["dataset"], r["temperature"]) for r in runs))
+    methods = list(dict.fromkeys(r["method"] for r in runs))
+    metrics = [("speedup", lambda r: speedup(results, r)), ("τ", tau)]
+    metrics += [(f"{n}-α", lambda r, n=n: n_alpha(r)[n]) for n in range(5)]
+    fig, axes = plt.subplots(len(groups), 1, figsize=(12, 3.4 * len(groups)), squeeze=False)
+    width = 0.8 / max(len(methods), 1)
+    for ax, (dataset, t) in zip(axes[:, 0], groups):
+        ax_alpha = ax.twinx()  # alphas are rates in [0, 1]; speedup and tau share the left axis
+        for k, m in enumerate(methods):
+            run = next((r for r in runs if r["method"] == m and r["dataset"] == dataset and r["temperature"] == t), None)
+            values = [f(run) if run is not None else np.nan for _, f in metrics]
+            x = np.arange(len(metrics)) + (k - (len(methods) - 1) / 2) * width
+            left = ax.bar(x[:2], values[:2], width, color=f"C{k}", label=m)
+            right = ax_alpha.bar(x[2:], values[2:], width, color=f"C{k}", alpha=0.75)
+            ax.bar_label(left, fmt="%.2f", fontsize=6, padding=1)
+            ax_alpha.bar_label(right, fmt="%.2f", fontsize=6, padding=1)
+        ax.axvline(1.5, color="k", lw=0.6)
+        ax.set_xticks(np.arange(len(metrics)), [name for name, _ in metrics])
+        ax.set_xlim(-0.6, len(metrics) - 0.4)
+        ax.set(ylabel="speedup, τ", title=f"{DATASET_NAMES.get(dataset, dataset)}, T = {t:g}")
+        ax.margins(y=0.15)
+        ax_alpha.set(ylim=(0, 1.15), ylabel="n-α")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=len(methods), fontsize=8, bbox_to_anchor=(0.5, 0.975))
+    fig.suptitle(f"{results['attrs'].get('experiment', '')}: {machine_caption(results)}", fontsize=8, y=0.995)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
+    return fig
+
+
+def figure_training(results):
+    """Training curves of every /training group: train and eval loss, learning rate, eval accuracy and n-alpha."""
+    import matplotlib.pyplot as plt
+    logs = results["training"]
+    fig, axes = plt.subplots(max(len(logs), 1), 3, figsize=(14, 3.6 * max(len(logs), 1)), squeeze=False)
+    if not logs:
+        axes[0][0].text(0.5, 0.5, "no /training groups in this file", ha="center")
+        return fig
+    for (ax_loss, ax_lr, ax_acc), (label, c) in zip(axes, logs.items()):
+        if "train/loss" in c:
+            ax_loss.plot(c["train/step"], c["train/loss"], lw=1, label="train")
+        if "eval/loss" in c:
+            ax_loss.plot(c["eval/step"], c["eval/loss"], "o-", ms=3, label="eval")
+        ax_loss.set(xlabel="step", ylabel="loss", title=f"{label}: loss")
+        ax_loss.legend(fontsize=7)
+        if "train/learning_rate" in c:
+            ax_lr.plot(c["train/step"], c["train/learning_rate"], color="C2")
+        ax_lr.set(xlabel="step", ylabel="learning rate", title=f"{label}: learning rate")
+        if "eval/accuracy" in c:
+            ax_acc.plot(c["eval/step"], c["eval/accuracy"], "o-", ms=3, color="k", label="top-1 accuracy")
+        if "eval/alpha" in c:
+            alpha = np.atleast_2d(c["eval/alpha"])
+            for n in range(alpha.shape[1]):
+                ax_acc.plot(c["eval/step"][:len(alpha)], alpha[:, n], ".--", lw=1, label=f"{n}-α")
+        ax_acc.set(xlabel="step", ylim=(0, 1), title=f"{label}: eval accuracy and n-α")
+        if ax_acc.get_legend_handles_labels()[0]:
+            ax_acc.legend(fontsize=7, ncol=2)
+        else:
+            ax_acc.text(0.5, 0.5, "no eval/accuracy or eval/alpha in this log", ha="center", transform=ax_acc.transAxes)
+    fig.tight_layout()
+    return fig
+
+
+FIGURES = {"reliability": figure_reliability, "positions": figure_positions, "speed": figure_speed,
+           "sweep": figure_sweep, "ablation": figure_ablation, "training": figure_training}
+BY_EXPERIMENT = {"calibration": ["reliability"], "positions": ["positions"], "speed": ["speed"],
+                 "sweep": ["sweep"], "alpha": ["ablation"], "ablate-eagle2": ["ablation"],
+                 "ablate-inputs": ["ablation"], "tree-vs-chain": ["ablation"], "train-data": ["ablation"]}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Render the figures of a draftlab results file (PNG + SVG).")
+    parser.add_argument("results")
+    parser.add_argument("--out", required=True, help="directory for NAME.png and NAME.svg")
+    parser.add_argument("--figure", action="append", choices=sorted(FIGURES) + ["all"],
+                        help="figure to draw (repeatable; default: the experiment's figures + training)")
+    args = parser.parse_args(argv)
+    import matplotlib
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+    try:
+        results = load_results(args.results)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"plot.py: error: {args.results}: not a draftlab results file ({e})", file=sys.stderr)
+        return 1
+    names = args.figure or BY_EXPERIMENT.get(results["attrs"].get("experiment"), ["speed"]) + (
+        ["training"] if results["training"] else [])
+    if "all" in names:
+        names = list(FIGURES)
+    os.makedirs(args.out, exist_ok=True)
+    for name in names:
+        fig = FIGURES[name](results)
+        for ext in ("png", "svg"):
+            path = os.path.join(args.out, f"{name}.{ext}")
+            tmp = f"{path}.tmp.{os.getpid()}.{ext}"  # keeps the extension: savefig picks the format from it
+            fig.savefig(tmp, dpi=130)
+            os.replace(tmp, path)
+            print(path)
+        plt.close(fig)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

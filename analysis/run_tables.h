@@ -1,0 +1,24 @@
+// Walking the three tables of one run (questions/ -> cycles/ -> nodes/) as docs/results-schema.md links them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "experiments/results/results_file.h"
+
+namespace draftlab::analysis {
+
+// "run eagle2 on mt_bench at T=0": the prefix of every error about a run.
+std::string describe_run(const RunRecord& run);
+
+// For every row of nodes/: 1 when the verifier tested the node, i.e. its parent is the root or was accepted in
+// the same cycle (a node under a rejected parent was never compared with the target). Throws Error naming the
+// run when a cycle's node range is out of bounds or a parent index is not a node of the same cycle.
+std::vector<int8_t> parent_accepted(const RunRecord& run);
+
+// For every row of nodes/: the row in questions/ its cycle belongs to (through cycles/question). Throws Error
+// naming the run on an out-of-range cycle or question index.
+std::vector<int32_t> node_questions(const RunRecord& run);
+
+}  // namespace draftlab::analysis

@@ -1,0 +1,57 @@
+// draftlab table: the papers' tables (analysis/paper_tables.h) filled with the numbers of one results file.
+#include <boost/program_options.hpp>
+
+#include <iostream>
+#include <string>
+
+#include "analysis/paper_tables.h"
+#include "core/base/error.h"
+#include "experiments/cli/commands.h"
+#include "experiments/results/results_file.h"
+
+namespace po = boost::program_options;
+
+namespace draftlab::cli {
+
+int run_table(int argc, char** argv) {
+  std::string path, format = "md";
+  analysis::TableOptions options;
+  po::options_description desc(
+      "draftlab table RESULTS.h5: print the paper table(s) of the file's experiment with its numbers\n"
+      "(speed -> EAGLE-2 Table 1, ablate-eagle2 -> EAGLE-2 Table 3, alpha -> EAGLE Table 2, tree-vs-chain ->\n"
+      "EAGLE Table 5, train-data -> EAGLE Table 6, ablate-inputs -> EAGLE Figure 8, calibration -> EAGLE-2\n"
+      "Figure 6, positions -> EAGLE-2 Figure 5, sweep -> the grid with the best point)\n\noptions");
+  desc.add_options()
+      ("help,h", "show this help")
+      ("results", po::value(&path)->required(), "results file (draftlab exp ... --out FILE.h5)")
+      ("format", po::value(&format)->default_value(format), "md (Markdown) or latex (booktabs tabular)")
+      ("ci", po::bool_switch(&options.intervals), "add percentile-bootstrap intervals to speedup and τ cells")
+      ("resamples", po::value(&options.bootstrap.resamples)->default_value(options.bootstrap.resamples),
+       "bootstrap resamples over questions")
+      ("level", po::value(&options.bootstrap.level)->default_value(options.bootstrap.level),
+       "confidence level of the intervals")
+      ("seed", po::value(&options.bootstrap.seed)->default_value(options.bootstrap.seed), "bootstrap seed");
+  po::positional_options_description positional;
+  positional.add("results", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
+    if (vm.count("help")) {
+      std::cout << desc << "\n";
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw Error(std::string(e.what()) + " (see draftlab table --help)");
+  }
+  if (format != "md" && format != "latex") throw Error("--format: expected md or latex, got " + format);
+  if (options.bootstrap.resamples < 1) throw Error("--resamples: expected a positive count");
+  if (!(options.bootstrap.level > 0 && options.bootstrap.level < 1)) throw Error("--level: expected a value in (0, 1)");
+
+  const ResultsFile results = read_results(path);
+  const analysis::Report report = analysis::paper_tables(results, path, options);
+  std::cout << (format == "md" ? analysis::render_markdown(report) : analysis::render_latex(report));
+  return 0;
+}
+
+}  // namespace draftlab::cli

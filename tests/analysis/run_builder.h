@@ -1,0 +1,86 @@
+// Small hand-written runs for the analysis tests: each cycle is a list of drafted nodes, and the builder fills
+// the three tables (offsets, accept lengths = accepted nodes + 1, values) the way docs/results-schema.md links them.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "experiments/results/results_file.h"
+
+namespace draftlab::testing {
+
+struct NodeSpec {
+  int depth, tree_index, parent, rank;
+  float confidence;
+  int accepted;
+};
+using CycleSpec = std::vector<NodeSpec>;
+
+struct QuestionSpec {
+  int64_t id;
+  int32_t turn;
+  double wall_seconds;
+  std::vector<CycleSpec> cycles;  // vanilla: empty cycles (one token each)
+  int8_t identical = -1;
+};
+
+inline RunRecord make_run(const std::string& method, const std::string& strategy, const std::string& dataset,
+                          double temperature, const std::vector<QuestionSpec>& questions) {
+  RunRecord run;
+  run.method = method;
+  run.strategy = strategy;
+  run.dataset = dataset;
+  run.temperature = temperature;
+  for (size_t q = 0; q < questions.size(); ++q) {
+    const QuestionSpec& spec = questions[q];
+    QuestionRows& Q = run.questions;
+    Q.question_id.push_back(spec.id);
+    Q.category.push_back("");
+    Q.turn.push_back(spec.turn);
+    Q.prompt_tokens.push_back(10);
+    Q.wall_seconds.push_back(spec.wall_seconds);
+    Q.cycles.push_back(static_cast<int32_t>(spec.cycles.size()));
+    Q.draft_seconds.push_back(0);
+    Q.verify_seconds.push_back(0);
+    Q.cycle_offset.push_back(static_cast<int64_t>(run.cycles.size()));
+    Q.identical.push_back(spec.identical);
+    Q.answer.push_back("answer");
+    int32_t emitted = 0;
+    for (const CycleSpec& cycle : spec.cycles) {
+      CycleRows& C = run.cycles;
+      int32_t accepted = 0;
+      for (const NodeSpec& n : cycle) accepted += n.accepted;
+      C.question.push_back(static_cast<int32_t>(q));
+      C.accept_length.push_back(accepted + 1);
+      C.drafted.push_back(static_cast<int32_t>(cycle.size()));
+      C.draft_seconds.push_back(0);
+      C.verify_seconds.push_back(0);
+      C.node_offset.push_back(static_cast<int64_t>(run.nodes.size()));
+      emitted += accepted + 1;
+      for (const NodeSpec& n : cycle) {
+        NodeRows& N = run.nodes;
+        N.cycle.push_back(static_cast<int64_t>(C.size() - 1));
+        N.depth.push_back(n.depth);
+        N.tree_index.push_back(n.tree_index);
+        N.parent.push_back(n.parent);
+        N.sibling_rank.push_back(n.rank);
+        N.confidence.push_back(n.confidence);
+        N.value.push_back(NAN);
+        N.accepted.push_back(static_cast<int8_t>(n.accepted));
+      }
+    }
+    Q.new_tokens.push_back(emitted);
+  }
+  return run;
+}
+
+// A vanilla run: `tokens` one-token cycles per question.
+inline RunRecord make_vanilla(const std::string& dataset, double temperature, const std::vector<int64_t>& ids,
+                              const std::vector<double>& walls, int tokens = 4) {
+  std::vector<QuestionSpec> qs;
+  for (size_t i = 0; i < ids.size(); ++i) qs.push_back({ids[i], 0, walls[i], std::vector<CycleSpec>(tokens)});
+  return make_run("vanilla", "vanilla", dataset, temperature, qs);
+}
+
+}  // namespace draftlab::testing

@@ -1,0 +1,160 @@
+// The paper tables from hand-made files: the right rows and cells in the papers' layouts, Markdown and LaTeX.
+#include <gtest/gtest.h>
+
+#include "analysis/paper_tables.h"
+#include "run_builder.h"
+#include "test_errors.h"
+
+using namespace draftlab;
+using namespace draftlab::analysis;
+using draftlab::testing::CycleSpec;
+using draftlab::testing::make_run;
+using draftlab::testing::make_vanilla;
+
+namespace {
+
+// 4-node chain accepting `accepted` nodes (accept length accepted + 1).
+CycleSpec chain(int accepted) {
+  CycleSpec c;
+  for (int d = 1; d <= 4; ++d) c.push_back({d, d, d - 1, 0, 0.5f, d <= accepted ? 1 : 0});
+  return c;
+}
+
+// speed-like file: vanilla (4 s per question) and two methods on mt_bench and gsm8k at T = 0.
+//   eagle2: 2 s -> 2.00x, cycles accepting 3, 3 -> tau 4.00;  chain: 3.2 s -> 1.25x, 1 and 0 -> tau 1.50
+ResultsFile speed_file(const std::string& experiment) {
+  ResultsFile f;
+  f.attributes = {{"experiment", experiment}, {"host", "box"}, {"cpu", "Test CPU"}, {"blas", "OpenBLAS"},
+                  {"device", "cpu"}, {"dtype", "float32"}, {"git_commit", "abc123"}, {"date", "2024-06-01"},
+                  {"models", R"({"target": {"path": "data/models/ts-tiny/", "sha256": "0123456789abcdef"}})"}};
+  f.threads = 2;
+  for (const std::string d : {"mt_bench", "gsm8k"}) {
+    f.runs.push_back(make_vanilla(d, 0.0, {1, 2}, {4.0, 4.0}));
+    f.runs.push_back(make_run("eagle2", "eagle2", d, 0.0, {{1, 0, 2.0, {chain(3)}, 1}, {2, 0, 2.0, {chain(3)}, 1}}));
+    f.runs.push_back(make_run("EAGLE chain", "eagle-chain", d, 0.0,
+                              {{1, 0, 3.2, {chain(1)}, 1}, {2, 0, 3.2, {chain(0)}, 0}}));
+  }
+  return f;
+}
+
+std::vector<std::string> texts(const std::vector<Cell>& row) {
+  std::vector<std::string> out;
+  for (const Cell& c : row) out.push_back(c.text);
+  return out;
+}
+
+}  // namespace
+
+TEST(PaperTables, SpeedIsEagle2Table1Layout) {
+  const Report r = paper_tables(speed_file("speed"), "speed.h5");
+  ASSERT_EQ(r.tables.size(), 1u);  // one temperature
+  const Table& t = r.tables[0];
+  EXPECT_EQ(t.title, "Temperature = 0");
+  EXPECT_EQ(t.columns, (std::vector<std::string>{"Method", "Speedup", "τ", "Speedup", "τ", "Speedup", "τ"}));
+  ASSERT_EQ(t.groups.size(), 4u);
+  EXPECT_EQ(t.groups[1].first, "MT-bench");
+  EXPECT_EQ(t.groups[2].first, "GSM8K");
+  EXPECT_EQ(t.groups[3].first, "Mean");
+  ASSERT_EQ(t.rows.size(), 2u);  // vanilla is the baseline, not a row
+  EXPECT_EQ(texts(t.rows[0]), (std::vector<std::string>{"eagle2", "2.00x", "4.00", "2.00x", "4.00", "2.00x", "4.00"}));
+  EXPECT_EQ(texts(t.rows[1]),
+            (std::vector<std::string>{"EAGLE chain", "1.25x", "1.50", "1.25x", "1.50", "1.25x", "1.50"}));
+  // vanilla: 4 tokens per question in 4 s -> 1.0 tokens/s; identical: eagle2 2 + 2, chain 1 + 1 of 8
+  const std::string md = render_markdown(r);
+  EXPECT_NE(md.find("| Method | MT-bench Speedup | MT-bench τ | GSM8K Speedup |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| eagle2 | 2.00x | 4.00 | 2.00x | 4.00 | 2.00x | 4.00 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Vanilla tokens/s: MT-bench 1.0, GSM8K 1.0."), std::string::npos) << md;
+  EXPECT_NE(md.find("identical to vanilla on 6/8 question turns"), std::string::npos) << md;
+  EXPECT_NE(md.find("Machine: box (Test CPU), 2 threads, OpenBLAS, cpu float32. Models: target ts-tiny "
+                    "[sha256 01234567]. Commit abc123"),
+            std::string::npos)
+      << md;
+}
+
+TEST(PaperTables, IntervalsWhenAsked) {
+  TableOptions options;
+  options.intervals = true;
+  const Report r = paper_tables(speed_file("speed"), "speed.h5", options);
+  // eagle2's questions are identical: the interval has zero width
+  EXPECT_EQ(r.tables[0].rows[0][1].text, "2.00x [2.00, 2.00]");
+  // chain: tau per question 2 and 1 -> resampled ratios span [1, 2]
+  EXPECT_EQ(r.tables[0].rows[1][2].text, "1.50 [1.00, 2.00]");
+}
+
+TEST(PaperTables, LatexEscapesAndUsesMath) {
+  const std::string tex = render_latex(paper_tables(speed_file("ablate-eagle2"), "a.h5"));
+  EXPECT_NE(tex.find("\\multicolumn{2}{c}{MT-bench}"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("Method & Speedup & $\\tau$"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("eagle2 & 2.00x & 4.00"), std::string::npos) << tex;
+  EXPECT_EQ(latex_escape("mt_bench 50% & #1"), "mt\\_bench 50\\% \\& \\#1");
+}
+
+TEST(PaperTables, AlphaIsEagleTable2) {
+  ResultsFile f = speed_file("alpha");
+  // chain cycles on mt_bench: accepted 1 and 0 nodes -> 0-alpha 1/2, 1-alpha 0/1, 2-alpha and on: none tested
+  const Report r = paper_tables(f, "alpha.h5");
+  const Table& t = r.tables[0];
+  EXPECT_EQ(t.columns, (std::vector<std::string>{"T", "Dataset", "Method", "τ", "0-α", "1-α", "2-α", "3-α", "4-α"}));
+  ASSERT_EQ(t.rows.size(), 4u);  // 2 methods x 2 datasets
+  EXPECT_EQ(texts(t.rows[1]),
+            (std::vector<std::string>{"0", "MT-bench", "EAGLE chain", "1.50", "0.50", "0.00", "–", "–", "–"}));
+  // eagle2 accepted 3 of 4 in both cycles: 0..2-alpha = 1, 3-alpha = 0
+  EXPECT_EQ(texts(t.rows[0]),
+            (std::vector<std::string>{"0", "MT-bench", "eagle2", "4.00", "1.00", "1.00", "1.00", "0.00", "–"}));
+}
+
+TEST(PaperTables, TreeVsChainShowsTheGain) {
+  const Report r = paper_tables(speed_file("tree-vs-chain"), "t.h5");
+  const Table& t = r.tables[0];
+  ASSERT_EQ(t.rows.size(), 2u);  // one per dataset
+  // methods in order of appearance: eagle2 (tree) then EAGLE chain: tree gain 4.00 - 1.50
+  EXPECT_EQ(texts(t.rows[0]),
+            (std::vector<std::string>{"MT-bench", "0", "4.00 (+2.50)", "2.00x", "1.50", "1.25x"}));
+}
+
+TEST(PaperTables, SweepMarksTheBestPoint) {
+  ResultsFile f = speed_file("sweep");
+  f.runs.erase(f.runs.begin() + 3, f.runs.end());  // mt_bench only
+  f.runs[1].grid_json = R"({"index": 1, "total_tokens": 60, "depth": 6})";  // index: sharding only, no column
+  f.runs[2].grid_json = R"({"index": 0, "total_tokens": 20, "depth": 6})";
+  const Report r = paper_tables(f, "s.h5");
+  const Table& t = r.tables[0];
+  EXPECT_EQ(t.columns[0], "total_tokens");
+  EXPECT_EQ(t.columns[1], "depth");
+  ASSERT_EQ(t.rows.size(), 2u);
+  // sorted by grid value: 20 first (1.25x), then 60 (2.00x, the best)
+  EXPECT_EQ(t.rows[0][0].text, "20");
+  EXPECT_FALSE(t.rows[0][0].bold);
+  EXPECT_EQ(t.rows[1][0].text, "60");
+  EXPECT_TRUE(t.rows[1][0].bold);
+  EXPECT_EQ(t.rows[1].back().text, "←");
+  EXPECT_NE(render_markdown(r).find("| **60** | **6** |"), std::string::npos);
+  EXPECT_NE(t.notes[0].find("total_tokens=60, depth=6 (2.00x"), std::string::npos) << t.notes[0];
+}
+
+TEST(PaperTables, CalibrationAndPositionsTables) {
+  ResultsFile f = speed_file("calibration");
+  const Report cal = paper_tables(f, "c.h5");
+  // two non-vanilla runs per dataset, each a bins table and a per-depth table
+  ASSERT_EQ(cal.tables.size(), 8u);
+  // eagle2 on mt_bench: every node has confidence 0.5 (bin [0.50, 0.55)); tested 4 + 4, accepted 3 + 3
+  ASSERT_EQ(cal.tables[0].rows.size(), 1u);
+  EXPECT_EQ(texts(cal.tables[0].rows[0]),
+            (std::vector<std::string>{"[0.50, 0.55)", "8", "8", "6", "0.750", "0.500"}));
+  EXPECT_NE(cal.tables[0].notes[0].find("ECE 0.2500 over 8 tested nodes"), std::string::npos) << cal.tables[0].notes[0];
+
+  f.attributes["experiment"] = "positions";
+  for (RunRecord& run : f.runs)
+    if (run.method == "EAGLE chain") run.strategy = "static-tree";
+  const Report pos = paper_tables(f, "p.h5");
+  ASSERT_EQ(pos.tables.size(), 2u);  // the two static-tree runs
+  ASSERT_EQ(pos.tables[0].rows.size(), 4u);
+  // P1 on mt_bench: q1 accepted (1/1), q2 rejected (0/1) -> pooled 0.5, mean 0.5, sd 0.707, min 0, max 1
+  EXPECT_EQ(texts(pos.tables[0].rows[0]),
+            (std::vector<std::string>{"P1", "1", "2", "0.500", "0.500", "0.707", "0.000", "1.000"}));
+}
+
+TEST(PaperTables, UnknownExperimentNamesFileAndField) {
+  draftlab::testing::expect_error([] { paper_tables(speed_file("frobnicate"), "x.h5"); },
+                                  {"x.h5", "experiment", "speed", "frobnicate"});
+}

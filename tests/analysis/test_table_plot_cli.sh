@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# `draftlab table` and `draftlab plot` on fixture files (tests/analysis/make_fixture.py): every experiment's table
+# renders with the rows the fixture was built to give, figures come out as non-empty PNG and SVG, and a file
+# that is not a results file is a clear error with exit code 1 and no output left behind.
+#   usage: test_table_plot_cli.sh DRAFTLAB_BINARY
+set -u
+BIN=$1
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+PY=/usr/bin/python3
+fails=0
+passes=0
+ok() { passes=$((passes + 1)); echo "ok: $1"; }
+bad() { fails=$((fails + 1)); echo "FAIL: $1"; }
+if ! $PY -c 'import h5py, matplotlib, numpy' 2>/dev/null; then
+  echo "skipped: needs /usr/bin/python3 with h5py, matplotlib, numpy"; echo "0 passed, 0 failed"; exit 0
+fi
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+$PY "$SRC/tests/analysis/make_fixture.py" --all "$TMP" || { echo "FAIL: make_fixture.py"; exit 1; }
+
+has() {  # name, file, fixed string
+  grep -qF -- "$3" "$2" && ok "$1" || bad "$1: '$3' not in: $(head -c 1500 "$2")"
+}
+
+# 1. Tables: exit 0 and the expected rows (numbers built into the fixture, see make_fixture.py).
+for e in speed alpha calibration positions ablate-eagle2 ablate-inputs tree-vs-chain train-data sweep; do
+  formats=md
+  case $e in speed | sweep) formats="md latex" ;; esac  # LaTeX shares the table model: two files check it
+  for format in $formats; do
+    "$BIN" table "$TMP/fixture-$e.h5" --format $format >"$TMP/$e.$format" 2>"$TMP/err"
+    rc=$?
+    [ $rc = 0 ] && [ -s "$TMP/$e.$format" ] && ok "table $e --format $format" || bad "table $e $format: exit $rc $(cat "$TMP/err")"
+  done
+done
+has "speed: EAGLE-2 Table 1 header" "$TMP/speed.md" "| Method | MT-bench Speedup | MT-bench τ | GSM8K Speedup | GSM8K τ | Mean Speedup | Mean τ |"
+has "speed: eagle2 2.00x, tau 4 at T=0" "$TMP/speed.md" "| eagle2 | 2.00x | 4.00 | 2.00x | 4.00 | 2.00x | 4.00 |"
+has "speed: eagle2 1.60x at T=1" "$TMP/speed.md" "| eagle2 | 1.60x | 4.00 |"
+has "speed: EAGLE chain tau 2.5" "$TMP/speed.md" "| EAGLE chain | 1.60x | 2.50 |"
+has "speed: static tree 1.25x, tau 2.88" "$TMP/speed.md" "| static-tree | 1.25x | 2.88 |"
+has "speed: both temperatures" "$TMP/speed.md" "**Temperature = 1**"
+has "speed: lossless check" "$TMP/speed.md" "Output identical to vanilla on 24/24 question turns."
+has "speed: caption names the machine" "$TMP/speed.md" "Machine: fixture-host (Fixture CPU (avx2)), 2 threads, OpenBLAS fixture, cpu float32. Models: head ts-tiny-eagle-head [sha256 cdcdcdcd]; target ts-tiny [sha256 abababab]"
+has "speed: latex" "$TMP/speed.latex" "\\multicolumn{2}{c}{MT-bench}"
+has "sweep: latex bold best" "$TMP/sweep.latex" "\\textbf{40} & \\textbf{5} & \\textbf{8}"
+has "alpha: EAGLE Table 2 row" "$TMP/alpha.md" "| 0 | MT-bench | EAGLE chain | 2.50 | 0.75 | 0.67 | 0.50 | 0.00 | – |"
+has "calibration: eagle2 bin [0.90, 0.95)" "$TMP/calibration.md" "| [0.90, 0.95) | 16 | 16 | 16 | 1.000 | 0.920 |"
+has "calibration: eagle2 ECE" "$TMP/calibration.md" "ECE 0.1400 over 64 tested nodes"
+has "positions: P1 3/4 everywhere" "$TMP/positions.md" "| P1 | 1 | 4 | 0.750 | 0.750 | 0.000 | 0.750 | 0.750 |"
+has "tree-vs-chain: the tree's gain" "$TMP/tree-vs-chain.md" "| MT-bench | 0 | 4.00 (+1.50) | 2.00x | 2.88 (+0.38) | 1.25x | 2.50 | 1.60x |"
+has "sweep: best point bold" "$TMP/sweep.md" "| **40** | **5** | **8** |"
+has "sweep: best named" "$TMP/sweep.md" "total_tokens=40, depth=5, top_k=8 (2.00x"
+has "ablate-inputs: 0-α and 1-α" "$TMP/ablate-inputs.md" "| T | Dataset | Method | Speedup | τ | 0-α | 1-α |"
+"$BIN" table "$TMP/fixture-speed.h5" --ci >"$TMP/ci.md" 2>&1
+has "--ci adds intervals" "$TMP/ci.md" "| eagle2 | 2.00x [2.00, 2.00] | 4.00 [4.00, 4.00] |"
+
+# 2. Figures as PNG (magic bytes) and SVG: every figure from the sweep fixture (it has confidences, a static tree,
+#    a grid and training curves) in one run; the default choice for a speed file is its bars + training curves.
+"$BIN" plot "$TMP/fixture-sweep.h5" --out "$TMP/fig-all" --figure all >"$TMP/out" 2>&1 || bad "plot --figure all: $(tail -5 "$TMP/out")"
+for f in reliability positions speed sweep ablation training; do
+  if [ -s "$TMP/fig-all/$f.png" ] && [ -s "$TMP/fig-all/$f.svg" ] && [ "$(head -c 4 "$TMP/fig-all/$f.png" | tail -c 3)" = "PNG" ] &&
+     grep -q "<svg" "$TMP/fig-all/$f.svg"; then ok "plot: $f.png and .svg"; else bad "plot: $f missing or not PNG/SVG"; fi
+done
+"$BIN" plot "$TMP/fixture-speed.h5" --out "$TMP/fig-speed" >"$TMP/out" 2>&1 || bad "plot speed: $(tail -5 "$TMP/out")"
+[ -s "$TMP/fig-speed/speed.png" ] && [ -s "$TMP/fig-speed/training.svg" ] && [ ! -e "$TMP/fig-speed/reliability.png" ] &&
+  ok "plot: a speed file gives speed + training" || bad "plot speed: $(ls "$TMP/fig-speed")"
+[ -z "$(find "$TMP" -name '*.tmp.*')" ] && ok "no temporary files left" || bad "temporary files left: $(find "$TMP" -name '*.tmp.*')"
+
+# 3. Not a results file: exit 1, a message naming the file, nothing written.
+expect_error() {  # name, expected-substring, command...
+  local name=$1 want=$2
+  shift 2
+  "$@" >"$TMP/o" 2>"$TMP/e"
+  local code=$?
+  if [ $code = 1 ]; then
+    grep -qF -- "$want" "$TMP/e" && ok "$name" || bad "$name: message lacks '$want': $(cat "$TMP/e")"
+  else
+    bad "$name: exit code $code (want 1): $(tail -3 "$TMP/e")"
+  fi
+}
+echo "not hdf5" >"$TMP/notes.txt"
+$PY -c "import h5py, sys; f = h5py.File(sys.argv[1], 'w'); f.attrs['schema'] = 'something-else/2'" "$TMP/other.h5"
+expect_error "table: text file" "notes.txt" "$BIN" table "$TMP/notes.txt"
+expect_error "table: other HDF5 names the schema" "schema" "$BIN" table "$TMP/other.h5"
+expect_error "table: missing file" "no/such.h5" "$BIN" table "$TMP/no/such.h5"
+expect_error "table: bad format" "--format" "$BIN" table "$TMP/fixture-speed.h5" --format html
+expect_error "plot: text file" "notes.txt" "$BIN" plot "$TMP/notes.txt" --out "$TMP/fig-bad"
+expect_error "plot: other HDF5" "other.h5" "$BIN" plot "$TMP/other.h5" --out "$TMP/fig-bad"
+[ ! -e "$TMP/fig-bad" ] || [ -z "$(ls -A "$TMP/fig-bad")" ] && ok "plot: nothing written on error" || bad "plot wrote $(ls "$TMP/fig-bad")"
+DRAFTLAB_ANALYSIS_DIR=$TMP/nowhere expect_error "plot: script not found" "DRAFTLAB_ANALYSIS_DIR" \
+  "$BIN" plot "$TMP/fixture-speed.h5" --out "$TMP/fig-x"
+
+echo "$passes passed, $fails failed"
+[ $fails = 0 ]
