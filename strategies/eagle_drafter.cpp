@@ -1,5 +1,7 @@
 #include "strategies/eagle_drafter.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -48,15 +50,21 @@ void EagleDrafter::ensure_room(int64_t rows) {
   cache_ = std::move(bigger);
 }
 
-void EagleDrafter::feed_pairs(const at::Tensor& tokens, const at::Tensor& features) {
-  const int64_t n = tokens.size(0);
+void EagleDrafter::feed_pairs(const std::vector<int64_t>& tokens, const at::Tensor& features, int64_t token_before) {
+  const auto n = static_cast<int64_t>(tokens.size());
   cache_->truncate(committed_);  // whatever rows the last draft added are gone
   ensure_room(n);
   auto positions = at::arange(committed_, committed_ + n, at::TensorOptions().dtype(at::kLong));
-  auto out = head_->forward(*cache_, tokens, features, positions);  // a chain: causal
+  // Row tokens per input variant: t_{i+1} (the shifted pairs given) or t_i (the same sequence one step back).
+  std::vector<int64_t> row_tokens = tokens;
+  if (eagle_row_token_is_unshifted(head_->input_variant())) {
+    row_tokens.insert(row_tokens.begin(), token_before);
+    row_tokens.pop_back();
+  }
+  auto out = head_->forward(*cache_, long_tensor(row_tokens), features, positions);  // a chain: causal
   ++head_forwards_;
   committed_ += n;
-  root_token_ = tokens[n - 1].item<int64_t>();
+  root_token_ = tokens.back();
   root_prediction_ = out.narrow(0, n - 1, 1);
 }
 
@@ -71,7 +79,7 @@ void EagleDrafter::begin(const std::vector<int64_t>& prompt, const at::Tensor& p
   // Pairs (t_{i+1}, f_i) for i = 0 .. P-1: the prompt shifted by one, then the first root.
   std::vector<int64_t> shifted(prompt.begin() + 1, prompt.end());
   shifted.push_back(first_token);
-  feed_pairs(long_tensor(shifted), prompt_features);
+  feed_pairs(shifted, prompt_features, prompt.front());
 }
 
 void EagleDrafter::observe(const VerifyResult& result) {
@@ -83,7 +91,7 @@ void EagleDrafter::observe(const VerifyResult& result) {
             std::to_string(result.accepted_nodes.size()) + " accepted and " +
             std::to_string(result.features.defined() ? result.features.size(0) : 0) + " feature rows");
   // (a_1, f_root), (a_2, f_{a_1}), ..., (next root, f_{a_m}): the k-th token with the k-th feature.
-  feed_pairs(long_tensor(result.tokens), result.features);
+  feed_pairs(result.tokens, result.features, root_token_);
 }
 
 void EagleDrafter::start_tree(const DraftRequest& request) {
@@ -134,9 +142,12 @@ at::Tensor EagleDrafter::expand(const DraftTree& tree, const std::vector<int32_t
     // Visibility, built on the host: the committed rows, the node's ancestors' draft rows, itself.
     std::vector<uint8_t> visible(static_cast<size_t>(n * T), 0);
     bool all_visible = n == 1;
+    const bool unshifted = eagle_row_token_is_unshifted(head_->input_variant());
     for (int64_t j = 0; j < n; ++j) {
       const DraftNode& node = tree.node(nodes[j]);
-      tokens[j] = node.token;
+      // The node's row reads its own token (t_{i+1}), or, for feature_unshifted_token, its parent's (t_i): then
+      // siblings get identical rows, which is that variant's weakness, not a bug.
+      tokens[j] = !unshifted ? node.token : node.parent < 0 ? root_token_ : tree.node(node.parent).token;
       positions[j] = root_position + node.depth;
       parent_blocks[j] = node.parent < 0 ? -1 : node_block_[node.parent];
       slots[j] = node.parent < 0 ? 0 : node_slot_[node.parent];
@@ -185,9 +196,25 @@ std::shared_ptr<const EagleHead> eagle_head_from_options(const StrategyContext& 
                                                          const StrategyOptions& options) {
   const std::string path = options.get_string("head", "");
   const int64_t seed = options.get_int("head_seed", 0);
-  if (path.empty()) return EagleHead::random(context.target, static_cast<uint64_t>(seed));
-  if (options.has("head_seed"))
-    throw Error("option head_seed: seeds a random head, but head=" + path + " was given (drop one of them)");
+  const std::string input = options.get_string("head_input", kEagleInputFeatureShiftedToken);
+  const int64_t draft_vocab = options.get_int("draft_vocab", 0);
+  if (path.empty()) {
+    if (!is_eagle_input(input))
+      throw Error("option head_input: expected one of " + eagle_input_names() + ", got '" + input + "'");
+    const int64_t V = context.target.config().vocab_size;
+    at::Tensor d2t;
+    if (draft_vocab != 0) {
+      check(draft_vocab >= 1 && draft_vocab <= V, "option draft_vocab: expected an integer in [1, " +
+                                                      std::to_string(V) + "], got " + std::to_string(draft_vocab));
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed) + 1);
+      d2t = std::get<0>(at::randperm(V, gen, at::TensorOptions().dtype(at::kLong)).narrow(0, 0, draft_vocab).sort());
+    }
+    return EagleHead::random(context.target, static_cast<uint64_t>(seed), input, d2t);
+  }
+  for (const char* key : {"head_seed", "head_input", "draft_vocab"})
+    if (options.has(key))
+      throw Error(std::string("option ") + key + ": shapes a random head, but head=" + path +
+                  " was given (a trained head's config.json says what it is)");
   return EagleHead::load(path, context.target);
 }
 

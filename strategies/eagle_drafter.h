@@ -24,6 +24,11 @@
 //     than kept, because during drafting they were built from predicted features; the target's true ones are
 //     better (and what the official implementation does).
 // Invariant between cycles: head cache length == sequence.size() - 1, checked at every propose.
+//
+// Input variants (eagle_head.h): a row always carries the feature above; its token is t_{i+1} as described for
+// feature_shifted_token, token_only and feature_only (which ignores it), and t_i for feature_unshifted_token, i.e.
+// a draft node's row then reads its parent's token. A reduced-vocabulary head's logits are -inf outside its
+// draft vocabulary, so the strategies draft target ids and never a token the head cannot propose.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -76,8 +81,10 @@ class EagleDrafter {
   int64_t head_forwards() const { return head_forwards_; }  // every head forward so far (sync + drafting)
 
  private:
-  // Feeds committed pairs at rows [committed_, +n) and keeps the last output as the root prediction.
-  void feed_pairs(const at::Tensor& tokens, const at::Tensor& features);
+  // Feeds committed pairs at rows [committed_, +n) and keeps the last output as the root prediction. tokens are
+  // t_{i+1} of each row (the last is the new root); token_before is t_i of the first row, which the unshifted
+  // input variant reads instead.
+  void feed_pairs(const std::vector<int64_t>& tokens, const at::Tensor& features, int64_t token_before);
   void ensure_room(int64_t rows);
 
   std::shared_ptr<const EagleHead> head_;
@@ -95,8 +102,9 @@ class EagleDrafter {
 };
 
 // The head an EAGLE strategy drafts with, from its options: head=PATH loads a trained head (folder or
-// .safetensors); absent, a randomly initialised one with head_seed (default 0), shaped like the target.
-// Both keys are always read, so either may be given.
+// .safetensors); absent, a randomly initialised one with head_seed (default 0), shaped like the target, with
+// head_input=VARIANT (default feature_shifted_token) and draft_vocab=K (default: the full vocabulary; K random
+// distinct target ids drawn from head_seed), the last two for tests of every head kind. All keys are always read.
 std::shared_ptr<const EagleHead> eagle_head_from_options(const StrategyContext& context,
                                                          const StrategyOptions& options);
 

@@ -3,6 +3,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <cstring>
+#include <iterator>
 #include <limits>
 #include <set>
 
@@ -21,6 +23,25 @@ namespace {
 using nlohmann::json;
 
 const char* const kInputKey = "draftlab_eagle_input";
+const char* const kDraftVocabKey = "draft_vocab_size";
+
+const char* const kAllInputs[] = {kEagleInputFeatureShiftedToken, kEagleInputFeatureUnshiftedToken,
+                                  kEagleInputFeatureOnly, kEagleInputTokenOnly};
+
+// Checks a draft vocabulary map: [K] int64, 1 <= K <= vocab, ids unique and in [0, vocab). Returns "" when fine,
+// else what is wrong (the caller names the file or the call).
+std::string d2t_problem(const at::Tensor& d2t, int64_t vocab) {
+  if (d2t.dim() != 1 || d2t.scalar_type() != at::kLong)
+    return "expected a 1-D int64 tensor, got " + shape_string(d2t.sizes().vec());
+  const int64_t K = d2t.size(0);
+  if (K < 1 || K > vocab) return "size " + std::to_string(K) + " outside [1, vocab_size " + std::to_string(vocab) + "]";
+  const auto ids = d2t.to(at::kCPU).contiguous();
+  const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
+  if (lo < 0 || hi >= vocab)
+    return "target id " + std::to_string(lo < 0 ? lo : hi) + " outside the vocabulary [0, " + std::to_string(vocab) + ")";
+  if (std::get<0>(at::_unique(ids)).size(0) != K) return "repeated target ids";
+  return "";
+}
 
 // The head's RoPE table must cover every position the target can reach (a published head's config may say 2048
 // for a target with a longer context); the frequencies do not depend on the table length.
@@ -57,7 +78,33 @@ void check_inputs(const ModelConfig& c, const KvCache& cache, const at::Tensor& 
 
 }  // namespace
 
-EagleHead::EagleHead(ModelConfig config, EagleHeadWeights weights, const LlamaModel& target, std::string input_variant)
+std::string eagle_input_names() {
+  std::string s;
+  for (const char* v : kAllInputs) s += (s.empty() ? "" : ", ") + std::string(v);
+  return s;
+}
+
+bool is_eagle_input(const std::string& variant) {
+  return std::any_of(std::begin(kAllInputs), std::end(kAllInputs), [&](const char* v) { return variant == v; });
+}
+
+int64_t eagle_fc_input_width(const std::string& variant, int64_t hidden_size) {
+  check(is_eagle_input(variant), "unknown EAGLE input variant '" + variant + "' (known: " + eagle_input_names() + ")");
+  const bool two = variant == kEagleInputFeatureShiftedToken || variant == kEagleInputFeatureUnshiftedToken;
+  return two ? 2 * hidden_size : hidden_size;
+}
+
+bool eagle_row_token_is_unshifted(const std::string& variant) { return variant == kEagleInputFeatureUnshiftedToken; }
+
+at::Tensor eagle_fc_input(const std::string& variant, const at::Tensor& embedded, const at::Tensor& features) {
+  if (variant == kEagleInputFeatureOnly) return features;
+  if (variant == kEagleInputTokenOnly) return embedded;
+  // Embedding first, then the feature: the order fc.weight was trained with (cnets1: cat((inputs_embeds, hidden))).
+  return at::cat({embedded, features}, -1);
+}
+
+EagleHead::EagleHead(ModelConfig config, EagleHeadWeights weights, const LlamaModel& target, std::string input_variant,
+                     at::Tensor d2t)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       target_(target),
@@ -69,8 +116,20 @@ EagleHead::EagleHead(ModelConfig config, EagleHeadWeights weights, const LlamaMo
         "EagleHead: hidden_size/vocab_size (" + std::to_string(config_.hidden_size) + "/" +
             std::to_string(config_.vocab_size) + ") differ from the target's (" +
             std::to_string(target.config().hidden_size) + "/" + std::to_string(target.config().vocab_size) + ")");
-  check(input_variant_ == kEagleInputFeatureShiftedToken,
-        "EagleHead: unknown input variant '" + input_variant_ + "' (known: " + kEagleInputFeatureShiftedToken + ")");
+  check(is_eagle_input(input_variant_),
+        "EagleHead: unknown input variant '" + input_variant_ + "' (known: " + eagle_input_names() + ")");
+  const int64_t fc_in = eagle_fc_input_width(input_variant_, config_.hidden_size);
+  check(weights_.fc.dim() == 2 && weights_.fc.size(0) == config_.hidden_size && weights_.fc.size(1) == fc_in,
+        "EagleHead: fc must be [" + std::to_string(config_.hidden_size) + ", " + std::to_string(fc_in) + "] for input " +
+            input_variant_ + ", got " + shape_string(weights_.fc.sizes().vec()));
+  if (d2t.defined()) {
+    const std::string problem = d2t_problem(d2t, config_.vocab_size);
+    check(problem.empty(), "EagleHead: draft vocabulary d2t: " + problem);
+    d2t_ = d2t.to(at::kCPU).contiguous().clone();
+    d2t_device_ = d2t_.to(target.options().device);
+    // Gathered once: the point of a reduced vocabulary is a draft LM head of K rows instead of vocab rows.
+    draft_lm_head_ = column_major(target.weights().lm_head.index_select(0, d2t_device_));
+  }
   // Column-major projections: OpenBLAS's GEMV/small GEMM are faster on that layout (see llama_weights.h).
   weights_.fc = column_major(weights_.fc);
   weights_.layer.wqkv = column_major(weights_.layer.wqkv);
@@ -79,13 +138,14 @@ EagleHead::EagleHead(ModelConfig config, EagleHeadWeights weights, const LlamaMo
   weights_.layer.w_down = column_major(weights_.layer.w_down);
 }
 
-std::vector<std::string> EagleHead::checkpoint_keys(bool fc_bias) {
+std::vector<std::string> EagleHead::checkpoint_keys(bool fc_bias, bool with_d2t) {
   std::vector<std::string> keys{"fc.weight"};
   if (fc_bias) keys.push_back("fc.bias");
   for (const char* k : {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
                         "self_attn.o_proj.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight",
                         "mlp.up_proj.weight", "mlp.down_proj.weight"})
     keys.push_back(std::string("layers.0.") + k);
+  if (with_d2t) keys.push_back("d2t");
   return keys;
 }
 
@@ -127,15 +187,22 @@ std::unique_ptr<EagleHead> EagleHead::load(const std::string& path, const LlamaM
   }
   std::string variant = kEagleInputFeatureShiftedToken;  // published heads carry no draftlab key
   if (j.contains(kInputKey) && !j.at(kInputKey).is_null()) {
-    if (!j.at(kInputKey).is_string() || j.at(kInputKey).get<std::string>() != kEagleInputFeatureShiftedToken)
-      throw Error::in_file(config_path, kInputKey, std::string("\"") + kEagleInputFeatureShiftedToken + "\"",
-                           j.at(kInputKey).dump());
+    if (!j.at(kInputKey).is_string() || !is_eagle_input(j.at(kInputKey).get<std::string>()))
+      throw Error::in_file(config_path, kInputKey, "one of " + eagle_input_names(), j.at(kInputKey).dump());
     variant = j.at(kInputKey).get<std::string>();
+  }
+  int64_t draft_vocab = 0;  // 0: the full vocabulary
+  if (j.contains(kDraftVocabKey) && !j.at(kDraftVocabKey).is_null()) {
+    const auto& v = j.at(kDraftVocabKey);
+    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > tc.vocab_size)
+      throw Error::in_file(config_path, kDraftVocabKey, "an integer in [1, the target's vocab_size " +
+                                                            std::to_string(tc.vocab_size) + "]", v.dump());
+    draft_vocab = v.get<int64_t>();
   }
 
   SafetensorsCollection tensors(path);
   const std::string& source = tensors.description();
-  const auto expected = checkpoint_keys(bias);
+  const auto expected = checkpoint_keys(bias, draft_vocab > 0);
   const std::set<std::string> expected_set(expected.begin(), expected.end());
   for (const auto& name : tensors.names()) {
     if (expected_set.count(name) || name == "embed_tokens.weight" || ends_with(name, "rotary_emb.inv_freq")) continue;
@@ -145,6 +212,9 @@ std::unique_ptr<EagleHead> EagleHead::load(const std::string& path, const LlamaM
                               "architecture that draftlab does not run");
     if (name == "fc.bias" && !bias)
       throw Error::at(source, "tensor 'fc.bias' present but " + config_path + " says \"bias\": false");
+    if (name == "d2t")
+      throw Error::at(source, "tensor 'd2t' (a draft vocabulary map) present but " + config_path + " has no \"" +
+                                  kDraftVocabKey + "\"");
     throw Error::at(source, "unexpected tensor '" + name + "' (an EAGLE-1/2 head has: fc.weight, fc.bias, layers.0.*; "
                             "is this an EAGLE-3 or Medusa head?)");
   }
@@ -159,7 +229,7 @@ std::unique_ptr<EagleHead> EagleHead::load(const std::string& path, const LlamaM
     return checkpoint_tensor(*e, shape, o, why);
   };
   EagleHeadWeights w;
-  w.fc = get("fc.weight", {d, 2 * d});
+  w.fc = get("fc.weight", {d, eagle_fc_input_width(variant, d)});
   if (bias) w.fc_bias = get("fc.bias", {d});
   const std::string p = "layers.0.";
   w.layer.wqkv = at::cat({get(p + "self_attn.q_proj.weight", {H * hd, d}), get(p + "self_attn.k_proj.weight", {KVH * hd, d}),
@@ -169,10 +239,24 @@ std::unique_ptr<EagleHead> EagleHead::load(const std::string& path, const LlamaM
   w.layer.mlp_norm = get(p + "post_attention_layernorm.weight", {d});
   w.layer.w_gate_up = at::cat({get(p + "mlp.gate_proj.weight", {I, d}), get(p + "mlp.up_proj.weight", {I, d})}, 0);
   w.layer.w_down = get(p + "mlp.down_proj.weight", {d, I});
-  return std::make_unique<EagleHead>(std::move(config), std::move(w), target, variant);
+  at::Tensor d2t;
+  if (draft_vocab > 0) {
+    const TensorEntry* e = tensors.find("d2t");
+    if (!e) throw Error::at(source, "tensor 'd2t' not found (" + config_path + " says draft_vocab_size " +
+                                        std::to_string(draft_vocab) + ")");
+    if (e->dtype != DType::I64 || e->shape != std::vector<int64_t>{draft_vocab})
+      throw Error::at(source, "tensor 'd2t': expected I64 " + shape_string({draft_vocab}) + " (draft_vocab_size in " +
+                                  config_path + "), got " + dtype_name(e->dtype) + " " + shape_string(e->shape));
+    d2t = at::empty({draft_vocab}, at::kLong);
+    std::memcpy(d2t.data_ptr(), e->data, e->nbytes);
+    const std::string problem = d2t_problem(d2t, tc.vocab_size);
+    if (!problem.empty()) throw Error::at(source, "tensor 'd2t': " + problem);
+  }
+  return std::make_unique<EagleHead>(std::move(config), std::move(w), target, variant, d2t);
 }
 
-std::unique_ptr<EagleHead> EagleHead::random(const LlamaModel& target, uint64_t seed) {
+std::unique_ptr<EagleHead> EagleHead::random(const LlamaModel& target, uint64_t seed, const std::string& input_variant,
+                                             at::Tensor d2t) {
   ModelConfig c = target.config();
   c.num_hidden_layers = 1;
   c.tie_word_embeddings = false;
@@ -185,14 +269,14 @@ std::unique_ptr<EagleHead> EagleHead::random(const LlamaModel& target, uint64_t 
   const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads;
   const int64_t I = c.intermediate_size;
   EagleHeadWeights w;
-  w.fc = normal({d, 2 * d});
+  w.fc = normal({d, eagle_fc_input_width(input_variant, d)});
   w.fc_bias = at::zeros({d}, o.tensor_options());
   w.layer.wqkv = normal({(H + 2 * KVH) * hd, d});
   w.layer.wo = normal({d, H * hd});
   w.layer.mlp_norm = at::ones({d}, o.tensor_options());
   w.layer.w_gate_up = normal({2 * I, d});
   w.layer.w_down = normal({d, I});
-  return std::make_unique<EagleHead>(std::move(c), std::move(w), target);
+  return std::make_unique<EagleHead>(std::move(c), std::move(w), target, input_variant, std::move(d2t));
 }
 
 void EagleHead::save(const std::string& dir, at::ScalarType file_dtype) const {
@@ -218,11 +302,14 @@ void EagleHead::save(const std::string& dir, at::ScalarType file_dtype) const {
   std::vector<TensorToWrite> entries;
   for (const auto& [name, t] : named)
     entries.push_back({name, st, t.sizes().vec(), t.data_ptr(), static_cast<size_t>(t.nbytes())});
+  if (d2t_.defined())  // target ids, exact whatever the file dtype
+    entries.push_back({"d2t", DType::I64, d2t_.sizes().vec(), d2t_.data_ptr(), static_cast<size_t>(d2t_.nbytes())});
   write_safetensors(dir + "/model.safetensors", entries, {{"format", "pt"}});
 
   json j = c.to_hf_json(torch_dtype);
   j["bias"] = weights_.fc_bias.defined();
   j[kInputKey] = input_variant_;
+  if (d2t_.defined()) j[kDraftVocabKey] = d2t_.size(0);
   write_file_atomically(dir + "/config.json", j.dump(2) + "\n");
 }
 
@@ -267,9 +354,9 @@ at::Tensor EagleHead::run(KvCache& cache, const at::Tensor& tokens, const at::Te
   const ComputeOptions& o = target_.options();
   const int64_t n = tokens.size(0), start = cache.length();
   const auto [cos, sin] = rope_.at_positions(positions.to(o.device));
-  // Embedding first, then the feature: the order fc.weight was trained with (cnets1: cat((inputs_embeds, hidden))).
-  auto embedded = at::embedding(target_.weights().embed, tokens.to(o.device));
-  auto x = project(at::cat({embedded, features.to(o.device, o.dtype)}, 1), weights_.fc);
+  at::Tensor embedded;  // feature_only reads no token: skip the lookup
+  if (input_variant_ != kEagleInputFeatureOnly) embedded = at::embedding(target_.weights().embed, tokens.to(o.device));
+  auto x = project(eagle_fc_input(input_variant_, embedded, features.to(o.device, o.dtype)), weights_.fc);
   if (weights_.fc_bias.defined()) x = x + weights_.fc_bias;
   auto out = llama_decoder_layer(x, weights_.layer, config_, cache, /*layer=*/0, start, cos, sin, mask,
                                  /*input_norm=*/false);
@@ -277,9 +364,17 @@ at::Tensor EagleHead::run(KvCache& cache, const at::Tensor& tokens, const at::Te
   return out;
 }
 
-at::Tensor EagleHead::logits(const at::Tensor& predicted_features) const {
+at::Tensor EagleHead::draft_logits(const at::Tensor& predicted_features) const {
   // No final norm: the head is trained so that its output goes straight into the target's LM head.
-  return project(predicted_features, target_.weights().lm_head).to(at::kFloat);
+  return project(predicted_features, d2t_.defined() ? draft_lm_head_ : target_.weights().lm_head).to(at::kFloat);
+}
+
+at::Tensor EagleHead::logits(const at::Tensor& predicted_features) const {
+  if (!d2t_.defined()) return draft_logits(predicted_features);
+  // Spread over the target vocabulary: -inf (probability 0) outside the draft vocabulary.
+  const auto reduced = draft_logits(predicted_features);
+  auto full = at::full({reduced.size(0), config_.vocab_size}, -std::numeric_limits<float>::infinity(), reduced.options());
+  return full.index_copy_(1, d2t_device_, reduced);
 }
 
 at::Tensor EagleHead::probabilities(const at::Tensor& predicted_features) const {

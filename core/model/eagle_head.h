@@ -23,7 +23,28 @@
 // Refused: layers.0.input_layernorm.weight. The official layer 0 has no input norm; a checkpoint carrying one was
 // trained with a different architecture, and running it without (or with) that norm would silently draft
 // garbage, so load() fails naming the key. Any other unknown key is refused too (e.g. an EAGLE-3 head).
-// Published heads ship pytorch_model.bin; convert them to safetensors first (keys unchanged).
+// Published heads ship pytorch_model.bin: `draftlab convert-head IN.bin OUT_DIR` turns one into such a folder (keys
+// unchanged; core/model/torch_checkpoint.h).
+//
+// Input variants (EAGLE paper 4.3.2, Figure 8), recorded in config.json as "draftlab_eagle_input". Head row i
+// always predicts f_{i+1}; what it reads differs:
+//   feature_shifted_token    (t_{i+1}, f_i)  EAGLE: the token sampled from f_i resolves the sampling randomness
+//   feature_unshifted_token  (t_i, f_i)      the token that produced f_i: siblings in a draft tree get one prediction
+//   feature_only             f_i
+//   token_only               t_{i+1}          a one-layer token LM on the target's frozen embedding and LM head
+// The two-input variants keep the official fc [d, 2d] over concat(embed, feature). The one-input variants use
+// fc [d, d] (with bias) over that one input: the paper keeps the rest of the architecture identical and uses the
+// FC only to reduce the concatenated width; we keep a d -> d fc anyway so that every variant has the same keys
+// and the same trainable pieces (for token_only it is the only trainable map on the frozen embedding before the
+// attention). forward() always takes a token and a feature per row; a variant ignores what it does not read, and
+// the caller (EagleDrafter, HeadTrainingModel) passes the token the variant reads (eagle_row_token_is_unshifted).
+//
+// Reduced draft vocabulary (FR-Spec, EAGLE-3): config.json "draft_vocab_size": K and a tensor d2t [K] int64 in
+// model.safetensors holding the target ids of the draft vocabulary (unique, each in [0, vocab)). The head's
+// logits are then the target LM head's rows for those ids only, gathered once at construction: a draft step
+// costs K * d instead of vocab * d. logits() still returns [n, vocab] with -inf outside the draft vocabulary,
+// so drafted tokens stay target ids and every strategy (and the verifier's q) works unchanged; the softmax over
+// that row is the softmax over the reduced vocabulary.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -41,12 +62,25 @@
 
 namespace draftlab {
 
-// What the head takes as input. Only the EAGLE-1/2 variant exists now; the name is recorded in config.json
-// ("draftlab_eagle_input") so that later variants cannot be loaded as this one by mistake.
+// What the head takes as input (see above). The name is recorded in config.json ("draftlab_eagle_input").
 inline constexpr const char* kEagleInputFeatureShiftedToken = "feature_shifted_token";
+inline constexpr const char* kEagleInputFeatureUnshiftedToken = "feature_unshifted_token";
+inline constexpr const char* kEagleInputFeatureOnly = "feature_only";
+inline constexpr const char* kEagleInputTokenOnly = "token_only";
+
+// Every known variant name, comma-separated (for messages).
+std::string eagle_input_names();
+bool is_eagle_input(const std::string& variant);
+// Width of fc's input: 2d for the two-input variants, d for the one-input ones.
+int64_t eagle_fc_input_width(const std::string& variant, int64_t hidden_size);
+// True when head row i reads t_i (feature_unshifted_token) rather than t_{i+1}.
+bool eagle_row_token_is_unshifted(const std::string& variant);
+// fc's input for a variant: concat(embedding, feature) (embedding first), the embedding, or the feature. Shapes
+// [..., d] -> [..., fc width]; shared by the inference head and the training forward.
+at::Tensor eagle_fc_input(const std::string& variant, const at::Tensor& embedded, const at::Tensor& features);
 
 struct EagleHeadWeights {
-  at::Tensor fc;       // [d, 2d] column-major: input = concat(embedding, feature)
+  at::Tensor fc;       // [d, 2d] column-major: input = concat(embedding, feature); [d, d] for one-input variants
   at::Tensor fc_bias;  // [d], undefined for a bias-free fc
   // The single decoder layer, fused like the target's (wqkv, w_gate_up); attn_norm is undefined (no input norm).
   LlamaLayerWeights layer;
@@ -56,8 +90,10 @@ class EagleHead {
  public:
   // config: the head's own shape (num_hidden_layers must be 1). `target` supplies embedding and LM head and must
   // outlive the head. Compute options (device, dtype) are the target's.
+  // d2t: the draft vocabulary's target ids [K] int64 (undefined = the full vocabulary). Throws Error on an unknown
+  // variant, an fc of the wrong width for it, or d2t ids out of range or repeated.
   EagleHead(ModelConfig config, EagleHeadWeights weights, const LlamaModel& target,
-            std::string input_variant = kEagleInputFeatureShiftedToken);
+            std::string input_variant = kEagleInputFeatureShiftedToken, at::Tensor d2t = {});
 
   // Loads a head folder (config.json + model.safetensors) or a .safetensors file with config.json beside it.
   // Throws Error naming the file and field: missing/unexpected tensors, wrong shapes, and a hidden or vocabulary
@@ -67,13 +103,18 @@ class EagleHead {
   // A randomly initialised head for `target` (for when no trained head exists): the target's shape with one
   // layer; projections normal(0, 0.02) as Hugging Face initialises, norm weights 1, fc bias 0. Deterministic in
   // seed. Useless as a drafter, but any head must keep decoding lossless, which is what tests check with it.
-  static std::unique_ptr<EagleHead> random(const LlamaModel& target, uint64_t seed);
+  // A variant other than the default draws fc [d, d] for the one-input variants (the two-input ones draw exactly
+  // what the default draws). d2t as in the constructor.
+  static std::unique_ptr<EagleHead> random(const LlamaModel& target, uint64_t seed,
+                                           const std::string& input_variant = kEagleInputFeatureShiftedToken,
+                                           at::Tensor d2t = {});
 
   // Writes a head folder in file_dtype (float32/float16/bfloat16): config.json and model.safetensors.
   void save(const std::string& dir, at::ScalarType file_dtype = at::kFloat) const;
 
   // The exact tensor names of a head checkpoint (the published layout above), in file order.
-  static std::vector<std::string> checkpoint_keys(bool fc_bias = true);
+  // (with_d2t: a reduced-vocabulary head, which adds "d2t" last.)
+  static std::vector<std::string> checkpoint_keys(bool fc_bias = true, bool with_d2t = false);
 
   // A cache for the head's single layer.
   KvCache make_cache(int64_t capacity) const;
@@ -90,14 +131,21 @@ class EagleHead {
   at::Tensor forward_visible(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
                              const at::Tensor& positions, const at::Tensor& visible) const;
 
-  // Next-token logits [n, vocab] float32 from predicted features [n, d], through the target's LM head.
+  // Next-token logits [n, vocab] float32 from predicted features [n, d], through the target's LM head (only its
+  // draft-vocabulary rows for a reduced head; -inf in the other columns).
   at::Tensor logits(const at::Tensor& predicted_features) const;
   // softmax(logits): the head's raw next-token distribution (no temperature), EAGLE-2's "confidence".
   at::Tensor probabilities(const at::Tensor& predicted_features) const;
+  // Logits over the draft vocabulary only [n, K] float32 (column j is target id d2t[j]); == logits() for a
+  // full-vocabulary head.
+  at::Tensor draft_logits(const at::Tensor& predicted_features) const;
 
   const ModelConfig& config() const { return config_; }
   const EagleHeadWeights& weights() const { return weights_; }
   const std::string& input_variant() const { return input_variant_; }
+  // The draft vocabulary's target ids [K] int64 on the CPU; undefined for a full-vocabulary head.
+  const at::Tensor& d2t() const { return d2t_; }
+  int64_t draft_vocab_size() const { return d2t_.defined() ? d2t_.size(0) : config_.vocab_size; }
   const ComputeOptions& options() const { return target_.options(); }
   const LlamaModel& target() const { return target_; }
   int64_t num_parameters() const;
@@ -110,6 +158,9 @@ class EagleHead {
   EagleHeadWeights weights_;
   const LlamaModel& target_;
   std::string input_variant_;
+  at::Tensor d2t_;              // [K] int64 CPU, undefined = full vocabulary
+  at::Tensor d2t_device_;       // the same on the compute device (scatter index)
+  at::Tensor draft_lm_head_;    // [K, d] the target LM head's rows for d2t, column-major; undefined = full
   RotaryEmbedding rope_;
 };
 

@@ -9,6 +9,8 @@
 
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
+#include "core/io/safetensors.h"
+#include "core/io/tensor_entry.h"
 #include "core/model/training_forward.h"
 
 namespace draftlab {
@@ -31,6 +33,17 @@ EagleHeadWeights map_weights(const EagleHeadWeights& w, F f) {
   return out;
 }
 
+// Which head rows count under a window loss mask [B, T + 1]: row i predicts the distribution of w_{i+2}, so it
+// counts iff mask[i + 2]; the last row's token lies past the window and takes mask[T]. Returns [B, T] float 0/1.
+at::Tensor row_mask(const at::Tensor& loss_mask, int64_t B, int64_t T) {
+  check(loss_mask.dim() == 2 && loss_mask.size(0) == B && loss_mask.size(1) == T + 1,
+        "head loss: loss_mask must be [batch, length + 1] = [" + std::to_string(B) + ", " + std::to_string(T + 1) +
+            "], got " + shape_string(loss_mask.sizes().vec()));
+  const auto m = loss_mask.to(at::kCPU).ne(0).to(at::kFloat);
+  if (T == 1) return m.narrow(1, 1, 1).clone();
+  return at::cat({m.narrow(1, 2, T - 1), m.narrow(1, T, 1)}, 1);
+}
+
 ModelConfig head_config(const LlamaModel& target) {
   ModelConfig c = target.config();
   c.num_hidden_layers = 1;
@@ -40,13 +53,28 @@ ModelConfig head_config(const LlamaModel& target) {
 
 }  // namespace
 
-HeadTrainingModel::HeadTrainingModel(const LlamaModel& target, uint64_t seed)
+HeadTrainingModel::HeadTrainingModel(const LlamaModel& target, uint64_t seed, std::string input_variant, at::Tensor d2t)
     : target_(target),
       config_(head_config(target)),
       target_rope_(target.config(), target.options()),
-      rope_(config_, target.options()) {
-  const auto head = EagleHead::random(target, seed);
+      rope_(config_, target.options()),
+      input_variant_(std::move(input_variant)) {
+  const auto head = EagleHead::random(target, seed, input_variant_, d2t);  // checks the variant and d2t
   w_ = map_weights(head->weights(), leaf);
+  if (head->d2t().defined()) {
+    d2t_ = head->d2t();
+    draft_lm_head_ = target.weights().lm_head.index_select(0, d2t_.to(target.weights().lm_head.device())).contiguous();
+  }
+}
+
+HeadTrainingModel::ChainAcceptance& HeadTrainingModel::ChainAcceptance::operator+=(const ChainAcceptance& o) {
+  for (int n = 0; n < kAlphaSteps; ++n) agreed[n] += o.agreed[n], tried[n] += o.tried[n];
+  return *this;
+}
+
+at::Tensor HeadTrainingModel::row_tokens(const at::Tensor& windows) const {
+  const int64_t T = windows.size(1) - 1;
+  return windows.narrow(1, eagle_row_token_is_unshifted(input_variant_) ? 0 : 1, T);
 }
 
 std::vector<std::pair<std::string, at::Tensor>> HeadTrainingModel::parameters() const {
@@ -70,25 +98,39 @@ at::Tensor HeadTrainingModel::forward(const at::Tensor& tokens_in, const at::Ten
                                         " exceeds max_position_embeddings");
   const auto tokens = tokens_in.to(w_.fc.device());
   const auto [cos, sin] = rope_.at_positions(at::arange(T, tokens.options()));
-  // Embedding first, then the feature, as EagleHead::run (cnets1: cat((inputs_embeds, hidden_states))).
+  // The variant's fc input, as EagleHead::run (two-input: embedding first, cnets1's cat((inputs_embeds, hidden))).
   auto embedded = at::embedding(target_.weights().embed, tokens);
-  auto x = at::matmul(at::cat({embedded, features.to(w_.fc.scalar_type())}, -1), w_.fc.t()) + w_.fc_bias;
+  auto x = at::matmul(eagle_fc_input(input_variant_, embedded, features.to(w_.fc.scalar_type())), w_.fc.t()) + w_.fc_bias;
   return training_decoder_layer(config_, w_.layer, x, cos, sin, causal_mask(T, w_.fc.options()),
                                 /*input_norm=*/false);
 }
 
-HeadTrainingModel::Loss HeadTrainingModel::loss(const at::Tensor& windows_in, int64_t noise_seed,
-                                                double cls_weight) const {
+HeadTrainingModel::Loss HeadTrainingModel::loss(const at::Tensor& windows_in, int64_t noise_seed, double cls_weight,
+                                                const at::Tensor& loss_mask, const at::Tensor& target_features) const {
   check(windows_in.dim() == 2 && windows_in.size(1) >= 2, "head loss: windows must be [batch, length + 1]");
   const auto windows = windows_in.to(w_.fc.device());
-  const int64_t T = windows.size(1) - 1;
+  const int64_t B = windows.size(0), T = windows.size(1) - 1, d = config_.hidden_size;
   const at::Tensor& lm_head = target_.weights().lm_head;
+  // float32 losses (bf16 heads upcast); float64 heads stay float64, so gradients can be checked numerically.
+  const at::ScalarType loss_type = w_.fc.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   at::Tensor f, target_probs, target_top;
   {
     at::NoGradGuard no_grad;
-    f = training_features(target_.config(), target_.weights(), target_rope_, windows);  // [B, T + 1, d]
-    auto target_logits = at::matmul(f.narrow(1, 1, T), lm_head.t()).to(at::kFloat);
-    target_probs = at::softmax(target_logits, -1);
+    if (target_features.defined()) {
+      check(target_features.dim() == 3 && target_features.size(0) == B && target_features.size(1) == T + 1 &&
+                target_features.size(2) == d,
+            "head loss: target_features must be [batch, length + 1, hidden_size] = [" + std::to_string(B) + ", " +
+                std::to_string(T + 1) + ", " + std::to_string(d) + "], got " +
+                shape_string(target_features.sizes().vec()));
+      f = target_features.to(w_.fc.device(), w_.fc.scalar_type());
+    } else {
+      f = training_features(target_.config(), target_.weights(), target_rope_, windows);  // [B, T + 1, d]
+    }
+    auto target_logits = at::matmul(f.narrow(1, 1, T), lm_head.t()).to(loss_type);
+    // A reduced head learns the target's distribution restricted to its vocabulary and renormalised (softmax of
+    // the target's logits at the kept ids); accuracy below still compares with the full-vocabulary argmax.
+    target_probs = at::softmax(d2t_.defined() ? target_logits.index_select(-1, d2t_.to(target_logits.device()))
+                                              : target_logits, -1);
     target_top = target_logits.argmax(-1);
   }
   auto inputs = f.narrow(1, 0, T);
@@ -97,24 +139,125 @@ HeadTrainingModel::Loss HeadTrainingModel::loss(const at::Tensor& windows_in, in
     auto noise = (at::rand(inputs.sizes(), gen, at::TensorOptions().dtype(at::kFloat)) - 0.5) * 0.2;
     inputs = inputs + noise.to(inputs.device(), inputs.scalar_type());
   }
-  auto predicted = forward(windows.narrow(1, 1, T), inputs);
+  auto predicted = forward(row_tokens(windows), inputs);
   auto expected = f.narrow(1, 1, T);
-  auto smooth = at::smooth_l1_loss(predicted.to(at::kFloat), expected.to(at::kFloat));
-  auto logits = at::matmul(predicted, lm_head.t()).to(at::kFloat);
-  auto soft_ce = -(target_probs * at::log_softmax(logits, -1)).sum(-1).mean();
+  auto logits = at::matmul(predicted, (d2t_.defined() ? draft_lm_head_ : lm_head).t()).to(loss_type);
+  // The head's top-1 as target ids.
+  auto top1 = [&] {
+    auto index = logits.detach().argmax(-1);
+    return d2t_.defined() ? d2t_.to(index.device()).index_select(0, index.flatten()).view_as(index) : index;
+  };
   Loss out;
+  at::Tensor smooth, soft_ce;
+  if (!loss_mask.defined()) {
+    smooth = at::smooth_l1_loss(predicted.to(loss_type), expected.to(loss_type));
+    soft_ce = -(target_probs * at::log_softmax(logits, -1)).sum(-1).mean();
+    out.correct = top1().eq(target_top).sum().item<int64_t>();
+    out.count = target_top.numel();
+  } else {
+    const at::Tensor rows = row_mask(loss_mask, B, T).to(logits.device(), loss_type);  // [B, T] float 0/1
+    const at::Tensor counted = rows.sum();
+    const at::Tensor denominator = at::clamp_min(counted, 1.0);
+    auto per_element = at::smooth_l1_loss(predicted.to(loss_type), expected.to(loss_type), at::Reduction::None);
+    smooth = (per_element.mean(-1) * rows).sum() / denominator;
+    soft_ce = (-(target_probs * at::log_softmax(logits, -1)).sum(-1) * rows).sum() / denominator;
+    const at::Tensor agree = top1().eq(target_top).to(at::kFloat) * rows;
+    out.correct = static_cast<int64_t>(agree.sum().item<double>());
+    out.count = static_cast<int64_t>(counted.item<double>());
+  }
   out.loss = smooth + cls_weight * soft_ce;
   out.smooth_l1 = smooth.item<double>();
   out.soft_ce = soft_ce.item<double>();
-  out.correct = logits.detach().argmax(-1).eq(target_top).sum().item<int64_t>();
-  out.count = target_top.numel();
   return out;
 }
 
 std::unique_ptr<EagleHead> HeadTrainingModel::to_head() const {
   const ComputeOptions& o = target_.options();
   auto copy = [&](const at::Tensor& t) { return t.detach().to(o.device, o.dtype).clone(); };
-  return std::make_unique<EagleHead>(config_, map_weights(w_, copy), target_);
+  return std::make_unique<EagleHead>(config_, map_weights(w_, copy), target_, input_variant_, d2t_);
+}
+
+HeadTrainingModel::ChainAcceptance HeadTrainingModel::chain_acceptance(const at::Tensor& windows_in,
+                                                                       const at::Tensor& loss_mask,
+                                                                       const at::Tensor& target_features) const {
+  check(windows_in.dim() == 2 && windows_in.size(1) >= 2, "chain acceptance: windows must be [batch, length + 1]");
+  at::NoGradGuard no_grad;
+  const auto head = to_head();
+  const auto windows = windows_in.to(at::kCPU);
+  const int64_t B = windows.size(0), T = windows.size(1) - 1, d = config_.hidden_size;
+  at::Tensor f;
+  if (target_features.defined()) {
+    check(target_features.dim() == 3 && target_features.size(0) == B && target_features.size(1) == T + 1 &&
+              target_features.size(2) == d,
+          "chain acceptance: target_features must be [batch, length + 1, hidden_size], got " +
+              shape_string(target_features.sizes().vec()));
+    f = target_features;
+  } else {
+    f = training_features(target_.config(), target_.weights(), target_rope_, windows.to(w_.fc.device()));
+  }
+  // target_top[b][j]: the target's argmax from f_j, i.e. its choice of w_{j+1}. Row r predicts f_{r+1}: its token
+  // is compared with target_top[r + 1].
+  const auto target_top =
+      at::matmul(f.to(w_.fc.scalar_type()), target_.weights().lm_head.t()).argmax(-1).to(at::kCPU);
+  const auto rows = (loss_mask.defined() ? row_mask(loss_mask, B, T) : at::ones({B, T})).ne(0);  // [B, T] bool
+  const auto tokens = row_tokens(windows);
+  ChainAcceptance out;
+  for (int64_t b = 0; b < B; ++b) {
+    // Cache rows: the T true rows, then step n's rollout rows (one per start i = 0..T-1-n) at base[n] + i.
+    std::vector<int64_t> base(kAlphaSteps, 0);
+    int64_t capacity = T;
+    for (int n = 1; n < kAlphaSteps && n < T; ++n) base[n] = capacity, capacity += T - n;
+    KvCache cache = head->make_cache(capacity);
+    at::Tensor prev = head->forward(cache, tokens[b], f[b].narrow(0, 0, T), at::arange(T, at::kLong));
+    auto top = head->logits(prev).argmax(-1).to(at::kCPU);
+    at::Tensor alive = top.eq(target_top[b].narrow(0, 1, T)).logical_and(rows[b]);  // [T]: agreed so far
+    out.tried[0] += rows[b].sum().item<int64_t>();
+    out.agreed[0] += alive.sum().item<int64_t>();
+    for (int n = 1; n < kAlphaSteps && n < T; ++n) {
+      const int64_t m = T - n, len = cache.length();  // starts i = 0..m-1 at positions i + n
+      auto visible = at::zeros({m, len + m}, at::kBool);
+      auto v = visible.accessor<bool, 2>();
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t r = 0; r <= i; ++r) v[i][r] = true;            // true rows 0..i
+        for (int k = 1; k < n; ++k) v[i][base[k] + i] = true;       // this rollout's earlier steps
+        v[i][len + i] = true;                                       // itself
+      }
+      // Row i + n reads the window's token and the rollout's own prediction of f_{i+n} (the previous step's output).
+      prev = head->forward_visible(cache, tokens[b].narrow(0, n, m), prev.narrow(0, 0, m),
+                                   at::arange(n, T, at::kLong), visible);
+      top = head->logits(prev).argmax(-1).to(at::kCPU);
+      const auto tried = alive.narrow(0, 0, m).logical_and(rows[b].narrow(0, n, m));
+      alive = tried.logical_and(top.eq(target_top[b].narrow(0, n + 1, m)));
+      out.tried[n] += tried.sum().item<int64_t>();
+      out.agreed[n] += alive.sum().item<int64_t>();
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Adds the occurrences of each id of `tokens` to counts [vocab].
+void count_tokens(at::Tensor& counts, const at::Tensor& tokens) {
+  counts += at::bincount(tokens.to(at::kCPU).flatten(), {}, counts.size(0));
+}
+
+// The k ids with the largest counts [vocab], ties to the lower id, sorted by id.
+at::Tensor top_ids(const at::Tensor& counts, int64_t k) {
+  const int64_t vocab = counts.size(0);
+  check(k >= 1 && k <= vocab, "--draft-vocab: expected 1.." + std::to_string(vocab) + " (the target's vocabulary), got " +
+                                  std::to_string(k));
+  // Stable descending sort by count: equal counts keep id order, so ties go to the lower id.
+  const auto order = std::get<1>(counts.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+  return std::get<0>(order.narrow(0, 0, k).sort());
+}
+
+}  // namespace
+
+at::Tensor most_frequent_tokens(const std::vector<at::Tensor>& tokens, int64_t vocab, int64_t k) {
+  auto counts = at::zeros({vocab}, at::kLong);
+  for (const auto& t : tokens) count_tokens(counts, t);
+  return top_ids(counts, k);
 }
 
 HeadTrainingResult train_eagle_head(const LlamaModel& target, const HeadTrainingOptions& o, const TextDataset& data) {
@@ -127,7 +270,20 @@ HeadTrainingResult train_eagle_head(const LlamaModel& target, const HeadTraining
   std::filesystem::create_directories(o.out_dir);
   const std::string state_path = o.out_dir + "/training_state.safetensors";
 
-  HeadTrainingModel model(target, o.seed);
+  check(is_eagle_input(o.input), "--input: expected one of " + eagle_input_names() + ", got '" + o.input + "'");
+  // The draft vocabulary: the K most frequent tokens of every training window this run will see (its batches
+  // depend on (seed, step) only, so a resumed run recomputes the same map).
+  at::Tensor d2t;
+  if (o.draft_vocab > 0) {
+    const int64_t V = target.config().vocab_size;
+    check(o.draft_vocab <= V, "--draft-vocab: expected 1.." + std::to_string(V) + " (the target's vocabulary), got " +
+                                  std::to_string(o.draft_vocab));
+    auto counts = at::zeros({V}, at::kLong);
+    for (int64_t step = 0; step < o.trainer.steps; ++step)
+      count_tokens(counts, data.train_batch(o.batch, o.context, o.seed, step));
+    d2t = top_ids(counts, o.draft_vocab);
+  }
+  HeadTrainingModel model(target, o.seed, o.input, d2t);
   const std::string config_text = model.config().to_hf_json().dump();
   TrainerOptions topt = o.trainer;
   topt.tokens_per_step = o.batch * o.context;
@@ -135,26 +291,50 @@ HeadTrainingResult train_eagle_head(const LlamaModel& target, const HeadTraining
   const std::map<std::string, std::string> identity = {{"head_config", config_text},
                                                        {"seed", std::to_string(o.seed)},
                                                        {"batch", std::to_string(o.batch)},
-                                                       {"context", std::to_string(o.context)}};
+                                                       {"context", std::to_string(o.context)},
+                                                       {"input", o.input},
+                                                       {"draft_vocab", std::to_string(o.draft_vocab)}};
+  HeadTrainingResult result;
   if (o.resume) {
     if (!is_file(state_path)) throw Error("--resume: " + state_path + " not found");
-    const auto meta = trainer.load_state(state_path);
+    // The identity first: another run's state (say another input variant) would otherwise fail on a tensor shape.
+    const auto meta = SafetensorsFile(state_path).metadata();
     for (const auto& [key, value] : identity) {
       auto it = meta.find(key);
-      if (it == meta.end() || it->second != value)
+      // States written before the input variants and draft vocabularies existed were the defaults.
+      const std::string fallback = key == "input" ? kEagleInputFeatureShiftedToken : key == "draft_vocab" ? "0" : "";
+      if (it == meta.end() ? fallback != value : it->second != value)
         throw Error::in_file(state_path, "metadata " + key, "'" + value + "' (this run's options)",
                              it == meta.end() ? "none" : "'" + it->second + "'");
+    }
+    trainer.load_state(state_path);
+    // The validation accuracy and n-alpha of the passes before the resume (the Trainer keeps only the losses).
+    if (auto it = meta.find("head_eval"); it != meta.end()) {
+      const TrainingCurves before = TrainingCurves::from_json(it->second, state_path);
+      result.eval_accuracy = before.eval_accuracy;
+      result.eval_alpha = before.eval_alpha;
     }
   }
 
   const at::Tensor val = data.validation_windows(o.context, o.eval_windows);
-  HeadTrainingResult result;
+  const at::Tensor val_mask =
+      data.has_loss_mask() ? data.validation_window_masks(o.context, o.eval_windows) : at::Tensor();
+  // Built on first use (the target's features of the first epoch's windows), then read back on every run.
+  const std::unique_ptr<FeatureCache> cache =
+      o.feature_cache.path.empty() ? nullptr
+                                   : FeatureCache::open_or_build(o.feature_cache, target, data, o.batch, o.context,
+                                                                 o.seed, o.trainer.steps);
   Trainer::Hooks hooks;
   hooks.loss = [&](int64_t step) {
-    const auto windows = data.train_batch(o.batch, o.context, o.seed, step);
     // The noise of step s depends only on (seed, s), like its batch, so a resumed run is the same run.
     const int64_t noise_seed = static_cast<int64_t>((o.seed * 1000003ULL + static_cast<uint64_t>(step)) & 0x7fffffffffffULL);
-    return model.loss(windows, noise_seed, o.cls_weight).loss;
+    if (cache) {  // the same windows as on the fly for the cached steps, the target's features read back
+      const CachedBatch b = cache->batch(step);
+      return model.loss(b.windows, noise_seed, o.cls_weight, b.mask, b.features).loss;
+    }
+    const auto windows = data.train_batch(o.batch, o.context, o.seed, step);
+    const at::Tensor mask = data.has_loss_mask() ? data.train_batch_mask(o.batch, o.context, o.seed, step) : at::Tensor();
+    return model.loss(windows, noise_seed, o.cls_weight, mask).loss;
   };
   hooks.eval_loss = [&] {
     at::NoGradGuard no_grad;
@@ -162,31 +342,52 @@ HeadTrainingResult train_eagle_head(const LlamaModel& target, const HeadTraining
     int64_t correct = 0, count = 0;
     for (int64_t i = 0; i < val.size(0); i += o.batch) {
       const auto part = val.narrow(0, i, std::min(o.batch, val.size(0) - i));
-      const auto l = model.loss(part, -1, o.cls_weight);
+      const auto l = model.loss(part, -1, o.cls_weight,
+                                val_mask.defined() ? val_mask.narrow(0, i, part.size(0)) : at::Tensor());
       total += l.loss.item<double>() * static_cast<double>(part.size(0));
       correct += l.correct;
       count += l.count;
     }
     const double accuracy = count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0;
     result.eval_accuracy.push_back(accuracy);
+    HeadTrainingModel::ChainAcceptance acceptance;
+    for (int64_t i = 0; i < val.size(0); i += o.batch) {
+      const int64_t n = std::min(o.batch, val.size(0) - i);
+      acceptance += model.chain_acceptance(val.narrow(0, i, n), val_mask.defined() ? val_mask.narrow(0, i, n) : at::Tensor());
+    }
+    std::vector<double> alpha;
+    for (int n = 0; n < HeadTrainingModel::kAlphaSteps; ++n) alpha.push_back(acceptance.alpha(n));
+    result.eval_alpha.push_back(alpha);
     if (!o.trainer.quiet)
-      std::fprintf(stderr, "\nvalidation at step %ld: top-1 accuracy %.4f\n", static_cast<long>(trainer.step()),
-                   accuracy);
+      std::fprintf(stderr, "\nvalidation at step %ld: top-1 accuracy %.4f, 0..4-alpha %.3f %.3f %.3f %.3f %.3f\n",
+                   static_cast<long>(trainer.step()), accuracy, alpha[0], alpha[1], alpha[2], alpha[3], alpha[4]);
     return total / static_cast<double>(val.size(0));
+  };
+  // The Trainer's curves plus this run's validation accuracy and n-alpha, one entry per validation pass.
+  auto curves_with_eval = [&] {
+    TrainingCurves c = trainer.curves();
+    c.eval_accuracy = result.eval_accuracy;
+    c.eval_alpha = result.eval_alpha;
+    return c;
   };
   hooks.save = [&](int64_t) {
     model.to_head()->save(o.out_dir, o.save_dtype);
-    trainer.save_state(state_path, identity);
+    std::map<std::string, std::string> state_meta = identity;
+    TrainingCurves head_eval;
+    head_eval.eval_accuracy = result.eval_accuracy;
+    head_eval.eval_alpha = result.eval_alpha;
+    state_meta["head_eval"] = head_eval.to_json();
+    trainer.save_state(state_path, state_meta);
     std::map<std::string, std::string> attrs = identity;
     attrs["command_line"] = o.command_line;
     attrs["date"] = utc_timestamp();
-    write_training_log(o.out_dir + "/training_log.h5", trainer.curves(), attrs);
+    write_training_log(o.out_dir + "/training_log.h5", curves_with_eval(), attrs);
   };
   trainer.run(hooks);
 
   for (const auto& [name, p] : model.parameters()) result.parameters += p.numel();
   result.tokens_per_second = trainer.tokens_per_second();
-  result.curves = trainer.curves();
+  result.curves = curves_with_eval();
   return result;
 }
 

@@ -1,5 +1,6 @@
 #include "core/training/text_dataset.h"
 
+#include <cstdio>
 #include <random>
 
 #include "core/base/error.h"
@@ -58,7 +59,21 @@ TextDataset::TextDataset(const std::string& corpus_path, const Tokenizer& tokeni
 TextDataset::TextDataset(std::vector<int32_t> train, std::vector<int32_t> validation)
     : train_(std::move(train)), validation_(std::move(validation)) {}
 
-at::Tensor TextDataset::train_batch(int64_t batch, int64_t context, uint64_t seed, int64_t step) const {
+TextDataset::TextDataset(std::vector<int32_t> train, std::vector<int32_t> validation, std::vector<uint8_t> train_mask,
+                         std::vector<uint8_t> validation_mask, int64_t sequences)
+    : train_(std::move(train)),
+      validation_(std::move(validation)),
+      train_mask_(std::move(train_mask)),
+      validation_mask_(std::move(validation_mask)),
+      stories_(sequences),
+      masked_(!train_mask_.empty() || !validation_mask_.empty()) {
+  check(!masked_ || (train_mask_.size() == train_.size() && validation_mask_.size() == validation_.size()),
+        "TextDataset: a loss mask must have one entry per token (training " + std::to_string(train_mask_.size()) +
+            " for " + std::to_string(train_.size()) + " tokens, validation " +
+            std::to_string(validation_mask_.size()) + " for " + std::to_string(validation_.size()) + ")");
+}
+
+std::vector<int64_t> TextDataset::train_offsets(int64_t batch, int64_t context, uint64_t seed, int64_t step) const {
   const int64_t n = train_tokens(), span = context + 1;
   if (n < span)
     throw Error("--context: expected at most " + std::to_string(n - 1) + " (the training split has " +
@@ -67,30 +82,103 @@ at::Tensor TextDataset::train_batch(int64_t batch, int64_t context, uint64_t see
   std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(step),
                     static_cast<uint32_t>(static_cast<uint64_t>(step) >> 32)};
   std::mt19937_64 gen(seq);
-  auto out = at::empty({batch, span}, at::TensorOptions().dtype(at::kLong));
-  int64_t* o = out.data_ptr<int64_t>();
   const uint64_t offsets = static_cast<uint64_t>(n - span + 1);
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t start = static_cast<int64_t>(gen() % offsets);
-    for (int64_t t = 0; t < span; ++t) o[b * span + t] = train_[start + t];
-  }
-  return out;
+  std::vector<int64_t> starts(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) starts[b] = static_cast<int64_t>(gen() % offsets);
+  return starts;
 }
 
-at::Tensor TextDataset::validation_windows(int64_t context, int64_t max_windows) const {
+std::vector<int64_t> TextDataset::validation_offsets(int64_t context, int64_t max_windows) const {
   const int64_t n = validation_tokens(), span = context + 1;
   const int64_t available = n / span;
   if (available == 0)
     throw Error("--context: expected at most " + std::to_string(n - 1) + " (the validation split has " +
                 std::to_string(n) + " tokens), got " + std::to_string(context));
   const int64_t count = std::min(available, max_windows);
-  auto out = at::empty({count, span}, at::TensorOptions().dtype(at::kLong));
-  int64_t* o = out.data_ptr<int64_t>();
-  for (int64_t w = 0; w < count; ++w) {
-    const int64_t start = (w * available / count) * span;
-    for (int64_t t = 0; t < span; ++t) o[w * span + t] = validation_[start + t];
-  }
+  std::vector<int64_t> starts(static_cast<size_t>(count));
+  for (int64_t w = 0; w < count; ++w) starts[w] = (w * available / count) * span;
+  return starts;
+}
+
+namespace {
+
+// [starts.size(), span] windows of `stream` as `dtype` (int64 tokens or float32 0/1 masks).
+template <class T, class Out>
+at::Tensor gather_windows(const std::vector<T>& stream, const std::vector<int64_t>& starts, int64_t span,
+                          at::ScalarType dtype) {
+  auto out = at::empty({static_cast<int64_t>(starts.size()), span}, at::TensorOptions().dtype(dtype));
+  Out* o = out.data_ptr<Out>();
+  for (size_t b = 0; b < starts.size(); ++b)
+    for (int64_t t = 0; t < span; ++t) o[static_cast<int64_t>(b) * span + t] = static_cast<Out>(stream[starts[b] + t]);
   return out;
+}
+
+}  // namespace
+
+at::Tensor TextDataset::train_batch(int64_t batch, int64_t context, uint64_t seed, int64_t step) const {
+  return gather_windows<int32_t, int64_t>(train_, train_offsets(batch, context, seed, step), context + 1, at::kLong);
+}
+
+at::Tensor TextDataset::validation_windows(int64_t context, int64_t max_windows) const {
+  return gather_windows<int32_t, int64_t>(validation_, validation_offsets(context, max_windows), context + 1,
+                                          at::kLong);
+}
+
+at::Tensor TextDataset::train_batch_mask(int64_t batch, int64_t context, uint64_t seed, int64_t step) const {
+  check(has_loss_mask(), "TextDataset::train_batch_mask: this dataset has no loss mask");
+  return gather_windows<uint8_t, float>(train_mask_, train_offsets(batch, context, seed, step), context + 1,
+                                        at::kFloat);
+}
+
+at::Tensor TextDataset::validation_window_masks(int64_t context, int64_t max_windows) const {
+  check(has_loss_mask(), "TextDataset::validation_window_masks: this dataset has no loss mask");
+  return gather_windows<uint8_t, float>(validation_mask_, validation_offsets(context, max_windows), context + 1,
+                                        at::kFloat);
+}
+
+TextDataset split_sequences(const std::vector<MaskedSequence>& sequences, int64_t validation_every, bool masked,
+                            const std::string& source) {
+  check(validation_every >= 2, "validation_every: expected >= 2, got " + std::to_string(validation_every));
+  if (static_cast<int64_t>(sequences.size()) < validation_every)
+    throw Error::in_file(source, "sequences", "at least " + std::to_string(validation_every) + " for a validation split",
+                         std::to_string(sequences.size()));
+  std::vector<int32_t> train, validation;
+  std::vector<uint8_t> train_mask, validation_mask;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const bool to_validation = static_cast<int64_t>(i % validation_every) == validation_every - 1;
+    const MaskedSequence& s = sequences[i];
+    check(s.mask.size() == s.tokens.size(), source + ": sequence " + std::to_string(i) + ": mask and tokens differ in length");
+    (to_validation ? validation : train).insert((to_validation ? validation : train).end(), s.tokens.begin(), s.tokens.end());
+    auto& m = to_validation ? validation_mask : train_mask;
+    m.insert(m.end(), s.mask.begin(), s.mask.end());
+  }
+  if (!masked) {  // empty masks: a dataset without a loss mask
+    train_mask.clear();
+    validation_mask.clear();
+  }
+  return TextDataset(std::move(train), std::move(validation), std::move(train_mask), std::move(validation_mask),
+                     static_cast<int64_t>(sequences.size()));
+}
+
+std::string TextDataset::fingerprint() const {
+  // FNV-1a over both streams and masks, each prefixed by its length so boundaries count.
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](const void* data, size_t bytes) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  };
+  auto add = [&](const auto& v) {
+    const uint64_t n = v.size();
+    mix(&n, sizeof n);
+    if (!v.empty()) mix(v.data(), v.size() * sizeof(v[0]));
+  };
+  add(train_);
+  add(validation_);
+  add(train_mask_);
+  add(validation_mask_);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
 }
 
 }  // namespace draftlab

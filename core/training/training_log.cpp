@@ -19,6 +19,8 @@ std::string TrainingCurves::to_json() const {
   j["learning_rate"] = learning_rate;
   j["eval_step"] = eval_step;
   j["eval_loss"] = eval_loss;
+  if (!eval_accuracy.empty()) j["eval_accuracy"] = eval_accuracy;
+  if (!eval_alpha.empty()) j["eval_alpha"] = eval_alpha;
   return j.dump();
 }
 
@@ -31,6 +33,8 @@ TrainingCurves TrainingCurves::from_json(const std::string& text, const std::str
     j.at("learning_rate").get_to(c.learning_rate);
     j.at("eval_step").get_to(c.eval_step);
     j.at("eval_loss").get_to(c.eval_loss);
+    if (j.contains("eval_accuracy")) j.at("eval_accuracy").get_to(c.eval_accuracy);
+    if (j.contains("eval_alpha")) j.at("eval_alpha").get_to(c.eval_alpha);
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw Error::at(source, std::string("curves: malformed JSON (") + e.what() + ")");
@@ -70,6 +74,19 @@ TrainingCurves read_training_log(const std::string& path, std::map<std::string, 
     c.learning_rate = read_vector<double>(file, "/train/learning_rate", H5::PredType::NATIVE_DOUBLE);
     c.eval_step = read_vector<int64_t>(file, "/eval/step", H5::PredType::NATIVE_INT64);
     c.eval_loss = read_vector<double>(file, "/eval/loss", H5::PredType::NATIVE_DOUBLE);
+    if (file.nameExists("/eval/accuracy"))
+      c.eval_accuracy = read_vector<double>(file, "/eval/accuracy", H5::PredType::NATIVE_DOUBLE);
+    if (file.nameExists("/eval/alpha")) {
+      H5::DataSet set = file.openDataSet("/eval/alpha");
+      hsize_t dims[2] = {0, 0};
+      if (set.getSpace().getSimpleExtentNdims() != 2) throw Error::at(path, "/eval/alpha: expected a 2-D dataset");
+      set.getSpace().getSimpleExtentDims(dims);
+      std::vector<double> flat(dims[0] * dims[1]);
+      if (!flat.empty()) set.read(flat.data(), H5::PredType::NATIVE_DOUBLE);
+      for (hsize_t r = 0; r < dims[0]; ++r)
+        c.eval_alpha.emplace_back(flat.begin() + static_cast<std::ptrdiff_t>(r * dims[1]),
+                                  flat.begin() + static_cast<std::ptrdiff_t>((r + 1) * dims[1]));
+    }
     if (attributes) {
       H5::Group root = file.openGroup("/");
       for (int i = 0; i < root.getNumAttrs(); ++i) {
@@ -88,6 +105,13 @@ TrainingCurves read_training_log(const std::string& path, std::map<std::string, 
 void write_training_log(const std::string& path, const TrainingCurves& c,
                         const std::map<std::string, std::string>& attributes) {
   const std::string tmp = path + ".tmp";
+  // /eval/alpha is one [passes, width] dataset: checked before any file exists.
+  const size_t alpha_width = c.eval_alpha.empty() ? 0 : c.eval_alpha.front().size();
+  std::vector<double> flat;
+  for (const auto& row : c.eval_alpha) {
+    if (row.size() != alpha_width) throw Error::at(path, "eval_alpha: rows of different lengths");
+    flat.insert(flat.end(), row.begin(), row.end());
+  }
   try {
     H5::Exception::dontPrint();  // errors become our Error below, not a stack dump on stderr
     {
@@ -102,6 +126,12 @@ void write_training_log(const std::string& path, const TrainingCurves& c,
       write_vector(eval, "step", c.eval_step, H5::PredType::NATIVE_INT64);
       write_vector(eval, "loss", c.eval_loss, H5::PredType::NATIVE_DOUBLE);
       write_vector(eval, "perplexity", perplexity, H5::PredType::NATIVE_DOUBLE);
+      if (!c.eval_accuracy.empty()) write_vector(eval, "accuracy", c.eval_accuracy, H5::PredType::NATIVE_DOUBLE);
+      if (!c.eval_alpha.empty()) {
+        const hsize_t dims[2] = {c.eval_alpha.size(), alpha_width};
+        H5::DataSet set = eval.createDataSet("alpha", H5::PredType::NATIVE_DOUBLE, H5::DataSpace(2, dims));
+        if (!flat.empty()) set.write(flat.data(), H5::PredType::NATIVE_DOUBLE);
+      }
       H5::Group root = file.openGroup("/");
       for (const auto& [key, value] : attributes) {
         H5::StrType type(H5::PredType::C_S1, value.empty() ? 1 : value.size());

@@ -1,6 +1,8 @@
 // The curves of a training run and their HDF5 log.
 //   /train/step, /train/loss, /train/learning_rate   one entry per optimisation step
 //   /eval/step, /eval/loss, /eval/perplexity         one entry per validation pass
+//   /eval/accuracy, /eval/alpha [passes, 5]          EAGLE heads only (present when filled): top-1 accuracy and
+//                                                    chain acceptance 0-alpha .. 4-alpha per validation pass
 // plus string attributes on the root group (command line, config, seed, date, ...). Written atomically.
 #pragma once
 
@@ -17,6 +19,9 @@ struct TrainingCurves {
   std::vector<double> learning_rate;
   std::vector<int64_t> eval_step;  // 0 = before the first step
   std::vector<double> eval_loss;
+  // Optional (EAGLE head training; empty elsewhere and in logs without them): per validation pass.
+  std::vector<double> eval_accuracy;
+  std::vector<std::vector<double>> eval_alpha;  // each [0-alpha, 1-alpha, ...], all rows the same length
 
   // JSON text, so a training-state file can carry the curves of the steps before a resume.
   std::string to_json() const;

@@ -40,6 +40,17 @@ inline std::vector<StrategyConfig> all_strategy_configs(const std::string& targe
       {"eagle2_small", "eagle2", {"total_tokens=12", "depth=4", "top_k=3"}},
       {"eagle2_ablations", "eagle2", {"rank_by=confidence", "rerank=false", "top_k=4", "depth=3"}},
       {"eagle2_auto", "eagle2", {"total_tokens=auto", "max_auto_tokens=32"}},
+      // The head's input variants (EAGLE Figure 8) and a reduced draft vocabulary, on random heads: what the
+      // drafter feeds each variant must never change the output. The last one drafts ranks beyond its 4-token
+      // vocabulary (probability-0 candidates) with the unshifted variant's identical sibling rows. Reduced
+      // vocabularies are small enough for the 8-token sampling target; their random ids come from head_seed,
+      // chosen so that the wrong-acceptance-rule check still has power (the seed only moves that statistic).
+      {"eagle_chain_unshifted", "eagle-chain", {"depth=4", "head_input=feature_unshifted_token"}},
+      {"eagle2_feature_only", "eagle2", {"total_tokens=16", "depth=4", "top_k=4", "head_input=feature_only"}},
+      {"eagle2_token_only", "eagle2", {"total_tokens=16", "depth=4", "top_k=4", "head_input=token_only"}},
+      {"eagle_chain_draft_vocab", "eagle-chain", {"depth=4", "draft_vocab=6", "head_seed=1"}},
+      {"eagle2_draft_vocab", "eagle2", {"total_tokens=16", "depth=4", "top_k=4", "draft_vocab=6"}},
+      {"static_tree_draft_vocab_small", "static-tree", {"draft_vocab=4", "head_input=feature_unshifted_token", "head_seed=1"}},
   };
 }
 

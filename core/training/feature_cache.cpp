@@ -1,0 +1,365 @@
+#include "core/training/feature_cache.h"
+
+#include <H5Cpp.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "core/base/error.h"
+#include "core/base/file_bytes.h"
+#include "core/model/rope.h"
+#include "core/model/training_forward.h"
+#include "core/training/training_log.h"
+
+namespace draftlab {
+
+namespace {
+
+const char* kFormat = "draftlab-feature-cache-v1";
+
+// FNV-1a over 64-bit words (then the tail bytes): fast enough to hash a large model's weights in seconds.
+class Hash64 {
+ public:
+  void update(const void* data, size_t bytes) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+      uint64_t word;
+      std::memcpy(&word, p + i, 8);
+      h_ = (h_ ^ word) * 1099511628211ULL;
+    }
+    for (; i < bytes; ++i) h_ = (h_ ^ p[i]) * 1099511628211ULL;
+  }
+  void update(const std::string& s) {
+    const uint64_t n = s.size();
+    update(&n, sizeof n);
+    update(s.data(), s.size());
+  }
+  void update(const at::Tensor& t) {
+    at::Tensor c = t.cpu();
+    // Column-major projections are transposed views of contiguous storage: hash that storage, no copy.
+    if (!c.is_contiguous() && c.dim() == 2 && c.t().is_contiguous()) c = c.t();
+    c = c.contiguous();
+    update(std::string(c.toString()));  // the dtype
+    const int64_t rank = c.dim();
+    update(&rank, sizeof rank);
+    for (int64_t s : c.sizes()) update(&s, sizeof s);
+    update(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size());
+  }
+  std::string hex() const {
+    char out[17];
+    std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h_));
+    return out;
+  }
+
+ private:
+  uint64_t h_ = 1469598103934665603ULL;
+};
+
+// IEEE half precision as an HDF5 type (h5py reads it as numpy float16). Written and read with this same type in
+// memory (at::Half buffers), so HDF5 converts nothing.
+H5::FloatType float16_type() {
+  H5::FloatType t(H5::PredType::IEEE_F32LE);
+  t.setFields(15, 10, 5, 0, 10);
+  t.setSize(2);
+  t.setEbias(15);
+  return t;
+}
+
+void write_attribute(H5::H5Object& object, const std::string& key, const std::string& value) {
+  H5::StrType type(H5::PredType::C_S1, value.empty() ? 1 : value.size());
+  H5::Attribute a = object.createAttribute(key, type, H5::DataSpace(H5S_SCALAR));
+  a.write(type, value.empty() ? std::string(1, '\0') : value);
+}
+
+std::map<std::string, std::string> read_attributes(const H5::H5File& file) {
+  std::map<std::string, std::string> out;
+  H5::Group root = file.openGroup("/");
+  for (int i = 0; i < root.getNumAttrs(); ++i) {
+    H5::Attribute a = root.openAttribute(static_cast<unsigned>(i));
+    std::string value;
+    a.read(a.getStrType(), value);
+    out[a.getName()] = value.c_str();  // drop the NUL of an empty value
+  }
+  return out;
+}
+
+// Selects rows [first, first + count) of a dataset of rank 2 or 3 in its file space; returns the memory space.
+H5::DataSpace select_rows(H5::DataSpace& file_space, int rank, hsize_t first, hsize_t count) {
+  hsize_t dims[3] = {0, 0, 0};
+  file_space.getSimpleExtentDims(dims);
+  hsize_t start[3] = {first, 0, 0}, size[3] = {count, dims[1], dims[2]};
+  file_space.selectHyperslab(H5S_SELECT_SET, size, start);
+  return H5::DataSpace(rank, size);
+}
+
+int64_t parse_count(const std::map<std::string, std::string>& a, const std::string& key, const std::string& path) {
+  auto it = a.find(key);
+  if (it == a.end()) throw Error::in_file(path, key, "an attribute holding a count", "none");
+  try {
+    return std::stoll(it->second);
+  } catch (const std::exception&) {
+    throw Error::in_file(path, key, "an integer", "'" + it->second + "'");
+  }
+}
+
+}  // namespace
+
+struct FeatureCache::File {
+  H5::H5File file;
+  H5::DataSet windows, mask, features;
+};
+
+std::map<std::string, std::string> FeatureCacheIdentity::fields() const {
+  return {{"model_checksum", model_checksum},
+          {"tokenizer", tokenizer},
+          {"data", data},
+          {"context", std::to_string(context)},
+          {"batch", std::to_string(batch)},
+          {"seed", std::to_string(seed)},
+          {"hidden_size", std::to_string(hidden_size)}};
+}
+
+std::string model_weights_checksum(const LlamaModel& target) {
+  Hash64 h;
+  h.update(target.config().to_hf_json().dump());
+  const LlamaWeights& w = target.weights();
+  h.update(w.embed);
+  for (const LlamaLayerWeights& l : w.layers)
+    for (const at::Tensor* t : {&l.attn_norm, &l.wqkv, &l.wo, &l.mlp_norm, &l.w_gate_up, &l.w_down})
+      if (t->defined()) h.update(*t);
+  h.update(w.norm);
+  h.update(w.lm_head);
+  return h.hex();
+}
+
+std::string tokenizer_checksum(const Tokenizer& tokenizer) {
+  Hash64 h;
+  const int64_t ids[3] = {tokenizer.vocab_size(), tokenizer.bos_id(), tokenizer.eos_id()};
+  h.update(ids, sizeof ids);
+  for (int32_t i = 0; i < tokenizer.vocab_size(); ++i) h.update(tokenizer.piece(i));
+  return h.hex();
+}
+
+void FeatureCache::build(const std::string& path, const LlamaModel& target, const TextDataset& data,
+                         const FeatureCacheIdentity& identity, int64_t steps, at::ScalarType feature_dtype,
+                         const std::function<void(int64_t, int64_t)>& progress) {
+  check(steps > 0, "--cache-steps: expected a positive number, got " + std::to_string(steps));
+  check(feature_dtype == at::kFloat || feature_dtype == at::kHalf,
+        "--feature-cache-dtype: expected float32 or float16");
+  check(identity.hidden_size == target.config().hidden_size, "FeatureCache::build: identity.hidden_size differs "
+                                                             "from the target's");
+  const int64_t B = identity.batch, span = identity.context + 1, d = identity.hidden_size;
+  const hsize_t N = static_cast<hsize_t>(steps * B);
+  const RotaryEmbedding rope(target.config(), target.options());
+  const std::string tmp = path + ".tmp";
+  try {
+    H5::Exception::dontPrint();
+    {
+      H5::H5File file(tmp, H5F_ACC_TRUNC);
+      const hsize_t wdims[2] = {N, static_cast<hsize_t>(span)};
+      const hsize_t fdims[3] = {N, static_cast<hsize_t>(span), static_cast<hsize_t>(d)};
+      H5::DataSpace wspace(2, wdims), fspace(3, fdims);
+      H5::DataSet windows = file.createDataSet("windows", H5::PredType::STD_I64LE, wspace);
+      H5::DataSet mask;
+      if (data.has_loss_mask()) mask = file.createDataSet("loss_mask", H5::PredType::STD_U8LE, wspace);
+      const H5::FloatType f16 = float16_type();
+      const H5::DataType& ftype =
+          feature_dtype == at::kHalf ? static_cast<const H5::DataType&>(f16) : H5::PredType::IEEE_F32LE;
+      H5::DataSet features = file.createDataSet("features", ftype, fspace);
+      const H5::DataType& fmem =
+          feature_dtype == at::kHalf ? static_cast<const H5::DataType&>(f16) : H5::PredType::NATIVE_FLOAT;
+      for (int64_t s = 0; s < steps; ++s) {
+        // The very windows (and tensor shapes) that on-the-fly training gives the target at step s.
+        const at::Tensor w = data.train_batch(B, identity.context, identity.seed, s);
+        at::Tensor f;
+        {
+          at::NoGradGuard no_grad;
+          f = training_features(target.config(), target.weights(), rope, w.to(target.options().device));
+        }
+        f = f.to(at::kCPU, feature_dtype).contiguous();
+        H5::DataSpace ws = windows.getSpace();
+        windows.write(w.data_ptr<int64_t>(), H5::PredType::NATIVE_INT64, select_rows(ws, 2, s * B, B), ws);
+        if (data.has_loss_mask()) {
+          const at::Tensor m = data.train_batch_mask(B, identity.context, identity.seed, s).to(at::kByte).contiguous();
+          H5::DataSpace ms = mask.getSpace();
+          mask.write(m.data_ptr<uint8_t>(), H5::PredType::NATIVE_UINT8, select_rows(ms, 2, s * B, B), ms);
+        }
+        H5::DataSpace fs = features.getSpace();
+        features.write(f.data_ptr(), fmem, select_rows(fs, 3, s * B, B), fs);
+        if (progress) progress(s + 1, steps);
+      }
+      H5::Group root = file.openGroup("/");
+      std::map<std::string, std::string> attrs = identity.fields();
+      attrs["format"] = kFormat;
+      attrs["model_path"] = identity.model_path;
+      attrs["data_source"] = identity.data_source;
+      attrs["steps"] = std::to_string(steps);
+      attrs["feature_dtype"] = feature_dtype == at::kHalf ? "float16" : "float32";
+      attrs["date"] = utc_timestamp();
+      for (const auto& [k, v] : attrs) write_attribute(root, k, v);
+    }  // closed and flushed before the rename
+  } catch (const H5::Exception& e) {
+    std::remove(tmp.c_str());
+    throw Error::at(path, "cannot write the feature cache (" + e.getDetailMsg() + ")");
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw Error::at(path, "cannot rename the feature cache into place");
+  }
+}
+
+std::unique_ptr<FeatureCache> FeatureCache::open(const std::string& path, const LlamaModel& target,
+                                                 const FeatureCacheIdentity& expected) {
+  std::unique_ptr<FeatureCache> c(new FeatureCache());
+  c->path_ = path;
+  try {
+    H5::Exception::dontPrint();
+    c->file_ = std::make_unique<File>();
+    c->file_->file = H5::H5File(path, H5F_ACC_RDONLY);
+    c->attributes_ = read_attributes(c->file_->file);
+  } catch (const H5::Exception& e) {
+    throw Error::at(path, "not a readable HDF5 feature cache (" + e.getDetailMsg() + ")");
+  }
+  const auto& a = c->attributes_;
+  auto attr = [&](const std::string& key) {
+    auto it = a.find(key);
+    return it == a.end() ? std::string() : it->second;
+  };
+  if (attr("format") != kFormat) throw Error::in_file(path, "format", std::string("'") + kFormat + "'", "'" + attr("format") + "'");
+  for (const auto& [key, value] : expected.fields()) {
+    auto it = a.find(key);
+    if (it != a.end() && it->second == value) continue;
+    std::string ours = "'" + value + "' (this run", theirs = it == a.end() ? "none" : "'" + it->second + "' (the cache";
+    if (key == "model_checksum") {
+      ours += ": target " + expected.model_path;
+      theirs += it == a.end() ? "" : ": built from " + attr("model_path");
+    } else if (key == "data") {
+      ours += ": " + expected.data_source;
+      theirs += it == a.end() ? "" : ": built from " + attr("data_source");
+    }
+    throw Error::in_file(path, key, ours + ")", theirs + (it == a.end() ? "" : ")") +
+                                                   "; delete the file or pass another --feature-cache to rebuild");
+  }
+  c->steps_ = parse_count(a, "steps", path);
+  c->batch_ = expected.batch;
+  c->span_ = expected.context + 1;
+  c->hidden_ = expected.hidden_size;
+  c->seed_ = expected.seed;
+  c->compute_dtype_ = target.options().dtype;
+  c->device_ = target.options().device;
+  c->feature_dtype_ = attr("feature_dtype") == "float16" ? at::kHalf : at::kFloat;
+  try {
+    c->file_->windows = c->file_->file.openDataSet("windows");
+    c->file_->features = c->file_->file.openDataSet("features");
+    c->has_mask_ = c->file_->file.nameExists("loss_mask");
+    if (c->has_mask_) c->file_->mask = c->file_->file.openDataSet("loss_mask");
+    hsize_t dims[3] = {0, 0, 0};
+    c->file_->features.getSpace().getSimpleExtentDims(dims);
+    const hsize_t want[3] = {static_cast<hsize_t>(c->windows()), static_cast<hsize_t>(c->span_),
+                             static_cast<hsize_t>(c->hidden_)};
+    if (dims[0] != want[0] || dims[1] != want[1] || dims[2] != want[2])
+      throw Error::in_file(path, "features", "shape [" + std::to_string(want[0]) + ", " + std::to_string(want[1]) +
+                                                 ", " + std::to_string(want[2]) + "] (steps * batch, context + 1, d)",
+                           "[" + std::to_string(dims[0]) + ", " + std::to_string(dims[1]) + ", " +
+                               std::to_string(dims[2]) + "]");
+  } catch (const H5::Exception& e) {
+    throw Error::at(path, "malformed feature cache (" + e.getDetailMsg() + ")");
+  }
+  return c;
+}
+
+std::unique_ptr<FeatureCache> FeatureCache::open_or_build(const FeatureCacheOptions& options, const LlamaModel& target,
+                                                          const TextDataset& data, int64_t batch, int64_t context,
+                                                          uint64_t seed, int64_t run_steps) {
+  FeatureCacheIdentity id;
+  id.model_checksum = model_weights_checksum(target);
+  id.model_path = options.model_path;
+  id.tokenizer = options.tokenizer;
+  id.data = data.fingerprint();
+  id.data_source = options.data_source;
+  id.context = context;
+  id.batch = batch;
+  id.seed = seed;
+  id.hidden_size = target.config().hidden_size;
+  if (!is_file(options.path)) {
+    const int64_t steps = options.steps > 0 ? options.steps : run_steps;
+    const auto start = std::chrono::steady_clock::now();
+    auto progress = [&](int64_t done, int64_t total) {
+      if (options.quiet) return;
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const bool terminal = ::isatty(STDERR_FILENO);
+      if (!terminal && done % 50 != 0 && done != total) return;
+      std::fprintf(stderr, "%sfeature cache %s: step %ld/%ld  %.0f windows/s  ETA %.0f s%s", terminal ? "\r" : "",
+                   options.path.c_str(), static_cast<long>(done), static_cast<long>(total),
+                   s > 0 ? static_cast<double>(done * batch) / s : 0.0,
+                   s / static_cast<double>(done) * static_cast<double>(total - done),
+                   terminal && done != total ? "   " : "\n");
+      std::fflush(stderr);
+    };
+    build(options.path, target, data, id, steps, options.dtype, progress);
+  }
+  return open(options.path, target, id);
+}
+
+FeatureCache::~FeatureCache() = default;
+
+CachedBatch FeatureCache::batch(int64_t step) const {
+  std::vector<int64_t> rows(static_cast<size_t>(batch_));
+  if (step < steps_) {
+    for (int64_t b = 0; b < batch_; ++b) rows[b] = step * batch_ + b;
+  } else {
+    // A generator per step, salted so it is not train_batch's: rows depend on (seed, step) only.
+    std::seed_seq seq{static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32), static_cast<uint32_t>(step),
+                      static_cast<uint32_t>(static_cast<uint64_t>(step) >> 32), 0x5eedcac3u};
+    std::mt19937_64 gen(seq);
+    for (int64_t b = 0; b < batch_; ++b) rows[b] = static_cast<int64_t>(gen() % static_cast<uint64_t>(windows()));
+  }
+  return read_rows(rows);
+}
+
+CachedBatch FeatureCache::read_rows(const std::vector<int64_t>& rows) const {
+  const int64_t B = static_cast<int64_t>(rows.size());
+  auto windows = at::empty({B, span_}, at::TensorOptions().dtype(at::kLong));
+  auto mask = at::empty({B, span_}, at::TensorOptions().dtype(at::kByte));
+  auto features = at::empty({B, span_, hidden_}, at::TensorOptions().dtype(feature_dtype_));
+  const H5::FloatType f16 = float16_type();
+  const H5::DataType& fmem =
+      feature_dtype_ == at::kHalf ? static_cast<const H5::DataType&>(f16) : H5::PredType::NATIVE_FLOAT;
+  try {
+    // Runs of consecutive rows are read with one call each.
+    for (int64_t i = 0; i < B;) {
+      int64_t n = 1;
+      while (i + n < B && rows[i + n] == rows[i] + n) ++n;
+      const hsize_t first = static_cast<hsize_t>(rows[i]), count = static_cast<hsize_t>(n);
+      H5::DataSpace ws = file_->windows.getSpace();
+      file_->windows.read(windows[i].data_ptr<int64_t>(), H5::PredType::NATIVE_INT64, select_rows(ws, 2, first, count),
+                          ws);
+      if (has_mask_) {
+        H5::DataSpace ms = file_->mask.getSpace();
+        file_->mask.read(mask[i].data_ptr<uint8_t>(), H5::PredType::NATIVE_UINT8, select_rows(ms, 2, first, count), ms);
+      }
+      H5::DataSpace fs = file_->features.getSpace();
+      file_->features.read(features[i].data_ptr(), fmem, select_rows(fs, 3, first, count), fs);
+      i += n;
+    }
+  } catch (const H5::Exception& e) {
+    throw Error::at(path_, "cannot read the feature cache (" + e.getDetailMsg() + ")");
+  }
+  CachedBatch out;
+  out.windows = windows;
+  if (has_mask_) out.mask = mask.to(at::kFloat);
+  out.features = features.to(device_, compute_dtype_);
+  return out;
+}
+
+}  // namespace draftlab

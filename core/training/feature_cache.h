@@ -1,0 +1,114 @@
+// FeatureCache - the frozen target's features of a fixed set of training windows, in an HDF5 file, so that
+// repeated epochs of head training skip the target forward (`train-head --feature-cache FILE.h5`).
+//
+// What it holds: the windows of the first `steps` training steps, exactly as on-the-fly training draws them
+// (rows [s*batch, (s+1)*batch) = TextDataset::train_batch(batch, context, seed, s)), their loss masks when the data
+// has them, and the target's features of every window token, [N, context + 1, d]:
+//   /windows     int64   [N, T + 1]
+//   /loss_mask   uint8   [N, T + 1]       (only for masked data)
+//   /features    float32 or IEEE float16 [N, T + 1, d]   (one chunk per window)
+//   root attributes: format, model_checksum, model_path, tokenizer, data, data_source, context, batch, seed,
+//                    steps, hidden_size, feature_dtype, date
+// Features are computed with training_features() on the same [batch, T + 1] windows that training would pass to
+// the target, so a float32 cache replays the first `steps` steps bit for bit. Step s >= steps draws `batch` rows
+// uniformly from the whole cache with a generator seeded by (seed, s): later epochs reshuffle, and a resumed run
+// draws the same rows.
+//
+// Identity: a cache is refused (Error naming the file, the field and both values) unless model_checksum, tokenizer,
+// data, context, batch, seed and hidden_size equal this run's. The file is written to FILE.tmp and renamed.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/model/llama_model.h"
+#include "core/text/tokenizer.h"
+#include "core/training/text_dataset.h"
+
+namespace draftlab {
+
+// What a cache is built from; every field but model_path and data_source must match for a cache to be used.
+struct FeatureCacheIdentity {
+  std::string model_checksum;  // model_weights_checksum(target)
+  std::string model_path;      // recorded for messages only
+  std::string tokenizer;       // tokenizer_checksum(tokenizer), or any string naming the vocabulary
+  std::string data;            // TextDataset::fingerprint()
+  std::string data_source;     // recorded for messages only
+  int64_t context = 0, batch = 0, hidden_size = 0;
+  uint64_t seed = 0;
+
+  std::map<std::string, std::string> fields() const;  // the compared fields, by attribute name
+};
+
+// 16 hex digits hashing every weight tensor of the target (values, shapes and dtype as loaded).
+std::string model_weights_checksum(const LlamaModel& target);
+// 16 hex digits hashing the vocabulary (every piece, BOS and EOS ids).
+std::string tokenizer_checksum(const Tokenizer& tokenizer);
+
+// `train-head --feature-cache` settings (HeadTrainingOptions::feature_cache).
+struct FeatureCacheOptions {
+  std::string path;                   // empty: target features on the fly
+  int64_t steps = 0;                  // when building: the steps whose windows it holds (0: the run's --steps)
+  at::ScalarType dtype = at::kFloat;  // when building: kFloat (replays bit for bit) or kHalf (half the size)
+  bool quiet = false;
+  std::string model_path, tokenizer, data_source;  // identity parts the trainer cannot see (tokenizer_checksum)
+};
+
+struct CachedBatch {
+  at::Tensor windows;   // [B, T + 1] int64
+  at::Tensor mask;      // [B, T + 1] float32 0/1, undefined when the data has no loss mask
+  at::Tensor features;  // [B, T + 1, d] in the target's compute dtype
+};
+
+class FeatureCache {
+ public:
+  // Computes and writes a cache of `steps` steps' windows (feature_dtype kFloat or kHalf). progress(s, steps) after
+  // each step. Throws Error naming the file when it cannot be written (no partial file is left).
+  static void build(const std::string& path, const LlamaModel& target, const TextDataset& data,
+                    const FeatureCacheIdentity& identity, int64_t steps, at::ScalarType feature_dtype,
+                    const std::function<void(int64_t, int64_t)>& progress = {});
+
+  // Opens a cache and checks it against `expected` (and the target's compute options). Throws Error naming the
+  // file and the first mismatching field with both values.
+  static std::unique_ptr<FeatureCache> open(const std::string& path, const LlamaModel& target,
+                                            const FeatureCacheIdentity& expected);
+
+  // Opens options.path, building it first when absent (with a progress line unless quiet), for training windows
+  // of (batch, context, seed) on `data`. Throws Error as build() and open() do.
+  static std::unique_ptr<FeatureCache> open_or_build(const FeatureCacheOptions& options, const LlamaModel& target,
+                                                     const TextDataset& data, int64_t batch, int64_t context,
+                                                     uint64_t seed, int64_t run_steps);
+
+  ~FeatureCache();
+
+  // The batch of training step `step` (see the header comment).
+  CachedBatch batch(int64_t step) const;
+
+  int64_t steps() const { return steps_; }
+  int64_t windows() const { return steps_ * batch_; }
+  bool has_mask() const { return has_mask_; }
+  at::ScalarType feature_dtype() const { return feature_dtype_; }
+  const std::map<std::string, std::string>& attributes() const { return attributes_; }
+
+ private:
+  struct File;
+  FeatureCache() = default;
+  // Rows [first, first + count) or the listed rows.
+  CachedBatch read_rows(const std::vector<int64_t>& rows) const;
+
+  std::unique_ptr<File> file_;
+  std::string path_;
+  int64_t steps_ = 0, batch_ = 0, span_ = 0, hidden_ = 0;
+  uint64_t seed_ = 0;
+  bool has_mask_ = false;
+  at::ScalarType feature_dtype_ = at::kFloat, compute_dtype_ = at::kFloat;
+  at::Device device_ = at::kCPU;
+  std::map<std::string, std::string> attributes_;
+};
+
+}  // namespace draftlab

@@ -1,0 +1,204 @@
+#include "core/training/head_data.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/base/error.h"
+#include "core/base/file_bytes.h"
+#include "core/training/chat_dataset.h"
+
+namespace draftlab {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
+
+std::vector<int64_t> encode_user_turn(const Tokenizer& tokenizer, const std::string& text, ChatTemplate t) {
+  const std::string rendered = t == ChatTemplate::Plain ? text : render_chat(t, {{"user", text}}, true);
+  const std::vector<int32_t> ids = tokenizer.encode(rendered, chat_add_bos(t));
+  return std::vector<int64_t>(ids.begin(), ids.end());
+}
+
+}  // namespace
+
+HeadDataFormat parse_head_data_format(const std::string& name, const std::string& path) {
+  if (name == "text") return HeadDataFormat::Text;
+  if (name == "chat") return HeadDataFormat::Chat;
+  if (name == "tokens") return HeadDataFormat::Tokens;
+  if (name == "auto") {
+    if (ends_with(path, ".jsonl")) return HeadDataFormat::Chat;
+    if (ends_with(path, ".tokens")) return HeadDataFormat::Tokens;
+    return HeadDataFormat::Text;
+  }
+  throw Error::in_file("--data-format", "name", "one of auto, text, chat, tokens", "\"" + name + "\"");
+}
+
+const char* head_data_format_name(HeadDataFormat f) {
+  switch (f) {
+    case HeadDataFormat::Text: return "text";
+    case HeadDataFormat::Chat: return "chat";
+    case HeadDataFormat::Tokens: return "tokens";
+  }
+  return "text";
+}
+
+std::vector<MaskedSequence> read_token_lines(const std::string& path, int64_t vocab_size, bool* any_mask) {
+  std::ifstream in(path);
+  if (!in) throw Error::at(path, "cannot open the token-line file");
+  std::vector<MaskedSequence> out;
+  bool masked = false;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (blank(line)) continue;
+    const std::string where = path + ":" + std::to_string(number);
+    MaskedSequence s;
+    uint8_t mask = 1;
+    std::istringstream words(line);
+    std::string word;
+    for (int64_t column = 1; words >> word; ++column) {
+      if (word == "|") {
+        if (mask == 2) throw Error::in_file(where, "\"|\"", "at most one per line", "a second one");
+        // Everything read so far is the prompt.
+        std::fill(s.mask.begin(), s.mask.end(), 0);
+        mask = 2;
+        masked = true;
+        continue;
+      }
+      char* end = nullptr;
+      errno = 0;
+      const long long id = std::strtoll(word.c_str(), &end, 10);
+      if (end == word.c_str() || *end != '\0' || errno != 0 || id < 0 || id >= vocab_size)
+        throw Error::in_file(where, "token " + std::to_string(column),
+                             "an id in 0.." + std::to_string(vocab_size - 1) + " or \"|\"", "\"" + word + "\"");
+      s.tokens.push_back(static_cast<int32_t>(id));
+      s.mask.push_back(1);
+    }
+    if (s.tokens.empty()) throw Error::in_file(where, "tokens", "at least one token id", "none");
+    out.push_back(std::move(s));
+  }
+  if (out.empty()) throw Error::at(path, "no sequences (expected one line of token ids per sequence)");
+  if (any_mask) *any_mask = masked;
+  return out;
+}
+
+std::string format_token_line(const std::vector<int64_t>& prompt, const std::vector<int64_t>& continuation) {
+  std::string line;
+  for (int64_t id : prompt) line += std::to_string(id) + " ";
+  line += "|";
+  for (int64_t id : continuation) line += " " + std::to_string(id);
+  return line;
+}
+
+TextDataset load_head_data(const std::string& path, HeadDataFormat format, const Tokenizer& tokenizer,
+                           int64_t vocab_size, ChatTemplate chat_template, int64_t validation_every) {
+  switch (format) {
+    case HeadDataFormat::Text: return TextDataset(path, tokenizer, validation_every);
+    case HeadDataFormat::Chat: return load_chat_dataset(path, tokenizer, chat_template, validation_every);
+    case HeadDataFormat::Tokens: {
+      bool masked = false;
+      const auto sequences = read_token_lines(path, vocab_size, &masked);
+      return split_sequences(sequences, validation_every, masked, path);
+    }
+  }
+  throw Error("load_head_data: unknown format");
+}
+
+std::vector<std::vector<int64_t>> prompts_from_file(const std::string& path, const Tokenizer& tokenizer,
+                                                    ChatTemplate chat_template) {
+  std::ifstream in(path);
+  if (!in) throw Error::at(path, "cannot open the prompt file");
+  const bool jsonl = ends_with(path, ".jsonl");
+  std::vector<std::vector<int64_t>> prompts;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (blank(line)) continue;
+    const std::string where = path + ":" + std::to_string(number);
+    std::string text = line;
+    if (jsonl) {
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception& e) {
+        throw Error::at(where, std::string("not valid JSON (") + e.what() + ")");
+      }
+      if (!j.is_object() || !j.contains("turns") || !j["turns"].is_array() || j["turns"].empty() ||
+          !j["turns"][0].is_string())
+        throw Error::in_file(where, "turns", "a list whose first entry is the question (a string)",
+                             j.is_object() && j.contains("turns") ? j["turns"].dump().substr(0, 60) : "none");
+      text = j["turns"][0].get<std::string>();
+    } else if (!text.empty() && text.back() == '\r') {
+      text.pop_back();
+    }
+    auto ids = encode_user_turn(tokenizer, text, chat_template);
+    if (ids.empty()) throw Error::at(where, "the prompt encodes to no tokens");
+    prompts.push_back(std::move(ids));
+  }
+  if (prompts.empty()) throw Error::at(path, "no prompts");
+  return prompts;
+}
+
+std::vector<std::vector<int64_t>> prompts_from_corpus(const std::string& corpus_path, const Tokenizer& tokenizer,
+                                                      int64_t prompt_tokens, int64_t max_prompts,
+                                                      int64_t validation_every) {
+  check(prompt_tokens > 0, "--prompt-tokens: expected a positive number, got " + std::to_string(prompt_tokens));
+  check(validation_every >= 2, "--validation-every: expected >= 2, got " + std::to_string(validation_every));
+  const std::vector<std::string> stories = split_stories(read_text_file(corpus_path));
+  std::vector<std::vector<int64_t>> prompts;
+  for (size_t i = 0; i < stories.size(); ++i) {
+    if (static_cast<int64_t>(i % validation_every) == validation_every - 1) continue;  // the validation stories
+    if (max_prompts > 0 && static_cast<int64_t>(prompts.size()) >= max_prompts) break;
+    const std::vector<int32_t> ids = tokenizer.encode(stories[i], /*add_bos=*/true);
+    const size_t keep = std::min(ids.size(), static_cast<size_t>(prompt_tokens) + (tokenizer.bos_id() >= 0 ? 1 : 0));
+    prompts.emplace_back(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(keep));
+  }
+  if (prompts.empty()) throw Error::in_file(corpus_path, "stories", "at least one training story", "none");
+  return prompts;
+}
+
+std::vector<GeneratedSequence> generate_head_data(const LlamaModel& target,
+                                                  const std::vector<std::vector<int64_t>>& prompts,
+                                                  const GenerationConfig& config, const GenerationProgress& progress) {
+  std::vector<GeneratedSequence> out;
+  out.reserve(prompts.size());
+  int64_t generated = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerationConfig c = config;
+    c.seed = config.seed + i;  // each prompt its own stream: a prompt's text does not depend on the others
+    GenerationResult r = generate_vanilla(target, prompts[i], c);
+    generated += static_cast<int64_t>(r.tokens.size());
+    out.push_back({prompts[i], std::move(r.tokens)});
+    if (progress) progress(static_cast<int64_t>(i) + 1, generated);
+  }
+  return out;
+}
+
+void write_head_data(const std::string& path, HeadDataFormat format, const std::vector<GeneratedSequence>& sequences,
+                     const Tokenizer& tokenizer) {
+  check(format != HeadDataFormat::Chat, "--format: gen-head-data writes tokens or text, not chat");
+  std::string bytes;
+  for (const GeneratedSequence& s : sequences) {
+    if (format == HeadDataFormat::Tokens) {
+      bytes += format_token_line(s.prompt, s.continuation) + "\n";
+    } else {
+      std::vector<int32_t> ids(s.prompt.begin(), s.prompt.end());
+      ids.insert(ids.end(), s.continuation.begin(), s.continuation.end());
+      // Blank lines inside a story would split it in two when read back: drop them, a story is one block.
+      std::string story;
+      for (const std::string& part : split_stories(tokenizer.decode(ids))) story += (story.empty() ? "" : "\n") + part;
+      if (!story.empty()) bytes += story + "\n\n";
+    }
+  }
+  write_file_atomically(path, bytes);
+}
+
+}  // namespace draftlab

@@ -1,0 +1,30 @@
+// draftlab convert-head IN.bin OUT_DIR: a published EAGLE head's pytorch_model.bin (torch.save) -> OUT_DIR with
+// model.safetensors (keys unchanged) and the config.json found beside IN, which `--strategy eagle2:head=OUT_DIR`
+// then loads (EagleHead::load checks the keys and shapes against the target).
+#include <cstdio>
+#include <string>
+
+#include "core/model/torch_checkpoint.h"
+#include "experiments/cli/commands.h"
+
+namespace draftlab::cli {
+
+int run_convert_head(int argc, char** argv) {
+  const std::string usage =
+      "usage: draftlab convert-head IN.bin OUT_DIR\n"
+      "  converts a torch.save() checkpoint (a published EAGLE head's pytorch_model.bin) to OUT_DIR/model.safetensors\n"
+      "  with the same tensor names, and copies the config.json beside IN.bin to OUT_DIR\n";
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::fputs(usage.c_str(), stdout);
+    return 0;
+  }
+  if (argc != 3) {
+    std::fputs(usage.c_str(), stderr);
+    return 1;
+  }
+  const int64_t n = convert_torch_checkpoint(argv[1], argv[2]);
+  std::fprintf(stderr, "%ld tensors written to %s/model.safetensors\n", static_cast<long>(n), argv[2]);
+  return 0;
+}
+
+}  // namespace draftlab::cli

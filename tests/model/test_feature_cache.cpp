@@ -1,0 +1,241 @@
+// The HDF5 feature cache of head training: it replays the on-the-fly windows and features (float32: bit for bit;
+// float16: within its rounding), a whole training run gives the same loss curve with and without it, a cache of
+// another model / context / data is refused naming the field and both values, and the loss mask really removes
+// masked tokens from the loss.
+#include <gtest/gtest.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/model/rope.h"
+#include "core/model/training_forward.h"
+#include "core/training/chat_dataset.h"
+#include "core/training/eagle_head_training.h"
+#include "core/training/feature_cache.h"
+#include "model_fixtures.h"
+#include "test_errors.h"
+#include "test_paths.h"
+
+namespace draftlab {
+namespace {
+
+TextDataset random_dataset(uint64_t seed, bool masked = false) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto draw = [&](int64_t n) {
+    const auto t = at::randint(97, {n}, gen, at::TensorOptions().dtype(at::kLong));
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(t[i].item<int64_t>());
+    return v;
+  };
+  std::vector<int32_t> train = draw(600), validation = draw(200);
+  if (!masked) return TextDataset(train, validation);
+  auto mask = [](const std::vector<int32_t>& v) {  // an arbitrary but fixed 0/1 pattern
+    std::vector<uint8_t> m;
+    for (int32_t t : v) m.push_back(t % 3 != 0);
+    return m;
+  };
+  return TextDataset(train, validation, mask(train), mask(validation), 2);
+}
+
+FeatureCacheIdentity identity_for(const LlamaModel& target, const TextDataset& data, int64_t context) {
+  FeatureCacheIdentity id;
+  id.model_checksum = model_weights_checksum(target);
+  id.model_path = "tiny";
+  id.tokenizer = "tok";
+  id.data = data.fingerprint();
+  id.data_source = "random";
+  id.context = context;
+  id.batch = 4;
+  id.seed = 9;
+  id.hidden_size = target.config().hidden_size;
+  return id;
+}
+
+std::string fresh(const std::string& name) {
+  const std::string p = testing::temp_dir() + "/" + name;
+  std::filesystem::remove_all(p);
+  return p;
+}
+
+TEST(FeatureCache, Float32ReplaysTheOnTheFlyWindowsFeaturesAndLossBitwise) {
+  auto target = testing::tiny_model();
+  const TextDataset data = random_dataset(1, /*masked=*/true);
+  const auto id = identity_for(*target, data, 16);
+  const std::string path = fresh("cache32.h5");
+  FeatureCache::build(path, *target, data, id, 3, at::kFloat);
+  EXPECT_FALSE(testing::exists(path + ".tmp"));
+  const auto cache = FeatureCache::open(path, *target, id);
+  EXPECT_EQ(cache->windows(), 12);
+  EXPECT_TRUE(cache->has_mask());
+  HeadTrainingModel model(*target, 5);
+  const RotaryEmbedding rope(target->config(), target->options());
+  for (int64_t s = 0; s < 3; ++s) {
+    const auto windows = data.train_batch(4, 16, 9, s);
+    const CachedBatch b = cache->batch(s);
+    ASSERT_TRUE(at::equal(b.windows, windows)) << "step " << s;
+    EXPECT_TRUE(at::equal(b.mask, data.train_batch_mask(4, 16, 9, s)));
+    at::NoGradGuard no_grad;
+    EXPECT_TRUE(at::equal(b.features, training_features(target->config(), target->weights(), rope, windows)));
+    const double fly = model.loss(windows, 100 + s, 0.1, b.mask).loss.item<double>();
+    const double cached = model.loss(b.windows, 100 + s, 0.1, b.mask, b.features).loss.item<double>();
+    EXPECT_EQ(fly, cached) << "step " << s;
+  }
+  // Past the cached steps: rows of the cache drawn by (seed, step), the same on every call.
+  const CachedBatch late = cache->batch(7);
+  EXPECT_TRUE(at::equal(late.windows, cache->batch(7).windows));
+  EXPECT_EQ(late.features.size(0), 4);
+}
+
+TEST(FeatureCache, Float16StaysWithinHalfPrecisionRounding) {
+  // Features round to 11 significant bits (relative error <= 2^-11 = 4.9e-4 each). SmoothL1 and the soft CE are
+  // Lipschitz in the features with constants of order one here, so the loss moves by about that relative amount;
+  // 2e-3 relative leaves a factor 4 of margin and is still far below the loss's own step-to-step changes.
+  auto target = testing::tiny_model();
+  const TextDataset data = random_dataset(2);
+  const auto id = identity_for(*target, data, 16);
+  const std::string path = fresh("cache16.h5");
+  FeatureCache::build(path, *target, data, id, 2, at::kHalf);
+  const auto cache = FeatureCache::open(path, *target, id);
+  EXPECT_EQ(cache->feature_dtype(), at::kHalf);
+  HeadTrainingModel model(*target, 5);
+  for (int64_t s = 0; s < 2; ++s) {
+    const CachedBatch b = cache->batch(s);
+    EXPECT_FALSE(b.mask.defined());
+    const double fly = model.loss(b.windows, -1).loss.item<double>();
+    const double cached = model.loss(b.windows, -1, 0.1, {}, b.features).loss.item<double>();
+    EXPECT_NEAR(cached, fly, 2e-3 * std::abs(fly));
+    EXPECT_NE(cached, fly);  // the features did go through float16
+  }
+}
+
+TrainingCurves train(const LlamaModel& target, const TextDataset& data, const std::string& cache, int64_t cache_steps,
+                     const std::string& out) {
+  HeadTrainingOptions o;
+  o.trainer.steps = 5;
+  o.trainer.lr = 1e-3;
+  o.trainer.warmup = 1;
+  o.trainer.eval_every = 0;
+  o.trainer.quiet = true;
+  o.batch = 4;
+  o.context = 16;
+  o.seed = 9;
+  o.eval_windows = 4;
+  o.out_dir = fresh(out);
+  o.feature_cache.path = cache;
+  o.feature_cache.steps = cache_steps;
+  o.feature_cache.quiet = true;
+  return train_eagle_head(target, o, data).curves;
+}
+
+TEST(FeatureCache, TrainingWithTheCacheGivesTheOnTheFlyLossCurve) {
+  auto target = testing::tiny_model();
+  const TextDataset data = random_dataset(3, /*masked=*/true);
+  const auto fly = train(*target, data, "", 0, "run_fly");
+  const std::string path = fresh("run_cache.h5");
+  const auto built = train(*target, data, path, 0, "run_built");   // builds the cache (all 5 steps), then trains
+  const auto reused = train(*target, data, path, 0, "run_reused");  // reads it back
+  ASSERT_EQ(fly.train_loss.size(), 5u);
+  EXPECT_EQ(built.train_loss, fly.train_loss);
+  EXPECT_EQ(reused.train_loss, fly.train_loss);
+  // A 2-step cache: the first two steps are the on-the-fly ones, later steps draw other windows from the cache.
+  const std::string small = fresh("run_small.h5");
+  const auto partial = train(*target, data, small, 2, "run_small");
+  EXPECT_EQ(partial.train_loss[0], fly.train_loss[0]);
+  EXPECT_EQ(partial.train_loss[1], fly.train_loss[1]);
+  EXPECT_NE(partial.train_loss[4], fly.train_loss[4]);
+}
+
+TEST(FeatureCache, ACacheOfAnotherModelContextOrDataIsRefused) {
+  auto target = testing::tiny_model();
+  auto other = testing::tiny_model(at::kFloat, 2, /*seed=*/8);
+  const TextDataset data = random_dataset(4);
+  const auto id = identity_for(*target, data, 16);
+  const std::string path = fresh("refuse.h5");
+  FeatureCache::build(path, *target, data, id, 1, at::kFloat);
+
+  const auto other_id = identity_for(*other, data, 16);
+  ASSERT_NE(other_id.model_checksum, id.model_checksum);
+  testing::expect_error([&] { FeatureCache::open(path, *other, other_id); },
+                        {path, "model_checksum", other_id.model_checksum, id.model_checksum});
+  auto ctx = identity_for(*target, data, 12);
+  testing::expect_error([&] { FeatureCache::open(path, *target, ctx); }, {path, "context", "'12'", "'16'"});
+  const TextDataset other_data = random_dataset(5);
+  const auto data_id = identity_for(*target, other_data, 16);
+  testing::expect_error([&] { FeatureCache::open(path, *target, data_id); },
+                        {path, "data", other_data.fingerprint(), data.fingerprint()});
+  auto tok = id;
+  tok.tokenizer = "another";
+  testing::expect_error([&] { FeatureCache::open(path, *target, tok); }, {path, "tokenizer", "'another'", "'tok'"});
+  // Not a cache at all, and a cache that cannot be written: an Error, no file left behind.
+  const std::string junk = testing::temp_dir() + "/junk.h5";
+  std::ofstream(junk) << "not hdf5";
+  testing::expect_error([&] { FeatureCache::open(junk, *target, id); }, {junk, "not a readable HDF5"});
+  const std::string nowhere = testing::temp_dir() + "/no/such/dir/c.h5";
+  testing::expect_error([&] { FeatureCache::build(nowhere, *target, data, id, 1, at::kFloat); }, {nowhere});
+  EXPECT_FALSE(testing::exists(nowhere + ".tmp"));
+}
+
+TEST(LossMask, MaskedTokensDoNotChangeTheLoss) {
+  // A chat whose last turn is the user's: everything after the answer is masked. Row i of the head counts iff
+  // mask[i + 2] and depends on tokens and features up to i + 1 only, so replacing the masked tail's tokens and
+  // features (the targets of the uncounted rows) must leave the loss bit-identical; changing one answer token's
+  // feature must not.
+  auto target = testing::tiny_model(at::kFloat, 2, 7, false, /*vocab=*/300);
+  class Bytes : public Tokenizer {
+   public:
+    std::vector<int32_t> encode(std::string_view text, bool bos) const override {
+      std::vector<int32_t> ids;
+      if (bos) ids.push_back(1);
+      for (char c : text) ids.push_back(static_cast<uint8_t>(c) + 3);
+      return ids;
+    }
+    std::string token_bytes(int32_t, int32_t id) const override { return std::string(1, static_cast<char>(id - 3)); }
+    const std::string& piece(int32_t) const override { return p_; }
+    int32_t vocab_size() const override { return 259; }
+    int32_t bos_id() const override { return 1; }
+    int32_t eos_id() const override { return 2; }
+    std::string p_;
+  } tok;
+  const std::vector<ChatMessage> chat = {{"system", ""}, {"user", "where?"}, {"assistant", "here and there"}, {"user", "why so?"}};
+  const MaskedSequence s = tokenize_chat(ChatTemplate::VicunaV11, chat, tok);
+  const int64_t n = static_cast<int64_t>(s.tokens.size());
+  ASSERT_LE(n, 128);
+  int64_t last_one = -1;
+  for (int64_t i = 0; i < n; ++i)
+    if (s.mask[i]) last_one = i;
+  ASSERT_GT(last_one, 10);
+  ASSERT_LT(last_one, n - 5);
+  auto windows = at::empty({1, n}, at::kLong);
+  auto mask = at::empty({1, n}, at::kFloat);
+  for (int64_t i = 0; i < n; ++i) {
+    windows[0][i] = s.tokens[i];
+    mask[0][i] = s.mask[i];
+  }
+  const RotaryEmbedding rope(target->config(), target->options());
+  at::Tensor features;
+  {
+    at::NoGradGuard no_grad;
+    features = training_features(target->config(), target->weights(), rope, windows);
+  }
+  HeadTrainingModel model(*target, 3);
+  const double base = model.loss(windows, 11, 0.1, mask, features).loss.item<double>();
+  EXPECT_EQ(base, model.loss(windows, 11, 0.1, mask).loss.item<double>());  // features as the target gives them
+
+  auto w2 = windows.clone();
+  auto f2 = features.clone();
+  const int64_t tail = last_one + 1;
+  w2.narrow(1, tail, n - tail).fill_(42);
+  f2.narrow(1, tail, n - tail).normal_();
+  EXPECT_EQ(model.loss(w2, 11, 0.1, mask, f2).loss.item<double>(), base);
+
+  auto f3 = features.clone();
+  f3[0][last_one - 3].normal_();  // an answer token's feature: a counted row's target
+  EXPECT_NE(model.loss(windows, 11, 0.1, mask, f3).loss.item<double>(), base);
+  // Without the mask the tail counts, and the perturbation shows.
+  EXPECT_NE(model.loss(w2, 11, 0.1, {}, f2).loss.item<double>(), model.loss(windows, 11, 0.1, {}, features).loss.item<double>());
+}
+
+}  // namespace
+}  // namespace draftlab
