@@ -20,8 +20,14 @@ void print_usage() {
                "  train-tokenizer  train a byte-level BPE vocabulary on a corpus (tokenizer.json out)\n"
                "  train-lm   pretrain a small Llama from scratch on a text corpus (HF folder out, resumable)\n"
                "  train-head train an EAGLE draft head for a target on a text corpus (head folder out, resumable)\n"
+               "  gen-head-data  continue prompts with the target: head training data (train-head --data)\n"
+               "  convert-head  a published EAGLE head's pytorch_model.bin -> a safetensors head folder\n"
                "  export-llama2c  write a model as a llama2.c v0 .bin checkpoint\n"
-               "  perplexity perplexity of a model on a slice of a text file\n\n"
+               "  perplexity perplexity of a model on a slice of a text file\n"
+               "  exp        run an experiment driver (speed, alpha, calibration, ..., sweep) into an HDF5 results file\n"
+               "  merge      combine results files of one experiment (sweep shards)\n"
+               "  table      the papers' tables (Markdown or LaTeX) from an experiment's results file\n"
+               "  plot       the papers' figures (PNG + SVG) from an experiment's results file\n\n"
                "Run 'draftlab <command> --help' for the options of a command.\n";
 }
 
@@ -41,8 +47,14 @@ int main(int argc, char** argv) {
     if (command == "train-tokenizer") return draftlab::cli::run_train_tokenizer(argc - 1, argv + 1);
     if (command == "train-lm") return draftlab::cli::run_train_lm(argc - 1, argv + 1);
     if (command == "train-head") return draftlab::cli::run_train_head(argc - 1, argv + 1);
+    if (command == "gen-head-data") return draftlab::cli::run_gen_head_data(argc - 1, argv + 1);
+    if (command == "convert-head") return draftlab::cli::run_convert_head(argc - 1, argv + 1);
     if (command == "export-llama2c") return draftlab::cli::run_export_llama2c(argc - 1, argv + 1);
     if (command == "perplexity") return draftlab::cli::run_perplexity(argc - 1, argv + 1);
+    if (command == "exp") return draftlab::cli::run_exp(argc - 1, argv + 1);
+    if (command == "merge") return draftlab::cli::run_merge(argc - 1, argv + 1);
+    if (command == "table") return draftlab::cli::run_table(argc - 1, argv + 1);
+    if (command == "plot") return draftlab::cli::run_plot(argc - 1, argv + 1);
     std::cerr << "draftlab: unknown command '" << command << "'\n";
     print_usage();
     return 2;
