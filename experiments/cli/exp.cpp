@@ -97,7 +97,8 @@ int run_exp(int argc, char** argv) {
        "generate --max-new-tokens on every question, past end-of-sequence tokens (story models end chat "
        "questions at once)")
       ("strategy,s", po::value(&c.strategy_specs)->composing(),
-       "NAME:key=value,... adds a method; NAME = a preset method's label overrides its options (repeatable)")
+       "NAME:key=value,... adds a method; NAME = a preset method's label overrides its options; "
+       "label=TEXT names it (a new method, or the preset it overrides) (repeatable)")
       ("head-strategy", po::value(&c.head_strategy)->default_value("eagle2"),
        "ablate-inputs, train-data: the strategy each head drives (eagle2, eagle-chain, static-tree)")
       ("total-tokens", po::value(&total_tokens)->composing(), "sweep: comma-separated total_tokens values (20,40,60)")

@@ -14,10 +14,7 @@
 #include "core/base/platform.h"
 #include "core/base/sha256.h"
 #include "core/training/training_log.h"
-
-#ifndef DRAFTLAB_GIT_COMMIT
-#define DRAFTLAB_GIT_COMMIT "unknown"
-#endif
+#include "experiments/results/git_revision.h"
 
 namespace draftlab {
 
@@ -52,7 +49,11 @@ MethodSpec parse_strategy_spec(const std::string& spec) {
       const auto eq = item.find('=');
       check(eq != std::string::npos && eq > 0,
             "--strategy " + spec + ": expected key=value items, got '" + item + "'");
-      m.options.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+      // `label` names the method in tables instead of the spec itself; it is not a strategy option.
+      if (item.substr(0, eq) == "label")
+        m.label = item.substr(eq + 1);
+      else
+        m.options.emplace_back(item.substr(0, eq), item.substr(eq + 1));
     }
     pos = comma + 1;
   }
@@ -203,7 +204,9 @@ std::vector<MethodSpec> experiment_methods(const ExperimentConfig& c) {
   // --strategy: override the options of the preset method with that label, or add a method.
   for (const auto& spec : c.strategy_specs) {
     MethodSpec s = parse_strategy_spec(spec);
-    auto it = std::find_if(m.begin(), m.end(), [&](const MethodSpec& x) { return x.label == s.strategy; });
+    auto it = std::find_if(m.begin(), m.end(), [&](const MethodSpec& x) {
+      return x.label == (s.label == spec ? s.strategy : s.label);
+    });
     if (it != m.end() && it->label != "vanilla") {
       for (const auto& [k, v] : s.options) it->set_option(k, v);
       continue;
@@ -244,7 +247,7 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
   auto& a = out.attributes;
   a["schema"] = kResultsSchema;
   a["experiment"] = c.experiment;
-  a["git_commit"] = DRAFTLAB_GIT_COMMIT;
+  a["git_commit"] = git_revision();
   a["command_line"] = c.command_line;
   a["date"] = utc_timestamp();
   a["host"] = host_name();

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Reproduces the papers' tables and figures on the reference zoo (data/models/README.md): one experiment per
+# argument, each writing RESULTS_DIR/NAME.h5 (docs/results-schema.md), NAME.md (draftlab table) and NAME/ (plots).
+#   bash scripts/reproduce.sh [NAME ...]     names: speed alpha calibration positions ablate-eagle2
+#                                             tree-vs-chain sweep ablate-inputs train-data (default: all)
+# Environment: RESULTS_DIR (default results), MODEL (default data/models/ts-target), HEAD, DRAFT, QUESTIONS
+# (questions per dataset, default 10), NEW_TOKENS (default 64), THREADS (default 2; measure on an idle machine).
+# ablate-inputs and train-data need heads trained by scripts/train_ablation_heads.sh (VARIANT_HEADS_DIR).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DL=./build/draftlab
+OUT=${RESULTS_DIR:-results}
+MODEL=${MODEL:-data/models/ts-target}
+HEAD=${HEAD:-${MODEL}-eagle-head}
+DRAFT=${DRAFT:-data/models/ts-draft}
+Q=${QUESTIONS:-10}
+N=${NEW_TOKENS:-64}
+THREADS=${THREADS:-2}
+HEADS=${VARIANT_HEADS_DIR:-../zoo/ablation-heads}
+mkdir -p "$OUT"
+NAMES=("$@"); [ ${#NAMES[@]} = 0 ] && NAMES=(speed alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data)
+
+# The reference targets are story models: on chat questions they often end at once, so every driver generates
+# a fixed number of tokens (--ignore-eos), as serving benchmarks do.
+COMMON=(-m "$MODEL" --questions "$Q" -n "$N" --ignore-eos --threads "$THREADS")
+
+for name in "${NAMES[@]}"; do
+  case $name in
+    speed) $DL exp speed "${COMMON[@]}" --head "$HEAD" --draft "$DRAFT" -o "$OUT/speed.h5" --jsonl "$OUT/spec-bench" ;;
+    alpha|calibration|positions|ablate-eagle2|tree-vs-chain)
+      $DL exp "$name" "${COMMON[@]}" --head "$HEAD" -o "$OUT/$name.h5" ;;
+    sweep) $DL exp sweep "${COMMON[@]}" --head "$HEAD" --total-tokens 10,20,30,40,60 --depth 3,4,5,6 --top-k 2,4,8 \
+             --repeats 3 -o "$OUT/sweep.h5" ;;
+    ablate-inputs)
+      args=()
+      for v in feature_shifted_token feature_unshifted_token feature_only token_only; do
+        args+=(--head "$v=$HEADS/$v")
+      done
+      $DL exp ablate-inputs "${COMMON[@]}" "${args[@]}" -o "$OUT/ablate-inputs.h5" ;;
+    train-data)
+      $DL exp train-data "${COMMON[@]}" --head "fixed=$HEADS/feature_shifted_token" --head "generated=$HEADS/generated" \
+        -o "$OUT/train-data.h5" ;;
+    *) echo "unknown experiment '$name'" >&2; exit 2 ;;
+  esac
+  $DL table "$OUT/$name.h5" > "$OUT/$name.md"
+  $DL plot "$OUT/$name.h5" --out "$OUT/$name"
+  echo "wrote $OUT/$name.h5, $OUT/$name.md, $OUT/$name/"
+done

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Regenerates the reference zoo (data/models/README.md) from ../shared/data/tinystories/tinystories.txt.
+#   bash scripts/train_zoo.sh [STAGE ...]      stages: tiny tiny-head target target-head draft (default: all)
+# Every stage writes its model folder under data/models/ (or $ZOO_OUT) and keeps its full training output
+# (resumable state, logs) in $ZOO_WORK (default ../zoo), so an interrupted stage continues with
+# RESUME=1 bash scripts/train_zoo.sh STAGE.
+# Times on the 2-vCPU development machine (1 thread each, as it ran beside other work): tiny ~8 min,
+# tiny-head ~5 min, target ~90 min, target-head ~30 min, draft ~15 min.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SHARED=${DRAFTLAB_SHARED:-../shared}
+CORPUS=$SHARED/data/tinystories/tinystories.txt
+OUT=${ZOO_OUT:-data/models}
+WORK=${ZOO_WORK:-../zoo}
+THREADS=${THREADS:-1}
+RESUME_FLAG=""; [ "${RESUME:-0}" = 1 ] && RESUME_FLAG="--resume"
+DL=./build/draftlab
+mkdir -p "$WORK" "$OUT"
+STAGES=("$@"); [ ${#STAGES[@]} = 0 ] && STAGES=(tiny tiny-head target target-head draft)
+
+# Copies a trained HF folder (weights, config, tokenizer, log) into the zoo.
+publish() {  # SRC DEST
+  mkdir -p "$2"
+  for f in config.json model.safetensors tokenizer.json tokenizer_config.json training_log.h5; do
+    [ -f "$1/$f" ] && cp "$1/$f" "$2/"
+  done
+  # train-lm copies tokenizer.json only; the tokenizer's config comes from where it was trained.
+  [ -f "$2/tokenizer_config.json" ] || [ ! -f "$WORK/tok4096/tokenizer_config.json" ] || \
+    [ ! -f "$2/tokenizer.json" ] || cp "$WORK/tok4096/tokenizer_config.json" "$2/"
+  echo "wrote $2"
+}
+
+tokenizer_4096() {
+  [ -f "$WORK/tok4096/tokenizer.json" ] || $DL train-tokenizer --corpus "$CORPUS" --vocab-size 4096 --out "$WORK/tok4096"
+}
+
+for stage in "${STAGES[@]}"; do
+  case $stage in
+    tiny) bash scripts/train_ts_tiny.sh "$OUT/ts-tiny" ;;
+    tiny-head) bash scripts/train_ts_tiny_head.sh "$OUT/ts-tiny-eagle-head" ;;
+    target)
+      # 17.8M parameters (71 MB in fp32: above the 32 MB L3, so a decoding step is memory-bound), 16 layers.
+      tokenizer_4096
+      $DL train-lm --corpus "$CORPUS" --tokenizer "$WORK/tok4096/tokenizer.json" --out "$WORK/ts-target" \
+        --dim 256 --layers 16 --heads 4 --hidden 1024 --context 512 --batch 8 --steps 420 --lr 1e-3 --warmup 30 \
+        --eval-every 60 --save-every 60 --log-every 10 --seed 0 --threads "$THREADS" --save-dtype float16 $RESUME_FLAG
+      publish "$WORK/ts-target" "$OUT/ts-target" ;;
+    target-head)
+      $DL train-head --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-eagle-head" \
+        --steps 450 --batch 8 --context 256 --lr 1e-3 --warmup 40 --seed 0 --threads "$THREADS" \
+        --eval-every 100 --log-every 20 --save-dtype float16 $RESUME_FLAG
+      publish "$WORK/ts-target-eagle-head" "$OUT/ts-target-eagle-head" ;;
+    draft)
+      # The classic chain strategy's separate draft LM: same tokenizer as ts-target, about 8% of its step.
+      tokenizer_4096
+      $DL train-lm --corpus "$CORPUS" --tokenizer "$WORK/tok4096/tokenizer.json" --out "$WORK/ts-draft" \
+        --dim 128 --layers 5 --heads 4 --hidden 352 --context 512 --batch 16 --steps 300 --lr 2e-3 --warmup 30 \
+        --eval-every 50 --log-every 20 --seed 0 --threads "$THREADS" --save-dtype float16 $RESUME_FLAG
+      publish "$WORK/ts-draft" "$OUT/ts-draft" ;;
+    *) echo "unknown stage '$stage' (tiny tiny-head target target-head draft)" >&2; exit 2 ;;
+  esac
+done
