@@ -26,7 +26,10 @@ COMMON=(-m "$MODEL" --questions "$Q" -n "$N" --ignore-eos --threads "$THREADS")
 
 for name in "${NAMES[@]}"; do
   case $name in
-    speed) $DL exp speed "${COMMON[@]}" --head "$HEAD" --draft "$DRAFT" -o "$OUT/speed.h5" --jsonl "$OUT/spec-bench" ;;
+    speed)  # the papers' eagle2 (60 / 6 / 10) and this CPU's best sweep point side by side
+      $DL exp speed "${COMMON[@]}" --head "$HEAD" --draft "$DRAFT" \
+        -s "eagle2:label=eagle2 (tt=10 d=4 k=2),total_tokens=10,depth=4,top_k=2" \
+        -o "$OUT/speed.h5" --jsonl "$OUT/spec-bench" ;;
     alpha|calibration|positions|ablate-eagle2|tree-vs-chain)
       $DL exp "$name" "${COMMON[@]}" --head "$HEAD" -o "$OUT/$name.h5" ;;
     sweep) $DL exp sweep "${COMMON[@]}" --head "$HEAD" --total-tokens 10,20,30,40,60 --depth 3,4,5,6 --top-k 2,4,8 \

@@ -1,6 +1,8 @@
-// The committed reference model data/models/ts-tiny: it loads, generates, its perplexity on a fixed slice of the
-// corpus is within 1% of the value in its card (card.json), and its llama2.c export gives the same logits.
+// The committed reference models: ts-tiny loads, generates and its llama2.c export gives the same logits; every
+// zoo model's perplexity on a fixed slice of the corpus is within 1% of the value in its card (card.json).
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include <nlohmann/json.hpp>
 
@@ -33,12 +35,16 @@ TEST(TsTiny, LoadsAndGeneratesStoryText) {
   EXPECT_GT(std::count(text.begin(), text.end(), ' '), 5) << text;
 }
 
-TEST(TsTiny, PerplexityMatchesItsCard) {
+// Every model of the zoo with a card: its perplexity on the card's slice of the corpus within 1% of the card.
+class ZooCard : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ZooCard, PerplexityMatchesItsCard) {
   DRAFTLAB_REQUIRE_SHARED("data/tinystories/tinystories.txt");
-  const auto card = nlohmann::json::parse(read_text_file(source_path(kDir + "/card.json")));
+  const std::string dir = "data/models/" + GetParam();
+  const auto card = nlohmann::json::parse(read_text_file(source_path(dir + "/card.json")));
   const auto& eval = card.at("evaluation");
-  auto model = LlamaModel::load(source_path(kDir), ComputeOptions{});
-  auto tok = load_tokenizer(source_path(kDir));
+  auto model = LlamaModel::load(source_path(dir), ComputeOptions{});
+  auto tok = load_tokenizer(source_path(dir));
   const std::string text = read_text_file(shared_path("data/tinystories/tinystories.txt"));
   const int64_t offset = eval.at("offset").get<int64_t>(), bytes = eval.at("max_bytes").get<int64_t>();
   const std::string slice = text.substr(offset < 0 ? text.size() + offset : offset, bytes);
@@ -48,6 +54,13 @@ TEST(TsTiny, PerplexityMatchesItsCard) {
   const double got = perplexity(*model, ids, eval.at("context").get<int64_t>()).perplexity;
   EXPECT_NEAR(got, recorded, 0.01 * recorded);
 }
+
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooCard, ::testing::Values("ts-tiny", "ts-target", "ts-draft"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 TEST(TsTiny, Llama2cExportGivesTheSameLogits) {
   auto hf = LlamaModel::load(source_path(kDir), ComputeOptions{});
