@@ -114,16 +114,7 @@ int run_exp(int argc, char** argv) {
   all.add(desc).add(hidden);
 
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw Error(std::string(e.what()) + " (see draftlab exp --help)");
-  }
+  if (!parse_command_line(all, argc, argv, "exp", vm, &positional, &desc)) return 0;
   check(!c.experiment.empty(), "exp: expected an experiment name (" + names + ") (see draftlab exp --help)");
   check(seed >= 0, "--seed: expected >= 0");
   c.runner.seed = static_cast<uint64_t>(seed);

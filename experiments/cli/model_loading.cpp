@@ -14,11 +14,15 @@ namespace po = boost::program_options;
 namespace draftlab::cli {
 
 bool parse_command_line(const po::options_description& desc, int argc, char** argv, const std::string& command,
-                        po::variables_map& vm) {
+                        po::variables_map& vm, const po::positional_options_description* positional,
+                        const po::options_description* shown_in_help) {
   try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::command_line_parser parser(argc, argv);
+    parser.options(desc);
+    if (positional) parser.positional(*positional);
+    po::store(parser.run(), vm);
     if (vm.count("help")) {
-      std::cout << desc << "\n";
+      std::cout << (shown_in_help ? *shown_in_help : desc) << "\n";
       return false;
     }
     po::notify(vm);

@@ -24,7 +24,9 @@ struct ModelOptions {
 // Parses argv against desc (which should have --help). Returns false after printing help for --help; throws
 // Error naming the command for bad or missing options.
 bool parse_command_line(const boost::program_options::options_description& desc, int argc, char** argv,
-                        const std::string& command, boost::program_options::variables_map& vm);
+                        const std::string& command, boost::program_options::variables_map& vm,
+                        const boost::program_options::positional_options_description* positional = nullptr,
+                        const boost::program_options::options_description* shown_in_help = nullptr);
 
 // Adds --model, --tokenizer, --dtype, --device, --threads, --verbose.
 void add_model_options(boost::program_options::options_description& desc, ModelOptions& o);

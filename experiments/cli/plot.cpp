@@ -15,6 +15,7 @@
 
 #include "core/base/error.h"
 #include "experiments/cli/commands.h"
+#include "experiments/cli/model_loading.h"
 
 namespace po = boost::program_options;
 
@@ -68,16 +69,7 @@ int run_plot(int argc, char** argv) {
   po::positional_options_description positional;
   positional.add("results", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw Error(std::string(e.what()) + " (see draftlab plot --help)");
-  }
+  if (!parse_command_line(desc, argc, argv, "plot", vm, &positional)) return 0;
 
   const char* env_dir = std::getenv("DRAFTLAB_ANALYSIS_DIR");
   const std::string dir = env_dir && *env_dir ? std::string(env_dir) : std::string(DRAFTLAB_ANALYSIS_DIR_DEFAULT);

@@ -7,6 +7,7 @@
 #include "analysis/paper_tables.h"
 #include "core/base/error.h"
 #include "experiments/cli/commands.h"
+#include "experiments/cli/model_loading.h"
 #include "experiments/results/results_file.h"
 
 namespace po = boost::program_options;
@@ -34,16 +35,7 @@ int run_table(int argc, char** argv) {
   po::positional_options_description positional;
   positional.add("results", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw Error(std::string(e.what()) + " (see draftlab table --help)");
-  }
+  if (!parse_command_line(desc, argc, argv, "table", vm, &positional)) return 0;
   if (format != "md" && format != "latex") throw Error("--format: expected md or latex, got " + format);
   if (options.bootstrap.resamples < 1) throw Error("--resamples: expected a positive count");
   if (!(options.bootstrap.level > 0 && options.bootstrap.level < 1)) throw Error("--level: expected a value in (0, 1)");
