@@ -17,6 +17,13 @@ struct NodeSpec {
 };
 using CycleSpec = std::vector<NodeSpec>;
 
+// A 4-node chain (confidence 0.5 each) accepting its first `accepted` nodes (accept length accepted + 1).
+inline CycleSpec chain(int accepted) {
+  CycleSpec c;
+  for (int d = 1; d <= 4; ++d) c.push_back({d, d, d - 1, 0, 0.5f, d <= accepted ? 1 : 0});
+  return c;
+}
+
 struct QuestionSpec {
   int64_t id;
   int32_t turn;

@@ -9,20 +9,10 @@
 
 using namespace draftlab;
 using namespace draftlab::analysis;
+using draftlab::testing::chain;
 using draftlab::testing::CycleSpec;
 using draftlab::testing::make_run;
 using draftlab::testing::make_vanilla;
-
-namespace {
-
-// A 4-node chain accepting its first `accepted` nodes.
-CycleSpec chain(int accepted) {
-  CycleSpec c;
-  for (int d = 1; d <= 4; ++d) c.push_back({d, d, d - 1, 0, 0.5f, d <= accepted ? 1 : 0});
-  return c;
-}
-
-}  // namespace
 
 TEST(NAlpha, ChainByHand) {
   // Three cycles accepting 2, 0 and 4 nodes of 4.

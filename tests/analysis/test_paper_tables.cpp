@@ -7,18 +7,12 @@
 
 using namespace draftlab;
 using namespace draftlab::analysis;
+using draftlab::testing::chain;
 using draftlab::testing::CycleSpec;
 using draftlab::testing::make_run;
 using draftlab::testing::make_vanilla;
 
 namespace {
-
-// 4-node chain accepting `accepted` nodes (accept length accepted + 1).
-CycleSpec chain(int accepted) {
-  CycleSpec c;
-  for (int d = 1; d <= 4; ++d) c.push_back({d, d, d - 1, 0, 0.5f, d <= accepted ? 1 : 0});
-  return c;
-}
 
 // speed-like file: vanilla (4 s per question) and two methods on mt_bench and gsm8k at T = 0.
 //   eagle2: 2 s -> 2.00x, cycles accepting 3, 3 -> tau 4.00;  chain: 3.2 s -> 1.25x, 1 and 0 -> tau 1.50
