@@ -101,7 +101,9 @@ class LosslessSampling : public ::testing::TestWithParam<StrategyConfig> {
     draft_dir = dir;
   }
 
-  std::map<std::pair<int64_t, int64_t>, int> run(const SamplingParams& sp, AcceptanceRule rule) {
+  // rejected (optional): draft nodes the verifier rejected over all runs, the wrong rule's only chance to show.
+  std::map<std::pair<int64_t, int64_t>, int> run(const SamplingParams& sp, AcceptanceRule rule,
+                                                 int64_t* rejected = nullptr) {
     // The model paths exist only now: take this label's options with them filled in.
     StrategyConfig cfg;
     for (const auto& c : all_strategy_configs(target_dir, draft_dir))
@@ -116,6 +118,8 @@ class LosslessSampling : public ::testing::TestWithParam<StrategyConfig> {
       SpeculativeDecoder decoder(*target, *strategy, rule);
       auto out = decoder.generate(prompt, gen);
       counts[{out.tokens.at(0), out.tokens.at(1)}]++;
+      if (rejected)
+        for (const CycleStats& c : out.cycles) *rejected += c.drafted - c.accepted;
     }
     return counts;
   }
@@ -160,7 +164,12 @@ TEST_P(LosslessSampling, AWrongAcceptanceRuleIsCaught) {
                     "min(p, q) - beta p, is too small to see in this many runs";
   SamplingParams sp{1.5, 0, 1.0};
   Exact e = exact_distribution(*target, prompt, sp);
-  auto counts = run(sp, AcceptanceRule::NoResidual);
+  int64_t rejected = 0;
+  auto counts = run(sp, AcceptanceRule::NoResidual, &rejected);
+  // eagle2 total_tokens=auto decides from measured timings whether drafting pays; on a loaded machine it may draft
+  // (almost) nothing, and then there is nothing for the wrong rule to get wrong.
+  if (rejected < kRuns / 10)
+    GTEST_SKIP() << "only " << rejected << " draft nodes rejected in " << kRuns << " runs: no power against a wrong rule";
   auto chi = chi_square(e, counts, kRuns);
   EXPECT_GT(chi.statistic, chi_square_quantile(chi.dof, 4.75))
       << "sampling from p instead of the residual after a rejection biases towards drafted tokens";
