@@ -5,7 +5,7 @@
 # (resumable state, logs) in $ZOO_WORK (default ../zoo), so an interrupted stage continues with
 # RESUME=1 bash scripts/train_zoo.sh STAGE.
 # Times on the 2-vCPU development machine (1 thread each, as it ran beside other work): tiny ~8 min,
-# tiny-head ~5 min, target ~90 min, target-head ~30 min, draft ~15 min.
+# tiny-head ~5 min, target ~90 min + ~80 min (phase 2, 2 threads), target-head ~30 min, draft ~15 min.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${DRAFTLAB_SHARED:-../shared}
@@ -40,10 +40,18 @@ for stage in "${STAGES[@]}"; do
     tiny-head) bash scripts/train_ts_tiny_head.sh "$OUT/ts-tiny-eagle-head" ;;
     target)
       # 17.8M parameters (71 MB in fp32: above the 32 MB L3, so a decoding step is memory-bound), 16 layers.
+      # Two phases, as it was trained: 420 steps with a cosine to 1e-4 (the first, budget-limited session), then
+      # the same run resumed with --steps 1100 (the cosine re-enters at its step-420 value, 7.4e-4) until the
+      # validation loss stops improving (--patience 3 validations), model.safetensors = the best one (--keep-best).
       tokenizer_4096
-      $DL train-lm --corpus "$CORPUS" --tokenizer "$WORK/tok4096/tokenizer.json" --out "$WORK/ts-target" \
-        --dim 256 --layers 16 --heads 4 --hidden 1024 --context 512 --batch 8 --steps 420 --lr 1e-3 --warmup 30 \
-        --eval-every 60 --save-every 60 --log-every 10 --seed 0 --threads "$THREADS" --save-dtype float16 $RESUME_FLAG
+      lm=(train-lm --corpus "$CORPUS" --tokenizer "$WORK/tok4096/tokenizer.json" --out "$WORK/ts-target"
+          --dim 256 --layers 16 --heads 4 --hidden 1024 --context 512 --batch 8 --lr 1e-3 --warmup 30
+          --log-every 10 --seed 0 --threads "$THREADS" --save-dtype float16)
+      if [ ! -f "$WORK/ts-target/.phase1-done" ]; then
+        $DL "${lm[@]}" --steps 420 --eval-every 60 --save-every 60 $RESUME_FLAG
+        touch "$WORK/ts-target/.phase1-done"
+      fi
+      $DL "${lm[@]}" --steps 1100 --eval-every 40 --save-every 40 --keep-best --patience 3 --resume
       publish "$WORK/ts-target" "$OUT/ts-target" ;;
     target-head)
       $DL train-head --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-eagle-head" \

@@ -75,25 +75,35 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
       {"command_line", o.command_line}, {"config", c.to_hf_json().dump(2)}, {"seed", std::to_string(o.seed)},
       {"batch", std::to_string(o.batch)}, {"context", std::to_string(o.context)}};
 
+  check(!o.keep_best || (topt.eval_every > 0), "--keep-best: needs validation (--eval-every > 0)");
+  auto save_model = [&] { LlamaModel(c, inference_weights(c, weights), o.compute).save_hf(o.out_dir, o.save_dtype); };
   Trainer::Hooks hooks;
   hooks.loss = [&](int64_t step) {
     return next_token_loss(c, weights, rope, data.train_batch(o.batch, o.context, o.seed, step));
   };
   hooks.eval_loss = [&] { return validation_loss(c, weights, rope, val, o.batch); };
   hooks.save = [&](int64_t) {
-    LlamaModel(c, inference_weights(c, weights), o.compute).save_hf(o.out_dir, o.save_dtype);
+    if (!o.keep_best) save_model();
     trainer.save_state(state_path, {{"config", config_text}, {"seed", std::to_string(o.seed)},
                                     {"batch", std::to_string(o.batch)}, {"context", std::to_string(o.context)}});
     auto attrs = attributes;
     attrs["date"] = utc_timestamp();
+    const Trainer::BestEval best = trainer.best_eval();
+    if (best.step >= 0) {
+      attrs["best_step"] = std::to_string(best.step);
+      attrs["best_validation_loss"] = std::to_string(best.loss);
+      attrs["model_safetensors"] = o.keep_best ? "best validation checkpoint" : "last checkpoint";
+    }
     write_training_log(o.out_dir + "/training_log.h5", trainer.curves(), attrs);
   };
+  if (o.keep_best) hooks.save_best = [&](int64_t) { save_model(); };
   trainer.run(hooks);
 
   LmTrainingResult result;
   for (const auto& [name, p] : trainable_parameters(c, weights)) result.parameters += p.numel();
   result.tokens_per_second = trainer.tokens_per_second();
   result.curves = trainer.curves();
+  result.best = trainer.best_eval();
   return result;
 }
 

@@ -2,7 +2,8 @@
 // `draftlab generate --model DIR` runs. `draftlab train-lm` is a thin command line over this.
 //
 // DIR after a run:
-//   config.json, model.safetensors (float32)   the model, as LlamaModel::save_hf writes it
+//   config.json, model.safetensors (float32)   the model, as LlamaModel::save_hf writes it (the last checkpoint,
+//                                              or with keep_best the one of lowest validation loss)
 //   tokenizer.json (or the tokenizer file's own name)   a copy of the tokenizer trained with
 //   training_state.safetensors                 parameters, AdamW moments, step, curves: --resume continues exactly
 //   training_log.h5                            the loss curves (see core/training/training_log.h)
@@ -27,6 +28,8 @@ struct LmTrainingOptions {
   int64_t eval_windows = 64;  // validation windows per evaluation
   std::string out_dir;        // created if absent
   bool resume = false;        // continue from out_dir/training_state.safetensors
+  bool keep_best = false;     // model.safetensors is rewritten only at a new best validation loss (so it ends as
+                              // the best checkpoint, not the last); the training state still follows every step
   std::string tokenizer_path; // copied into out_dir ("" = none)
   std::string command_line;   // recorded in the log
   at::ScalarType save_dtype = at::kFloat;  // of model.safetensors (the training state stays float32)
@@ -37,6 +40,7 @@ struct LmTrainingResult {
   int64_t parameters = 0;
   double tokens_per_second = 0;
   TrainingCurves curves;
+  Trainer::BestEval best;  // lowest validation loss and its step
 };
 
 // Throws Error naming the option or file on a bad configuration, a missing or mismatched resume state.

@@ -79,27 +79,54 @@ double Trainer::train_step(const std::function<at::Tensor()>& loss_fn) {
   return value;
 }
 
+Trainer::BestEval Trainer::best_eval() const {
+  // Recomputed from the curves, which the training state carries: a resumed run keeps its best and its patience.
+  BestEval best;
+  for (size_t i = 0; i < curves_.eval_loss.size(); ++i) {
+    if (best.step < 0 || curves_.eval_loss[i] < best.loss) {
+      best = {curves_.eval_step[i], curves_.eval_loss[i], 0};
+    } else {
+      ++best.evals_since;
+    }
+  }
+  return best;
+}
+
 void Trainer::run(const Hooks& hooks) {
   check(static_cast<bool>(hooks.loss), "trainer: no loss function");
+  check(options_.patience >= 0, "trainer: patience: expected >= 0, got " + std::to_string(options_.patience));
+  check(options_.patience == 0 || (options_.eval_every > 0 && hooks.eval_loss),
+        "trainer: patience (early stopping) needs validation (eval_every > 0)");
   ProgressLine progress(options_.steps, options_.log_every, options_.quiet);
   auto evaluate = [&] {
     if (!hooks.eval_loss) return;
     const double l = hooks.eval_loss();
     curves_.eval_step.push_back(step_);
     curves_.eval_loss.push_back(l);
-    char line[160];
-    std::snprintf(line, sizeof line, "step %ld: validation loss %.4f, perplexity %.2f", static_cast<long>(step_), l,
-                  std::exp(l));
+    const BestEval best = best_eval();
+    char line[200];
+    std::snprintf(line, sizeof line, "step %ld: validation loss %.4f, perplexity %.2f%s", static_cast<long>(step_), l,
+                  std::exp(l), best.step == step_ ? " (best so far)" : "");
     progress.message(line);
+    if (best.step == step_ && hooks.save_best) hooks.save_best(step_);
   };
-  const int64_t stop = options_.stop_at > 0 ? std::min(options_.stop_at, options_.steps) : options_.steps;
+  auto patience_ran_out = [&] { return options_.patience > 0 && best_eval().evals_since >= options_.patience; };
+  int64_t stop = options_.stop_at > 0 ? std::min(options_.stop_at, options_.steps) : options_.steps;
   if (step_ == 0 && options_.eval_every > 0) evaluate();
+  if (patience_ran_out()) stop = step_;  // a resumed run that had already stopped early
   while (step_ < stop) {
     const int64_t s = step_;
     const double loss = train_step([&] { return hooks.loss(s); });
     progress.update(step_, loss, curves_.learning_rate.back(), options_.tokens_per_step);
     // Validation on its own schedule (a stop_at split must not add points); a checkpoint wherever this run ends.
     if (options_.eval_every > 0 && (step_ % options_.eval_every == 0 || step_ == options_.steps)) evaluate();
+    if (patience_ran_out()) {
+      stop = step_;
+      const BestEval best = best_eval();
+      progress.message("step " + std::to_string(step_) + ": stopping early, no better validation loss for " +
+                       std::to_string(best.evals_since) + " validations (best " + std::to_string(best.loss) +
+                       " at step " + std::to_string(best.step) + ")");
+    }
     if (hooks.save && ((options_.save_every > 0 && step_ % options_.save_every == 0) || step_ == stop)) {
       hooks.save(step_);
       progress.message("step " + std::to_string(step_) + ": checkpoint saved");

@@ -42,6 +42,8 @@ struct TrainerOptions {
   int64_t tokens_per_step = 0; // for tokens/s in the progress line
   int64_t stop_at = 0;         // end this invocation after this step (with a checkpoint), keeping the schedule of
                                // `steps`: splits a run across jobs; 0 = run to `steps`
+  int64_t patience = 0;        // early stopping: end (with a checkpoint) after this many validations in a row
+                               // without a new best validation loss; 0 = run to `steps`
 };
 
 class Trainer {
@@ -54,9 +56,18 @@ class Trainer {
     std::function<at::Tensor(int64_t step)> loss;   // scalar training loss of step `step` (0-based), with its graph
     std::function<double()> eval_loss;              // optional: mean held-out loss, computed without gradients
     std::function<void(int64_t steps_done)> save;   // optional: write a checkpoint (call save_state from it)
+    std::function<void(int64_t steps_done)> save_best;  // optional: called after a validation that is the best so far
   };
 
-  // Runs from step() up to options.steps (or options.stop_at).
+  // The lowest validation loss in the curves so far and its step (step -1 when there was no validation).
+  struct BestEval {
+    int64_t step = -1;
+    double loss = 0;
+    int64_t evals_since = 0;  // validations after it that did not improve on it
+  };
+  BestEval best_eval() const;
+
+  // Runs from step() up to options.steps (or options.stop_at, or until `patience` runs out).
   void run(const Hooks& hooks);
 
   // One optimisation step on the given loss closure; returns the loss. Public for callers with their own loop.

@@ -44,6 +44,8 @@ int run_train_lm(int argc, char** argv) {
       ("validation-every", po::value(&validation_every)->default_value(validation_every),
        "every N-th story goes to the validation split")
       ("resume", po::bool_switch(&o.resume), "continue from --out/training_state.safetensors")
+      ("keep-best", po::bool_switch(&o.keep_best),
+       "model.safetensors is the checkpoint of lowest validation loss, not the last (with --patience: early stopping)")
       ("threads", po::value(&threads)->default_value(threads), "intra-op threads (0 = $OMP_NUM_THREADS or all)")
       ("dtype", po::value(&dtype)->default_value(dtype), "compute dtype: float32 or bfloat16")
       ("save-dtype", po::value(&save_dtype)->default_value(save_dtype),
@@ -92,6 +94,9 @@ int run_train_lm(int argc, char** argv) {
   std::fprintf(stderr, "%ld parameters; %.0f tokens/s; saved to %s\n", static_cast<long>(r.parameters),
                r.tokens_per_second, o.out_dir.c_str());
   if (!r.curves.eval_loss.empty()) std::fprintf(stderr, "final validation loss %.4f\n", r.curves.eval_loss.back());
+  if (r.best.step >= 0)
+    std::fprintf(stderr, "best validation loss %.4f at step %ld%s\n", r.best.loss, static_cast<long>(r.best.step),
+                 o.keep_best ? " (saved as model.safetensors)" : "");
   return 0;
 }
 

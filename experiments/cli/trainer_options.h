@@ -26,7 +26,9 @@ inline void add_trainer_options(boost::program_options::options_description& des
        "progress line every N steps when stderr is not a terminal")
       ("quiet,q", po::bool_switch(&t.quiet), "no progress output")
       ("stop-at", po::value(&t.stop_at)->default_value(t.stop_at),
-       "end this invocation after step N with a checkpoint; continue later with --resume (0 = run to --steps)");
+       "end this invocation after step N with a checkpoint; continue later with --resume (0 = run to --steps)")
+      ("patience", po::value(&t.patience)->default_value(t.patience),
+       "early stopping: end after N validations in a row without a new best validation loss (0 = run to --steps)");
 }
 
 }  // namespace draftlab::cli

@@ -268,6 +268,115 @@ TEST(LanguageModelTraining, ResumeContinuesExactly) {
   EXPECT_THROW(train_language_model(other, data), Error);
 }
 
+// Early stopping against a scripted validation curve: the best is tracked, save_best fires exactly at new bests,
+// the run ends after `patience` validations without one, and a resumed run keeps counting where it stopped.
+TEST(Trainer, PatienceStopsAfterValidationsWithoutANewBest) {
+  // Validation at steps 0, 2, 4, ...: best 3.0 at step 4, then 3.5 and 3.2 do not improve -> stop at step 8.
+  const std::vector<double> curve = {5.0, 4.0, 3.0, 3.5, 3.2, 2.0, 1.0};
+  auto make = [] {
+    TrainerOptions t;
+    t.steps = 20;
+    t.warmup = 0;
+    t.eval_every = 2;
+    t.patience = 2;
+    t.quiet = true;
+    return std::make_unique<Trainer>(std::vector<std::pair<std::string, at::Tensor>>{{"w", at::ones({3})}}, t);
+  };
+  auto run = [&](Trainer& trainer, size_t& calls, std::vector<int64_t>& bests, std::vector<int64_t>& saves) {
+    Trainer::Hooks h;
+    h.loss = [&](int64_t) { return at::ones({3}).requires_grad_(true).pow(2).sum(); };  // any scalar with a graph
+    h.eval_loss = [&] { return curve.at(calls++); };
+    h.save_best = [&](int64_t s) { bests.push_back(s); };
+    h.save = [&](int64_t s) { saves.push_back(s); };
+    trainer.run(h);
+  };
+  auto straight = make();
+  size_t calls = 0;
+  std::vector<int64_t> bests, saves;
+  run(*straight, calls, bests, saves);
+  EXPECT_EQ(straight->step(), 8);
+  EXPECT_EQ(bests, (std::vector<int64_t>{0, 2, 4}));
+  EXPECT_EQ(saves, (std::vector<int64_t>{8}));
+  const Trainer::BestEval best = straight->best_eval();
+  EXPECT_EQ(best.step, 4);
+  EXPECT_EQ(best.loss, 3.0);
+  EXPECT_EQ(best.evals_since, 2);
+
+  // Split at step 6 (one validation without improvement so far): the resumed run stops at 8 as well.
+  const std::string state = testing::temp_dir() + "/patience_state.safetensors";
+  auto first = make();
+  {
+    TrainerOptions t = first->options();
+    t.stop_at = 6;
+    first = std::make_unique<Trainer>(std::vector<std::pair<std::string, at::Tensor>>{{"w", at::ones({3})}}, t);
+  }
+  calls = 0;
+  bests.clear();
+  saves.clear();
+  run(*first, calls, bests, saves);
+  EXPECT_EQ(first->step(), 6);
+  first->save_state(state);
+  auto second = make();
+  second->load_state(state);
+  std::vector<int64_t> bests2, saves2;
+  run(*second, calls, bests2, saves2);
+  EXPECT_EQ(second->step(), 8);
+  EXPECT_TRUE(bests2.empty());
+  EXPECT_EQ(saves2, (std::vector<int64_t>{8}));
+  // A state that had already run out of patience does not train further.
+  second->save_state(state);
+  auto third = make();
+  third->load_state(state);
+  std::vector<int64_t> bests3, saves3;
+  run(*third, calls, bests3, saves3);
+  EXPECT_EQ(third->step(), 8);
+}
+
+// --keep-best: model.safetensors is the model of the best validation step, byte for byte the model a run
+// stopped at that step writes.
+TEST(LanguageModelTraining, KeepBestSavesTheBestValidationCheckpoint) {
+  // Training counts in steps of 3 over tokens 0..19, validation in steps of 7 over the same tokens: the
+  // validation loss falls while the model learns which tokens occur, then rises as it learns the training order.
+  std::vector<int32_t> train, val;
+  for (int32_t i = 0; i < 3600; ++i) train.push_back((i * 3) % 20);
+  for (int32_t i = 0; i < 400; ++i) val.push_back((i * 7) % 20);
+  const TextDataset data(std::move(train), std::move(val));
+  auto options = [&](const std::string& dir) {
+    LmTrainingOptions o;
+    o.config = small_config(97, true, 2);
+    o.batch = 4;
+    o.context = 24;
+    o.seed = 5;
+    o.eval_windows = 4;
+    o.out_dir = dir;
+    o.trainer.steps = 30;
+    o.trainer.lr = 1e-2;
+    o.trainer.warmup = 2;
+    o.trainer.eval_every = 2;
+    o.trainer.quiet = true;
+    return o;
+  };
+  auto kept = options(fresh_dir("keep_best"));
+  kept.keep_best = true;
+  const LmTrainingResult r = train_language_model(kept, data);
+  ASSERT_GE(r.best.step, 0);
+  double lowest = r.curves.eval_loss.at(0);
+  for (double l : r.curves.eval_loss) lowest = std::min(lowest, l);
+  EXPECT_EQ(r.best.loss, lowest);
+
+  std::string curve;
+  for (double l : r.curves.eval_loss) curve += " " + std::to_string(l);
+  ASSERT_GT(r.best.step, 0) << "the initial weights were best; validation curve:" << curve;
+  ASSERT_LT(r.best.step, kept.trainer.steps) << "the last step was best, so this cannot tell best from last:" << curve;
+  auto cut = options(fresh_dir("keep_best_cut"));
+  cut.trainer.stop_at = r.best.step;
+  train_language_model(cut, data);
+  EXPECT_EQ(read_text_file(kept.out_dir + "/model.safetensors"), read_text_file(cut.out_dir + "/model.safetensors"))
+      << "model.safetensors is not the step-" << r.best.step << " model";
+  std::printf("best validation loss %.4f at step %ld of %ld\n", r.best.loss, static_cast<long>(r.best.step),
+              static_cast<long>(kept.trainer.steps));
+}
+
 // llama2.c export: the .bin loads back (through the pairs -> halves permutation) to the same logits.
 TEST(Llama2cExport, RoundTripGivesTheSameLogits) {
   for (auto [kv_heads, tied] : {std::pair<int64_t, bool>{2, false}, {4, true}, {1, false}}) {
