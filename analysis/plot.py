@@ -14,6 +14,7 @@ self-contained (plain matplotlib, only the helpers above it) and restylable.
 import argparse
 import json
 import os
+import textwrap
 import sys
 
 import h5py
@@ -309,9 +310,14 @@ def figure_ablation(results):
         ax.margins(y=0.15)
         ax_alpha.set(ylim=(0, 1.15), ylabel="n-α")
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=len(methods), fontsize=8, bbox_to_anchor=(0.5, 0.975))
-    fig.suptitle(f"{results['attrs'].get('experiment', '')}: {machine_caption(results)}", fontsize=8, y=0.995)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
+    # The caption lists every model: wrap it to the figure's width and make room for its lines above the legend.
+    caption = textwrap.fill(f"{results['attrs'].get('experiment', '')}: {machine_caption(results)}", width=190)
+    lines = caption.count("\n") + 1
+    height = fig.get_figheight()
+    fig.suptitle(caption, fontsize=8, y=0.995)
+    fig.legend(handles, labels, loc="upper center", ncol=len(methods), fontsize=8,
+               bbox_to_anchor=(0.5, 1 - (0.05 + 0.15 * lines) / height))
+    fig.tight_layout(rect=(0, 0, 1, 1 - (0.3 + 0.15 * lines) / height))
     return fig
 
 
