@@ -88,7 +88,7 @@ def build_notebook(name, sources, helper_names):
             "import os\n\n"
             f"RESULTS = os.path.join(os.environ.get(\"DRAFTLAB_FIXTURES\", \"/tmp/draftlab-fixtures\"), "
             f"\"fixture-{experiment}.h5\")"),
-        nbformat.v4.new_code_cell("import json\n\nimport h5py\nimport matplotlib.pyplot as plt\nimport numpy as np"),
+        nbformat.v4.new_code_cell("import json\nimport textwrap\n\nimport h5py\nimport matplotlib.pyplot as plt\nimport numpy as np"),
         nbformat.v4.new_markdown_cell("## Loading and statistics\n\nThe definitions of docs/results-schema.md "
                                       "(tested nodes, calibration bins, n-α, speedup pairing)."),
         nbformat.v4.new_code_cell("\n\n\n".join(sources[h] for h in helpers_used([function, "load_results"], sources, helper_names))),
