@@ -103,7 +103,15 @@ class Eagle2Strategy : public DraftStrategy {
         for (size_t r = 0; r < c.tokens.size(); ++r) layer.push_back(tree.add(c.tokens[r], frontier[f], c.probs[r]));
       }
       frontier = eagle2_select(tree, layer, o_.top_k, o_.rank_by_value);
+      if (o_.auto_budget && prune_below_ > 0.0f) {
+        // total_tokens=auto: a node valued below last cycle's cut-off would not be verified, nor would its
+        // children (a child's value never exceeds its parent's): expanding it only costs drafting time.
+        frontier.erase(std::remove_if(frontier.begin(), frontier.end(),
+                                      [&](int32_t i) { return tree.node(i).value < prune_below_; }),
+                       frontier.end());
+      }
       expanded.insert(expanded.end(), frontier.begin(), frontier.end());
+      if (frontier.empty()) break;
     }
     // `frontier` now holds the best of the last layer: part of the no-rerank draft, never expanded.
     std::vector<int32_t> keep = o_.rerank ? eagle2_rerank(tree, budget) : eagle2_rerank(tree, budget, expanded);
@@ -128,6 +136,8 @@ class Eagle2Strategy : public DraftStrategy {
     for (int32_t i : kept) values.push_back(tree.node(i).value);
     const int32_t m = best_budget(values, calibration_.alpha(), draft_seconds_, *cost_);
     last_budget_ = m;
+    // Next cycle expands only nodes near or above this cycle's cut-off; none when the budget was not binding.
+    prune_below_ = (m > 0 && m < static_cast<int32_t>(values.size())) ? kPruneSlack * values[m - 1] : 0.0f;
     if (m > 0) cycles_without_draft_ = 0;
     kept.resize(m);
     predicted_ = 0.0;
@@ -146,6 +156,8 @@ class Eagle2Strategy : public DraftStrategy {
   double expand_seconds_ = 0.0;  // this cycle's drafting time before the budget choice
   double draft_seconds_ = 0.0;   // running estimate of drafting time per cycle (expansion + sync)
   static constexpr int kProbeEvery = 8;
+  static constexpr float kPruneSlack = 0.75f;  // margin for the next context being easier than this one
+  float prune_below_ = 0.0f;                    // value under which a node is not expanded (auto only)
   int32_t last_budget_ = -1;
   int cycles_without_draft_ = 0;
 };

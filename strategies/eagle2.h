@@ -11,7 +11,9 @@
 //                    (EaModel total_token; Model.total_tokens = total_token - 1): 60 -> at most 59 drafted nodes.
 //                    Paper: 60 / 50 / 48 for 7B / 13B / 70B.
 //                    total_tokens=auto: chosen every cycle from this machine's measured verification cost curve and
-//                    the observed acceptance (core/decoding/verify_cost.h), up to max_auto_tokens (default 128).
+//                    the observed acceptance (core/decoding/verify_cost.h), up to max_auto_tokens (default 128);
+//                    depth and top_k become caps: a node valued below 3/4 of last cycle's cut-off is not expanded,
+//                    so the tree is as deep and wide as the context earns.
 //   depth=6          layers of the tree (the paper's "depth 6"; the official code's depth=5 plus the root layer);
 //                    depth - 1 head forwards per cycle, the first layer coming from the sync forward.
 //   top_k=10         nodes expanded per layer and children per expanded node.
