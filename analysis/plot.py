@@ -27,7 +27,9 @@ def load_results(path):
     """The whole file as plain dicts and numpy arrays: {"attrs", "runs": [...], "training": {label: {...}}}."""
 
     def text(value):
-        return value.decode() if isinstance(value, bytes) else value
+        # Answers are detokenized from a fixed number of tokens: one cut inside a multi-byte character is not
+        # valid UTF-8, and must not stop a plot.
+        return value.decode(errors="replace") if isinstance(value, bytes) else value
 
     def table(group):
         return {name: (np.array([text(v) for v in ds[()]]) if ds.dtype.kind == "O" else ds[()])
