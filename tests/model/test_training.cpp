@@ -222,23 +222,27 @@ TEST(LanguageModelTraining, ValidationLossFallsOnTinyStories) {
 }
 
 // Train N steps straight, or N/2, stop, and resume for the rest: the same weights and Adam moments, bit for bit.
+// A few-second training run of small_config on windows of 24 tokens, written to `dir`.
+LmTrainingOptions quick_run(const std::string& dir, bool tied, uint64_t seed, int64_t steps, double lr,
+                            int64_t warmup, int64_t eval_every) {
+  LmTrainingOptions o;
+  o.config = small_config(97, tied, 2);
+  o.batch = 4;
+  o.context = 24;
+  o.seed = seed;
+  o.eval_windows = 4;
+  o.out_dir = dir;
+  o.trainer.steps = steps;
+  o.trainer.lr = lr;
+  o.trainer.warmup = warmup;
+  o.trainer.eval_every = eval_every;
+  o.trainer.quiet = true;
+  return o;
+}
+
 TEST(LanguageModelTraining, ResumeContinuesExactly) {
   const TextDataset data = synthetic_data(97, 4000);
-  auto options = [&](const std::string& dir) {
-    LmTrainingOptions o;
-    o.config = small_config(97, false, 2);
-    o.batch = 4;
-    o.context = 24;
-    o.seed = 3;
-    o.eval_windows = 4;
-    o.out_dir = dir;
-    o.trainer.steps = 16;
-    o.trainer.lr = 5e-3;
-    o.trainer.warmup = 4;
-    o.trainer.eval_every = 5;
-    o.trainer.quiet = true;
-    return o;
-  };
+  auto options = [](const std::string& dir) { return quick_run(dir, false, 3, 16, 5e-3, 4, 5); };
   const std::string straight = fresh_dir("straight"), split = fresh_dir("split");
   const LmTrainingResult a = train_language_model(options(straight), data);
 
@@ -273,8 +277,9 @@ TEST(LanguageModelTraining, ResumeContinuesExactly) {
 TEST(Trainer, PatienceStopsAfterValidationsWithoutANewBest) {
   // Validation at steps 0, 2, 4, ...: best 3.0 at step 4, then 3.5 and 3.2 do not improve -> stop at step 8.
   const std::vector<double> curve = {5.0, 4.0, 3.0, 3.5, 3.2, 2.0, 1.0};
-  auto make = [] {
+  auto make = [](int64_t stop_at = 0) {
     TrainerOptions t;
+    t.stop_at = stop_at;
     t.steps = 20;
     t.warmup = 0;
     t.eval_every = 2;
@@ -304,12 +309,7 @@ TEST(Trainer, PatienceStopsAfterValidationsWithoutANewBest) {
 
   // Split at step 6 (one validation without improvement so far): the resumed run stops at 8 as well.
   const std::string state = testing::temp_dir() + "/patience_state.safetensors";
-  auto first = make();
-  {
-    TrainerOptions t = first->options();
-    t.stop_at = 6;
-    first = std::make_unique<Trainer>(std::vector<std::pair<std::string, at::Tensor>>{{"w", at::ones({3})}}, t);
-  }
+  auto first = make(/*stop_at=*/6);
   calls = 0;
   bests.clear();
   saves.clear();
@@ -341,21 +341,7 @@ TEST(LanguageModelTraining, KeepBestSavesTheBestValidationCheckpoint) {
   for (int32_t i = 0; i < 3600; ++i) train.push_back((i * 3) % 20);
   for (int32_t i = 0; i < 400; ++i) val.push_back((i * 7) % 20);
   const TextDataset data(std::move(train), std::move(val));
-  auto options = [&](const std::string& dir) {
-    LmTrainingOptions o;
-    o.config = small_config(97, true, 2);
-    o.batch = 4;
-    o.context = 24;
-    o.seed = 5;
-    o.eval_windows = 4;
-    o.out_dir = dir;
-    o.trainer.steps = 30;
-    o.trainer.lr = 1e-2;
-    o.trainer.warmup = 2;
-    o.trainer.eval_every = 2;
-    o.trainer.quiet = true;
-    return o;
-  };
+  auto options = [](const std::string& dir) { return quick_run(dir, true, 5, 30, 1e-2, 2, 2); };
   auto kept = options(fresh_dir("keep_best"));
   kept.keep_best = true;
   const LmTrainingResult r = train_language_model(kept, data);
