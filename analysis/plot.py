@@ -27,8 +27,8 @@ def load_results(path):
     """The whole file as plain dicts and numpy arrays: {"attrs", "runs": [...], "training": {label: {...}}}."""
 
     def text(value):
-        # Answers are detokenized from a fixed number of tokens: one cut inside a multi-byte character is not
-        # valid UTF-8, and must not stop a plot.
+        # Files written before the drivers stored answers as valid UTF-8 can hold a character cut by the token
+        # budget; such an answer must not stop a plot.
         return value.decode(errors="replace") if isinstance(value, bytes) else value
 
     def table(group):

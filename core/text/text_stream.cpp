@@ -71,4 +71,11 @@ std::string TextStream::drain(bool final) {
   return out;
 }
 
+std::string decode_utf8(const Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
+  TextStream stream(tokenizer);
+  std::string text;
+  for (int32_t id : ids) text += stream.push(id);
+  return text + stream.finish();
+}
+
 }  // namespace draftlab

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/text/tokenizer.h"
 
@@ -34,5 +35,10 @@ class TextStream {
   int32_t prev_ = -1;
   std::string pending_;  // bytes received but not yet returned: at most the first 3 bytes of one character
 };
+
+// The text of `ids` as valid UTF-8: Tokenizer::decode, with each broken sequence replaced by U+FFFD as TextStream
+// does (what Python's bytes.decode(errors="replace") gives the papers' scripts). For text that is stored or fed
+// back as a prompt: a fixed token budget can end inside a multi-byte character.
+std::string decode_utf8(const Tokenizer& tokenizer, const std::vector<int32_t>& ids);
 
 }  // namespace draftlab

@@ -10,6 +10,7 @@
 #include "core/base/error.h"
 #include "core/decoding/speculative_decoder.h"
 #include "core/text/chat_template.h"
+#include "core/text/text_stream.h"
 #include "strategies/registry.h"
 
 namespace draftlab {
@@ -194,7 +195,9 @@ std::vector<RunRecord> run_methods(const LlamaModel& target, const Tokenizer& to
         const SpeculativeResult& res = last[m];
         const int8_t identical = greedy && m > 0 ? (res.tokens == last[0].tokens ? 1 : 0) : -1;
         std::vector<int32_t> ids(res.tokens.begin(), res.tokens.end());
-        const std::string answer = tokenizer.decode(ids);
+        // Valid UTF-8 (the answer column is an HDF5 UTF-8 string); the next turn's prompt sees the same text, as
+        // in the papers' scripts, whose decode replaces a character cut by the token budget with U+FFFD.
+        const std::string answer = decode_utf8(tokenizer, ids);
         history[m].push_back({"assistant", answer});
         const double wall = median(times[m]);
         append_result(state[m].run, q, static_cast<int>(t), static_cast<int32_t>(prompts[m].size()), wall, res,

@@ -120,5 +120,18 @@ TEST(TextStream, InvalidBytesBecomeOneReplacementEach) {
   }
 }
 
+TEST(TextStream, DecodeUtf8IsDecodeWithTheCutCharacterReplaced) {
+  DRAFTLAB_REQUIRE_SHARED(kGguf);
+  const auto tok = load_gguf_tokenizer(shared_path(kGguf));
+  const std::string llama = "\xF0\x9F\xA6\x99";  // four byte tokens
+  const std::vector<int32_t> ids = tok->encode("a " + llama, true);
+  EXPECT_EQ(decode_utf8(*tok, ids), tok->decode(ids));
+  // A token budget that ends two bytes into the character: decode() gives the raw bytes, decode_utf8 one U+FFFD.
+  const std::vector<int32_t> cut(ids.begin(), ids.end() - 2);
+  const std::string raw = tok->decode(cut);
+  ASSERT_EQ(raw.substr(raw.size() - 2), llama.substr(0, 2));
+  EXPECT_EQ(decode_utf8(*tok, cut), raw.substr(0, raw.size() - 2) + kReplacement);
+}
+
 }  // namespace
 }  // namespace draftlab
