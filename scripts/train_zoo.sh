@@ -5,7 +5,8 @@
 # (resumable state, logs) in $ZOO_WORK (default ../zoo), so an interrupted stage continues with
 # RESUME=1 bash scripts/train_zoo.sh STAGE.
 # Times on the 2-vCPU development machine (1 thread each, as it ran beside other work): tiny ~8 min,
-# tiny-head ~5 min, target ~90 min + ~80 min (phase 2, 2 threads), target-head ~25 min (2 threads), draft ~15 min.
+# tiny-head ~5 min, target ~90 min + ~80 min + ~95 min (phases 2 and 3, 2 threads), target-head ~26 min (2 threads),
+# draft ~15 min.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${DRAFTLAB_SHARED:-../shared}
@@ -40,30 +41,37 @@ for stage in "${STAGES[@]}"; do
     tiny-head) bash scripts/train_ts_tiny_head.sh "$OUT/ts-tiny-eagle-head" ;;
     target)
       # 17.8M parameters (71 MB in fp32: above the 32 MB L3, so a decoding step is memory-bound), 16 layers.
-      # Two phases, as it was trained: 420 steps with a cosine to 1e-4 (the first, budget-limited session), then
-      # the same run resumed with --steps 1100 (the cosine re-enters at its step-420 value, 7.4e-4) until the
-      # validation loss stops improving (--patience 3 validations), model.safetensors = the best one (--keep-best).
+      # Three phases, as it was trained: 420 steps with a cosine to 1e-4 (the first, budget-limited session); the
+      # same run resumed with --steps 1100 (the cosine re-enters at its step-420 value, 7.4e-4, and ends at 1e-4);
+      # then on at the constant floor, 1e-4, until the validation loss stops improving (--patience 3 validations,
+      # 40 steps apart). model.safetensors = the best validation checkpoint (--keep-best).
       tokenizer_4096
       lm=(train-lm --corpus "$CORPUS" --tokenizer "$WORK/tok4096/tokenizer.json" --out "$WORK/ts-target"
-          --dim 256 --layers 16 --heads 4 --hidden 1024 --context 512 --batch 8 --lr 1e-3 --warmup 30
+          --dim 256 --layers 16 --heads 4 --hidden 1024 --context 512 --batch 8 --warmup 30
           --log-every 10 --seed 0 --threads "$THREADS" --save-dtype float16)
       if [ ! -f "$WORK/ts-target/.phase1-done" ]; then
-        $DL "${lm[@]}" --steps 420 --eval-every 60 --save-every 60 $RESUME_FLAG
+        $DL "${lm[@]}" --lr 1e-3 --steps 420 --eval-every 60 --save-every 60 $RESUME_FLAG
         touch "$WORK/ts-target/.phase1-done"
       fi
-      $DL "${lm[@]}" --steps 1100 --eval-every 40 --save-every 40 --keep-best --patience 3 --resume
+      if [ ! -f "$WORK/ts-target/.phase2-done" ]; then
+        $DL "${lm[@]}" --lr 1e-3 --steps 1100 --eval-every 40 --save-every 40 --keep-best --patience 3 --resume
+        touch "$WORK/ts-target/.phase2-done"
+      fi
+      # The same run, its learning rate held at 1e-4 (min-lr-ratio 1: no decay); early stopping ends it (at step
+      # 1840, best 1720). It ran as a probe to step 1700 first, whose closing validation counts toward the
+      # patience, hence two invocations.
+      lm+=(--lr 1e-4 --min-lr-ratio 1 --eval-every 40 --save-every 40 --keep-best --patience 3 --resume)
+      if [ ! -f "$WORK/ts-target/.phase3-done" ]; then
+        $DL "${lm[@]}" --steps 1700
+        touch "$WORK/ts-target/.phase3-done"
+      fi
+      $DL "${lm[@]}" --steps 4000  # a resumed run that already stopped early does nothing
       publish "$WORK/ts-target" "$OUT/ts-target" ;;
     target-head)
-      # Two phases, as it was trained: 450 steps (cosine to 1e-4), then resumed with --steps 1000 once ts-target
-      # had been trained further and the head was seen to need more (the cosine re-enters at 6.4e-4).
-      head=(train-head --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-eagle-head"
-            --batch 8 --context 256 --lr 1e-3 --warmup 40 --seed 0 --threads "$THREADS"
-            --eval-every 100 --log-every 20 --save-dtype float16)
-      if [ ! -f "$WORK/ts-target-eagle-head/.phase1-done" ]; then
-        $DL "${head[@]}" --steps 450 $RESUME_FLAG
-        touch "$WORK/ts-target-eagle-head/.phase1-done"
-      fi
-      $DL "${head[@]}" --steps 1000 --resume
+      # 1,000 steps (2 epochs of 8 x 256-token windows) with a cosine to 1e-4; features from the published ts-target.
+      $DL train-head --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-eagle-head" \
+        --batch 8 --context 256 --steps 1000 --lr 1e-3 --warmup 40 --seed 0 --threads "$THREADS" \
+        --eval-every 100 --log-every 20 --save-dtype float16 $RESUME_FLAG
       publish "$WORK/ts-target-eagle-head" "$OUT/ts-target-eagle-head" ;;
     draft)
       # The classic chain strategy's separate draft LM: same tokenizer as ts-target, about 8% of its step.
