@@ -416,7 +416,9 @@ std::string machine_caption(const ResultsFile& results) {
   };
   std::string caption = "Machine: " + attr("host") + " (" + attr("cpu") + "), " + std::to_string(results.threads) +
                         (results.threads == 1 ? " thread" : " threads") + ", " + attr("blas") + ", " +
-                        attr("device") + " " + attr("dtype") + ". Models:";
+                        attr("device") + " " + attr("dtype") +
+                        (results.attributes.count("forward") ? ", forward: " + attr("forward") : std::string()) +
+                        ". Models:";
   nlohmann::json models;
   try {
     models = nlohmann::json::parse(attr("models"));

@@ -29,7 +29,7 @@ using namespace draftlab;
 
 int main(int argc, char** argv) {
   ensure_blas_coretype(argc, argv);
-  std::string model_path, out_path, dtype = "float32";
+  std::string model_path, out_path, dtype = "float32", path = "auto", weights = "auto";
   ModelConfig c;
   c.hidden_size = 288;
   c.num_hidden_layers = 6;
@@ -54,6 +54,9 @@ int main(int argc, char** argv) {
       ("max-n", po::value(&max_n)->default_value(max_n), "largest n (powers of two from 1)")
       ("threads", po::value(&threads)->default_value(threads), "intra-op threads")
       ("dtype", po::value(&dtype)->default_value(dtype), "float32 or bfloat16")
+      ("path", po::value(&path)->default_value(path), "CPU forward: auto, native, reference")
+      ("weights", po::value(&weights)->default_value(weights),
+       "native weight storage: auto (as stored), float32, float16, bfloat16")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed forwards per n")
       ("repeats", po::value(&repeats)->default_value(repeats), "timed forwards per n (median reported)")
       ("out", po::value(&out_path), "write the results as JSON here");
@@ -69,6 +72,8 @@ int main(int argc, char** argv) {
     at::set_num_threads(threads);
     ComputeOptions compute;
     compute.dtype = parse_compute_dtype(dtype);
+    compute.cpu_path = parse_cpu_path(path);
+    compute.weights = parse_weight_storage(weights);
     check_supported(compute);
     std::unique_ptr<LlamaModel> model;
     if (!model_path.empty()) {
@@ -92,6 +97,7 @@ int main(int argc, char** argv) {
                 model_path.empty() ? "random" : model_path.c_str(), (long)mc.hidden_size, (long)mc.num_hidden_layers,
                 (long)mc.num_attention_heads, (long)mc.num_key_value_heads, (long)mc.intermediate_size,
                 (long)mc.vocab_size, model->num_parameters() / 1e6, dtype.c_str(), at::get_num_threads());
+    std::printf("forward: %s\n", model->path_description().c_str());
     std::printf("blas: %s\ncpu: %s\ncache: %ld tokens, warmup %d, repeats %d (median)\n\n", blas_description().c_str(),
                 cpu_model_name().c_str(), (long)cache_len, warmup, repeats);
     std::printf("%6s %12s %10s %14s\n", "n", "median_ms", "ratio", "ms_per_token");
@@ -127,6 +133,7 @@ int main(int argc, char** argv) {
                           {"cache_tokens", cache_len},
                           {"threads", at::get_num_threads()},
                           {"dtype", dtype},
+                          {"forward", model->path_description()},
                           {"blas", blas_description()},
                           {"cpu", cpu_model_name()},
                           {"warmup", warmup},

@@ -77,4 +77,30 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   }
 }
 
+TemporaryFile::TemporaryFile(const std::string& target)
+    : target_(target), tmp_(target + ".tmp." + std::to_string(::getpid())) {
+  file_ = std::fopen(tmp_.c_str(), "wb");
+  if (!file_) throw Error::at(target_, "cannot create temporary file " + tmp_ + ": " + std::strerror(errno));
+}
+
+TemporaryFile::~TemporaryFile() {
+  if (file_) std::fclose(file_);
+  if (!committed_) std::remove(tmp_.c_str());
+}
+
+void TemporaryFile::write(const void* data, size_t n) {
+  if (n > 0 && std::fwrite(data, 1, n, file_) != n)
+    throw Error::at(target_, "write to " + tmp_ + " failed: " + std::strerror(errno));
+}
+
+void TemporaryFile::commit() {
+  const bool flushed = std::fflush(file_) == 0;
+  const bool closed = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (!flushed || !closed) throw Error::at(target_, "write to " + tmp_ + " failed: " + std::strerror(errno));
+  if (std::rename(tmp_.c_str(), target_.c_str()) != 0)
+    throw Error::at(target_, std::string("cannot rename temporary file: ") + std::strerror(errno));
+  committed_ = true;
+}
+
 }  // namespace draftlab

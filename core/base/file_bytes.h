@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 namespace draftlab {
@@ -36,5 +37,25 @@ bool is_directory(const std::string& path);
 // Writes `bytes` to `path` atomically: a temporary file beside it, then rename.
 // A failed or interrupted write never leaves a partial file at `path`.
 void write_file_atomically(const std::string& path, const std::string& bytes);
+
+// The streaming form of write_file_atomically: writes go to a temporary file beside `target`, which commit()
+// renames into place and the destructor removes if commit() was never reached (an exception on the way).
+// Checkpoints can be gigabytes, so nothing is assembled in memory. Errors name `target`.
+class TemporaryFile {
+ public:
+  explicit TemporaryFile(const std::string& target);
+  ~TemporaryFile();
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+
+  void write(const void* data, size_t n);
+  void commit();
+
+ private:
+  std::string target_;
+  std::string tmp_;
+  std::FILE* file_ = nullptr;
+  bool committed_ = false;
+};
 
 }  // namespace draftlab

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -42,7 +43,22 @@ std::string blas_description() {
   if (out.empty()) out = "unknown (not OpenBLAS)";
   const char* env = std::getenv("OPENBLAS_CORETYPE");
   out += std::string(" OPENBLAS_CORETYPE=") + (env ? env : "(unset)");
+  const std::string warning = blas_coretype_warning();
+  if (!warning.empty()) out += " [WARNING: " + warning + "]";
   return out;
+}
+
+std::string blas_coretype_warning() {
+  const char* env = std::getenv("OPENBLAS_CORETYPE");
+  if (env == nullptr || !cpu_has_avx512f()) return "";
+  std::string core = env;
+  for (char& ch : core) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  // OpenBLAS 0.3.21's x86-64 cores with AVX-512 kernels.
+  for (const char* ok : {"skylakex", "cooperlake", "sapphirerapids"})
+    if (core == ok) return "";
+  return std::string("OPENBLAS_CORETYPE=") + env +
+         " is preset on a CPU with AVX-512: OpenBLAS runs that core's kernels, not its AVX-512 ones (libtorch "
+         "reference path GEMMs slower); unset it or set SkylakeX";
 }
 
 std::string cpu_model_name() {

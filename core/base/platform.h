@@ -14,8 +14,15 @@ void ensure_blas_coretype(int argc, char** argv);
 
 bool cpu_has_avx512f();
 
-// "OpenBLAS 0.3.21 ... core=Haswell" when OpenBLAS is the BLAS in use, else what could be found.
+// "OpenBLAS 0.3.21 ... core=Haswell OPENBLAS_CORETYPE=..." when OpenBLAS is the BLAS in use, else what could be
+// found; ends with blas_coretype_warning() when there is one, so --verbose, benchmarks and every results file
+// carry it.
 std::string blas_description();
+
+// Non-empty when the environment presets an OPENBLAS_CORETYPE without AVX-512 kernels on a CPU that has AVX-512
+// (seen: OPENBLAS_CORETYPE=Haswell): OpenBLAS then runs its AVX2 kernels and the reference path's larger GEMMs
+// (verifying 60 tokens) run ~25% slower. The native path does not use BLAS and is unaffected.
+std::string blas_coretype_warning();
 
 // CPU model name from /proc/cpuinfo, or "unknown".
 std::string cpu_model_name();

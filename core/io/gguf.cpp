@@ -1,15 +1,17 @@
-// GGUF reader: header, metadata key/values and the tensor directory, every read bounds-checked.
+// GGUF reader: header, metadata key/values, the tensor directory and tensor data, every read bounds-checked.
 //
 // Layout (all little-endian), spec https://github.com/ggerganov/ggml/blob/master/docs/gguf.md :
 //   "GGUF" | uint32 version | uint64 tensor_count | uint64 kv_count
 //   kv_count x  { string key | uint32 value_type | value }
 //   tensor_count x { string name | uint32 n_dims | n_dims x uint64 dim | uint32 ggml_type | uint64 offset }
 // where string = uint64 length + bytes (no terminator), and an array value = uint32 element type, uint64 count,
-// elements. Version 1 used 32-bit counts and lengths; it is long obsolete and rejected.
+// elements. Version 1 used 32-bit counts and lengths; it is long obsolete and rejected. The data section follows
+// the directory, padded to general.alignment (default 32); each tensor's offset is relative to it and aligned.
 #include "core/io/gguf.h"
 
 #include <cstring>
 #include <limits>
+#include <map>
 #include <type_traits>
 
 #include "core/base/error.h"
@@ -18,31 +20,15 @@
 namespace draftlab {
 namespace {
 
-enum GgufType : uint32_t {
-  kU8 = 0,
-  kI8 = 1,
-  kU16 = 2,
-  kI16 = 3,
-  kU32 = 4,
-  kI32 = 5,
-  kF32 = 6,
-  kBool = 7,
-  kString = 8,
-  kArray = 9,
-  kU64 = 10,
-  kI64 = 11,
-  kF64 = 12,
-};
-
 // The fewest bytes one value of `type` can occupy: lets a count be rejected before anything is allocated.
 uint64_t min_encoded_size(uint32_t type) {
   switch (type) {
-    case kU8: case kI8: case kBool: return 1;
-    case kU16: case kI16: return 2;
-    case kU32: case kI32: case kF32: return 4;
-    case kU64: case kI64: case kF64: return 8;
-    case kString: return 8;     // length, empty string
-    case kArray: return 4 + 8;  // element type + count, empty array
+    case kGgufU8: case kGgufI8: case kGgufBool: return 1;
+    case kGgufU16: case kGgufI16: return 2;
+    case kGgufU32: case kGgufI32: case kGgufF32: return 4;
+    case kGgufU64: case kGgufI64: case kGgufF64: return 8;
+    case kGgufString: return 8;     // length, empty string
+    case kGgufArray: return 4 + 8;  // element type + count, empty array
     default: return 1;
   }
 }
@@ -59,6 +45,7 @@ class Cursor {
   Cursor(const std::string& path, const uint8_t* data, size_t size) : path_(path), data_(data), size_(size) {}
 
   uint64_t remaining() const { return size_ - pos_; }
+  size_t position() const { return pos_; }
 
   template <typename T>
   T read(const std::string& what) {
@@ -111,7 +98,7 @@ GgufValue read_array(Cursor& in, const std::string& what, int nesting) {
   if (nesting >= kMaxArrayNesting)
     in.fail(what, "arrays nested at most " + std::to_string(kMaxArrayNesting) + " deep", "deeper nesting");
   const uint32_t elem_type = in.read<uint32_t>(what + " (array element type)");
-  if (elem_type > kF64) in.fail(what + " (array element type)", "a GGUF type 0-12", std::to_string(elem_type));
+  if (elem_type > kGgufF64) in.fail(what + " (array element type)", "a GGUF type 0-12", std::to_string(elem_type));
   const uint64_t count = in.read<uint64_t>(what + " (array length)");
   in.check_count(count, min_encoded_size(elem_type), what + " (array length)");
 
@@ -124,24 +111,24 @@ GgufValue read_array(Cursor& in, const std::string& what, int nesting) {
 
 GgufValue read_value(Cursor& in, uint32_t type, const std::string& what, int nesting) {
   switch (type) {
-    case kU8: return GgufValue{uint64_t{in.read<uint8_t>(what)}};
-    case kI8: return GgufValue{int64_t{in.read<int8_t>(what)}};
-    case kU16: return GgufValue{uint64_t{in.read<uint16_t>(what)}};
-    case kI16: return GgufValue{int64_t{in.read<int16_t>(what)}};
-    case kU32: return GgufValue{uint64_t{in.read<uint32_t>(what)}};
-    case kI32: return GgufValue{int64_t{in.read<int32_t>(what)}};
-    case kU64: return GgufValue{in.read<uint64_t>(what)};
-    case kI64: return GgufValue{in.read<int64_t>(what)};
-    case kF32: return GgufValue{double{in.read<float>(what)}};
-    case kF64: return GgufValue{in.read<double>(what)};
-    case kBool: {
+    case kGgufU8: return GgufValue{uint64_t{in.read<uint8_t>(what)}};
+    case kGgufI8: return GgufValue{int64_t{in.read<int8_t>(what)}};
+    case kGgufU16: return GgufValue{uint64_t{in.read<uint16_t>(what)}};
+    case kGgufI16: return GgufValue{int64_t{in.read<int16_t>(what)}};
+    case kGgufU32: return GgufValue{uint64_t{in.read<uint32_t>(what)}};
+    case kGgufI32: return GgufValue{int64_t{in.read<int32_t>(what)}};
+    case kGgufU64: return GgufValue{in.read<uint64_t>(what)};
+    case kGgufI64: return GgufValue{in.read<int64_t>(what)};
+    case kGgufF32: return GgufValue{double{in.read<float>(what)}};
+    case kGgufF64: return GgufValue{in.read<double>(what)};
+    case kGgufBool: {
       // Read as a byte: copying an arbitrary byte into a C++ bool is undefined behaviour.
       const uint8_t b = in.read<uint8_t>(what);
       if (b > 1) in.fail(what, "a bool (0 or 1)", std::to_string(b));
       return GgufValue{b == 1};
     }
-    case kString: return GgufValue{in.read_string(what)};
-    case kArray: return read_array(in, what, nesting);
+    case kGgufString: return GgufValue{in.read_string(what)};
+    case kGgufArray: return read_array(in, what, nesting);
     default: in.fail(what + " (value type)", "a GGUF type 0-12", std::to_string(type));
   }
 }
@@ -187,11 +174,9 @@ bool as_int64(const GgufValue& value, int64_t* out) {
   return false;
 }
 
-}  // namespace
-
-GgufFile read_gguf(const std::string& path) {
-  FileBytes bytes(path);
-  Cursor in(path, bytes.data(), bytes.size());
+// The header and directory of the GGUF file `path` held in data[0, size).
+GgufFile parse_gguf(const std::string& path, const uint8_t* data, size_t size) {
+  Cursor in(path, data, size);
 
   const uint32_t magic = in.read<uint32_t>("magic");
   if (std::memcmp(&magic, "GGUF", 4) != 0) {
@@ -223,7 +208,100 @@ GgufFile read_gguf(const std::string& path) {
   in.check_count(tensor_count, 8 + 4 + 4 + 8, "tensor_count");
   file.tensors.reserve(static_cast<size_t>(tensor_count));
   for (uint64_t i = 0; i < tensor_count; ++i) file.tensors.push_back(read_tensor_info(in, i));
+
+  if (file.has("general.alignment")) {
+    const int64_t alignment = file.get_int("general.alignment");
+    // ggml requires a power of two; the cap only keeps the padding arithmetic far from overflow.
+    if (alignment <= 0 || alignment > (int64_t{1} << 30) || (alignment & (alignment - 1)) != 0)
+      in.fail("general.alignment", "a power of two", std::to_string(alignment));
+    file.alignment = static_cast<uint32_t>(alignment);
+  }
+  file.data_offset = (in.position() + file.alignment - 1) / file.alignment * file.alignment;
   return file;
+}
+
+}  // namespace
+
+std::string ggml_type_name(uint32_t type) {
+  static const std::map<uint32_t, const char*> kNames = {
+      {0, "F32"},      {1, "F16"},     {2, "Q4_0"},     {3, "Q4_1"},    {6, "Q5_0"},    {7, "Q5_1"},
+      {8, "Q8_0"},     {9, "Q8_1"},    {10, "Q2_K"},    {11, "Q3_K"},   {12, "Q4_K"},   {13, "Q5_K"},
+      {14, "Q6_K"},    {15, "Q8_K"},   {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"}, {19, "IQ1_S"},
+      {20, "IQ4_NL"},  {21, "IQ3_S"},  {22, "IQ2_S"},   {23, "IQ4_XS"}, {24, "I8"},     {25, "I16"},
+      {26, "I32"},     {27, "I64"},    {28, "F64"},     {29, "IQ1_M"},  {30, "BF16"},   {34, "TQ1_0"},
+      {35, "TQ2_0"}};
+  const auto it = kNames.find(type);
+  return it == kNames.end() ? "type " + std::to_string(type) : std::string(it->second) + " (" + std::to_string(type) + ")";
+}
+
+GgufFile read_gguf(const std::string& path) {
+  FileBytes bytes(path);
+  return parse_gguf(path, bytes.data(), bytes.size());
+}
+
+namespace {
+
+// The element type of a readable tensor, false for the (quantized) others.
+bool readable_dtype(uint32_t type, DType* out) {
+  switch (type) {
+    case kGgmlF32: *out = DType::F32; return true;
+    case kGgmlF16: *out = DType::F16; return true;
+    case kGgmlBF16: *out = DType::BF16; return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+GgufTensorFile::GgufTensorFile(const std::string& path)
+    : bytes_(path), gguf_(parse_gguf(path, bytes_.data(), bytes_.size())) {
+  const uint64_t size = bytes_.size();
+  for (const GgufTensorInfo& info : gguf_.tensors) {
+    const std::string field = "tensor " + info.name;
+    if (readable_.count(info.name) || unreadable_.count(info.name))
+      throw Error::in_file(path, field, "each tensor name once", "a duplicate name");
+    TensorEntry e;
+    if (!readable_dtype(info.type, &e.dtype)) {
+      unreadable_.emplace(info.name, info.type);
+      continue;
+    }
+    e.name = info.name;
+    e.file = path;
+    // Element count without overflow: each dimension below 2^62 / (elements so far).
+    uint64_t elements = 1;
+    for (auto d = info.dims.rbegin(); d != info.dims.rend(); ++d) {
+      constexpr uint64_t kMaxBytes = uint64_t{1} << 62;
+      if (*d != 0 && elements > kMaxBytes / dtype_size(e.dtype) / *d)
+        throw Error::in_file(path, field + " shape", "a size that fits in memory", "dimensions whose product overflows");
+      elements *= *d;
+      e.shape.push_back(static_cast<int64_t>(*d));
+    }
+    e.nbytes = static_cast<size_t>(elements * dtype_size(e.dtype));
+    if (info.offset % gguf_.alignment != 0)
+      throw Error::in_file(path, field + " offset", "a multiple of the alignment " + std::to_string(gguf_.alignment),
+                           std::to_string(info.offset));
+    // data_offset <= size is checked first so that the subtractions below cannot wrap.
+    if (gguf_.data_offset > size || info.offset > size - gguf_.data_offset ||
+        e.nbytes > size - gguf_.data_offset - info.offset)
+      throw Error::in_file(path, field + " data",
+                           std::to_string(e.nbytes) + " bytes at offset " +
+                               std::to_string(gguf_.data_offset + info.offset),
+                           "end of file at " + std::to_string(size) + " (file truncated or corrupt)");
+    e.data = bytes_.data() + gguf_.data_offset + info.offset;
+    readable_.emplace(info.name, std::move(e));
+  }
+}
+
+bool GgufTensorFile::has(const std::string& name) const {
+  return readable_.count(name) != 0 || unreadable_.count(name) != 0;
+}
+
+const TensorEntry* GgufTensorFile::find(const std::string& name) const {
+  if (const auto it = unreadable_.find(name); it != unreadable_.end())
+    throw Error::in_file(gguf_.path, "tensor " + name + " type", "F32, F16 or BF16 (quantized tensors are not read)",
+                         ggml_type_name(it->second));
+  const auto it = readable_.find(name);
+  return it == readable_.end() ? nullptr : &it->second;
 }
 
 const std::string& GgufFile::get_string(const std::string& key) const {

@@ -286,47 +286,6 @@ std::vector<std::string> SafetensorsCollection::names() const {
 // ---------------------------------------------------------------------------------------------------------------
 // Writing
 
-namespace {
-
-// A temporary file beside the target that is removed unless commit() renamed it into place.
-// Streams the data instead of assembling the whole file in memory (checkpoints can be gigabytes).
-class TemporaryFile {
- public:
-  explicit TemporaryFile(const std::string& target)
-      : target_(target), tmp_(target + ".tmp." + std::to_string(::getpid())) {
-    file_ = std::fopen(tmp_.c_str(), "wb");
-    if (!file_) throw Error::at(target_, "cannot create temporary file " + tmp_ + ": " + std::strerror(errno));
-  }
-  ~TemporaryFile() {
-    if (file_) std::fclose(file_);
-    if (!committed_) std::remove(tmp_.c_str());
-  }
-  TemporaryFile(const TemporaryFile&) = delete;
-  TemporaryFile& operator=(const TemporaryFile&) = delete;
-
-  void write(const void* data, size_t n) {
-    if (n > 0 && std::fwrite(data, 1, n, file_) != n)
-      throw Error::at(target_, "write to " + tmp_ + " failed: " + std::strerror(errno));
-  }
-  void commit() {
-    const bool flushed = std::fflush(file_) == 0;
-    const bool closed = std::fclose(file_) == 0;
-    file_ = nullptr;
-    if (!flushed || !closed) throw Error::at(target_, "write to " + tmp_ + " failed: " + std::strerror(errno));
-    if (std::rename(tmp_.c_str(), target_.c_str()) != 0)
-      throw Error::at(target_, std::string("cannot rename temporary file: ") + std::strerror(errno));
-    committed_ = true;
-  }
-
- private:
-  std::string target_;
-  std::string tmp_;
-  std::FILE* file_ = nullptr;
-  bool committed_ = false;
-};
-
-}  // namespace
-
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   // ordered_json keeps tensors in the order given, so the header reads in data order.

@@ -35,6 +35,38 @@ std::string compute_dtype_name(at::ScalarType t) {
   }
 }
 
+bool uses_native_path(const ComputeOptions& o) {
+  const bool applies = o.device.is_cpu() && o.dtype == at::kFloat;
+  if (o.cpu_path == CpuPath::Native && !applies)
+    throw Error("--path native: the native path runs float32 activations on the CPU; got --dtype " +
+                compute_dtype_name(o.dtype) + " on " + o.device.str() + " (use --path reference)");
+  return applies && o.cpu_path != CpuPath::Reference;
+}
+
+CpuPath parse_cpu_path(const std::string& name) {
+  if (name == "auto") return CpuPath::Auto;
+  if (name == "native") return CpuPath::Native;
+  if (name == "reference" || name == "libtorch") return CpuPath::Reference;
+  throw Error("--path: expected one of auto, native, reference, got '" + name + "'");
+}
+
+const char* cpu_path_name(CpuPath path) {
+  switch (path) {
+    case CpuPath::Auto: return "auto";
+    case CpuPath::Native: return "native";
+    case CpuPath::Reference: return "reference";
+  }
+  return "?";
+}
+
+std::string parse_weight_storage(const std::string& name) {
+  if (name == "auto") return "auto";
+  if (name == "float32" || name == "fp32" || name == "f32") return "float32";
+  if (name == "float16" || name == "fp16" || name == "f16" || name == "half") return "float16";
+  if (name == "bfloat16" || name == "bf16") return "bfloat16";
+  throw Error("--weights: expected one of auto, float32, float16, bfloat16, got '" + name + "'");
+}
+
 void check_supported(const ComputeOptions& options) {
   if (options.device.is_cpu() && options.dtype == at::kHalf)
     throw Error("--dtype float16: libtorch 1.13 has no float16 matrix multiply on CPU; use float32 or bfloat16 "

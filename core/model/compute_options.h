@@ -7,12 +7,38 @@
 
 namespace draftlab {
 
+// Which implementation runs no-grad CPU forwards: the native path (core/model/native_decoder.h) or libtorch's
+// reference ops. Auto = native wherever it applies (CPU, float32 activations).
+enum class CpuPath { Auto, Native, Reference };
+
 struct ComputeOptions {
   at::Device device = at::kCPU;
-  at::ScalarType dtype = at::kFloat;  // weights, activations and KV cache; logits are always float32
+  at::ScalarType dtype = at::kFloat;  // activations and KV cache (and the reference path's weights); logits float32
+  CpuPath cpu_path = CpuPath::Auto;
+  // How the native path stores weights: "auto" = as the checkpoint stores them (float32 for random weights),
+  // "float32", "float16" or "bfloat16". Accumulation is float32 either way.
+  std::string weights = "auto";
 
   at::TensorOptions tensor_options() const { return at::TensorOptions().device(device).dtype(dtype); }
 };
+
+// CPU float32 on the reference path: for loading a model only to read or convert its weights.
+inline ComputeOptions reference_options() {
+  ComputeOptions o;
+  o.cpu_path = CpuPath::Reference;
+  return o;
+}
+
+// True when forwards under these options run on the native path. Throws Error when the native path is asked for
+// explicitly and cannot run (another device or activation dtype).
+bool uses_native_path(const ComputeOptions& options);
+
+// "auto", "native", "reference" (alias "libtorch"). Throws Error listing the valid names.
+CpuPath parse_cpu_path(const std::string& name);
+const char* cpu_path_name(CpuPath path);
+// Checks a --weights value ("auto", "float32"/"fp32"/"f32", "float16"/"fp16"/"f16", "bfloat16"/"bf16") and
+// returns its canonical name. Throws Error listing the valid names.
+std::string parse_weight_storage(const std::string& name);
 
 // "float32"/"fp32", "bfloat16"/"bf16", "float16"/"fp16". Throws Error listing the valid names.
 at::ScalarType parse_compute_dtype(const std::string& name);

@@ -1,5 +1,11 @@
 #include "core/model/eagle_head.h"
 
+#include <ATen/core/grad_mode.h>
+
+#include <cstring>
+
+#include "core/ops/decoder_ops.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
@@ -104,7 +110,7 @@ at::Tensor eagle_fc_input(const std::string& variant, const at::Tensor& embedded
 }
 
 EagleHead::EagleHead(ModelConfig config, EagleHeadWeights weights, const LlamaModel& target, std::string input_variant,
-                     at::Tensor d2t)
+                     at::Tensor d2t, at::ScalarType stored)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       target_(target),
@@ -136,6 +142,23 @@ EagleHead::EagleHead(ModelConfig config, EagleHeadWeights weights, const LlamaMo
   weights_.layer.wo = column_major(weights_.layer.wo);
   weights_.layer.w_gate_up = column_major(weights_.layer.w_gate_up);
   weights_.layer.w_down = column_major(weights_.layer.w_down);
+  if (const NativeDecoder* target_native = target.native()) {
+    const WeightStorage storage = resolve_weight_storage(target.options(), stored);
+    native_ = std::make_unique<Native>();
+    const auto fc = weights_.fc.to(at::kFloat);
+    native_->fc = PackedMatrix(fc.data_ptr<float>(), fc.size(0), fc.size(1), fc.stride(0), fc.stride(1), storage);
+    if (weights_.fc_bias.defined()) {
+      const auto b = weights_.fc_bias.to(at::kCPU, at::kFloat).contiguous();
+      native_->fc_bias.assign(b.data_ptr<float>(), b.data_ptr<float>() + b.numel());
+    }
+    native_->layer = pack_layer(weights_.layer, storage);
+    if (draft_lm_head_.defined()) {
+      const auto h = draft_lm_head_.to(at::kFloat);
+      // The target's LM head rows: stored as the target stores its own.
+      native_->draft_lm_head = PackedMatrix(h.data_ptr<float>(), h.size(0), h.size(1), h.stride(0), h.stride(1),
+                                            target_native->storage());
+    }
+  }
 }
 
 std::vector<std::string> EagleHead::checkpoint_keys(bool fc_bias, bool with_d2t) {
@@ -252,7 +275,11 @@ std::unique_ptr<EagleHead> EagleHead::load(const std::string& path, const LlamaM
     const std::string problem = d2t_problem(d2t, tc.vocab_size);
     if (!problem.empty()) throw Error::at(source, "tensor 'd2t': " + problem);
   }
-  return std::make_unique<EagleHead>(std::move(config), std::move(w), target, variant, d2t);
+  const TensorEntry* fc_entry = tensors.find("fc.weight");
+  const at::ScalarType stored = fc_entry->dtype == DType::F16    ? at::kHalf
+                                : fc_entry->dtype == DType::BF16 ? at::kBFloat16
+                                                                 : at::kFloat;
+  return std::make_unique<EagleHead>(std::move(config), std::move(w), target, variant, d2t, stored);
 }
 
 std::unique_ptr<EagleHead> EagleHead::random(const LlamaModel& target, uint64_t seed, const std::string& input_variant,
@@ -330,29 +357,42 @@ at::Tensor EagleHead::forward(KvCache& cache, const at::Tensor& tokens, const at
   check_inputs(config_, cache, tokens, features, positions, rope_.max_positions());
   const int64_t n = tokens.size(0);
   if (ancestor_mask.defined()) check_ancestor_mask(ancestor_mask, n);
-  return run(cache, tokens, features, positions, attention_mask(ancestor_mask, cache.length(), n, target_.options()));
+  at::Tensor visible;  // prefix always visible, then the ancestor mask
+  if (ancestor_mask.defined()) {
+    visible = at::ones({n, cache.length() + n}, at::TensorOptions().dtype(at::kBool));
+    visible.narrow(1, cache.length(), n).copy_(ancestor_mask.to(at::kCPU, at::kBool));
+  }
+  return run(cache, tokens, features, positions, visible);
 }
 
 at::Tensor EagleHead::forward_visible(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
                                       const at::Tensor& positions, const at::Tensor& visible) const {
   check_inputs(config_, cache, tokens, features, positions, rope_.max_positions());
   const int64_t n = tokens.size(0), T = cache.length() + n;
-  at::Tensor mask;
-  if (visible.defined()) {
+  if (visible.defined())
     check(visible.dim() == 2 && visible.size(0) == n && visible.size(1) == T,
           "EagleHead::forward_visible: visible must be [n, cache rows + n] = [" + std::to_string(n) + ", " +
               std::to_string(T) + "], got " + shape_string(visible.sizes().vec()));
-    const ComputeOptions& o = target_.options();
-    mask = at::zeros({n, T}, o.tensor_options())
-               .masked_fill_(visible.to(o.device, at::kBool).logical_not(), -std::numeric_limits<float>::infinity());
-  }
-  return run(cache, tokens, features, positions, mask);
+  return run(cache, tokens, features, positions, visible);
 }
 
 at::Tensor EagleHead::run(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
-                          const at::Tensor& positions, const at::Tensor& mask) const {
+                          const at::Tensor& positions, const at::Tensor& visible) const {
+  const bool grad = at::GradMode::is_enabled() && (features.requires_grad() || weights_.fc.requires_grad());
+  if (native_ && !grad) return native_run(cache, tokens, features, positions, visible);
+  return reference_run(cache, tokens, features, positions, visible);
+}
+
+at::Tensor EagleHead::reference_run(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
+                                    const at::Tensor& positions, const at::Tensor& visible) const {
   const ComputeOptions& o = target_.options();
   const int64_t n = tokens.size(0), start = cache.length();
+  at::Tensor mask;  // additive: 0 where visible, -inf elsewhere; undefined = causal (attention_mask's)
+  if (visible.defined())
+    mask = at::zeros({n, start + n}, o.tensor_options())
+               .masked_fill_(visible.to(o.device, at::kBool).logical_not(), -std::numeric_limits<float>::infinity());
+  else
+    mask = attention_mask({}, start, n, o);
   const auto [cos, sin] = rope_.at_positions(positions.to(o.device));
   at::Tensor embedded;  // feature_only reads no token: skip the lookup
   if (input_variant_ != kEagleInputFeatureOnly) embedded = at::embedding(target_.weights().embed, tokens.to(o.device));
@@ -364,8 +404,64 @@ at::Tensor EagleHead::run(KvCache& cache, const at::Tensor& tokens, const at::Te
   return out;
 }
 
+at::Tensor EagleHead::native_run(KvCache& cache, const at::Tensor& tokens_in, const at::Tensor& features_in,
+                                 const at::Tensor& positions_in, const at::Tensor& visible_in) const {
+  std::lock_guard<std::mutex> lock(native_->mutex);
+  const int64_t n = tokens_in.size(0), d = config_.hidden_size, start = cache.length(), T = start + n;
+  const auto tokens = tokens_in.to(at::kCPU).contiguous();
+  const auto positions = positions_in.to(at::kCPU).contiguous();
+  const auto features = features_in.to(at::kCPU, at::kFloat).contiguous();
+  const int64_t* t = tokens.data_ptr<int64_t>();
+  const int64_t* p = positions.data_ptr<int64_t>();
+  const float* f = features.data_ptr<float>();
+  NativeWorkspace& ws = native_->ws;
+  ws.reserve(config_, n, T);
+
+  // fc's input rows, in eagle_fc_input's order (embedding first, then the feature).
+  const bool reads_token = input_variant_ != kEagleInputFeatureOnly, reads_feature = input_variant_ != kEagleInputTokenOnly;
+  const int64_t width = native_->fc.in();
+  std::vector<float>& in = native_->fc_input;
+  in.resize(static_cast<size_t>(n * width));
+  const float* embed = target_.weights().embed.data_ptr<float>();
+  for (int64_t j = 0; j < n; ++j) {
+    float* row = in.data() + j * width;
+    if (reads_token) std::memcpy(row, embed + t[j] * d, d * sizeof(float));
+    if (reads_feature) std::memcpy(row + (reads_token ? d : 0), f + j * d, d * sizeof(float));
+  }
+  parallel_multiply(native_->fc, in.data(), width, n, ws.h, d);
+  if (!native_->fc_bias.empty())
+    for (int64_t j = 0; j < n; ++j) add_rows(ws.h + j * d, d, native_->fc_bias.data(), 0, 1, d);
+
+  const int64_t half = config_.head_dim / 2;
+  const float* cos_table = rope_.cos_table().data_ptr<float>();
+  const float* sin_table = rope_.sin_table().data_ptr<float>();
+  for (int64_t j = 0; j < n; ++j) {
+    ws.cos[j] = cos_table + p[j] * half;
+    ws.sin[j] = sin_table + p[j] * half;
+  }
+  const bool masked = visible_in.defined();
+  if (masked) {
+    const auto visible = visible_in.to(at::kCPU, at::kBool).contiguous();
+    std::memcpy(ws.visible, visible.data_ptr<bool>(), static_cast<size_t>(n * T));
+  }
+  native_decoder_layer(native_->layer, config_, cache, /*layer=*/0, start, n, masked, ws);
+  cache.advance_to(T);
+  auto out = at::empty({n, d}, at::TensorOptions().dtype(at::kFloat));
+  std::memcpy(out.data_ptr<float>(), ws.h, n * d * sizeof(float));
+  return out;
+}
+
 at::Tensor EagleHead::draft_logits(const at::Tensor& predicted_features) const {
   // No final norm: the head is trained so that its output goes straight into the target's LM head.
+  if (native_ && !(at::GradMode::is_enabled() && predicted_features.requires_grad())) {
+    const auto f = predicted_features.to(at::kCPU, at::kFloat).contiguous();
+    const int64_t rows = f.size(0);
+    if (native_->draft_lm_head.empty()) return target_.native()->lm_head_logits(f.data_ptr<float>(), f.size(1), rows);
+    auto logits = at::empty({rows, native_->draft_lm_head.out()}, at::TensorOptions().dtype(at::kFloat));
+    parallel_multiply(native_->draft_lm_head, f.data_ptr<float>(), f.size(1), rows, logits.data_ptr<float>(),
+                      native_->draft_lm_head.out());
+    return logits;
+  }
   return project(predicted_features, d2t_.defined() ? draft_lm_head_ : target_.weights().lm_head).to(at::kFloat);
 }
 

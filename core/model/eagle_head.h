@@ -50,6 +50,7 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -92,8 +93,11 @@ class EagleHead {
   // outlive the head. Compute options (device, dtype) are the target's.
   // d2t: the draft vocabulary's target ids [K] int64 (undefined = the full vocabulary). Throws Error on an unknown
   // variant, an fc of the wrong width for it, or d2t ids out of range or repeated.
+  // stored: the dtype the head's checkpoint stores its weights in; the native path keeps them so unless the
+  // target's options name a weight storage (ComputeOptions::weights).
   EagleHead(ModelConfig config, EagleHeadWeights weights, const LlamaModel& target,
-            std::string input_variant = kEagleInputFeatureShiftedToken, at::Tensor d2t = {});
+            std::string input_variant = kEagleInputFeatureShiftedToken, at::Tensor d2t = {},
+            at::ScalarType stored = at::kFloat);
 
   // Loads a head folder (config.json + model.safetensors) or a .safetensors file with config.json beside it.
   // Throws Error naming the file and field: missing/unexpected tensors, wrong shapes, and a hidden or vocabulary
@@ -151,8 +155,24 @@ class EagleHead {
   int64_t num_parameters() const;
 
  private:
+  // visible: [n, cache rows + n] bool, undefined = causal. Dispatches to the native or the reference path.
   at::Tensor run(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features, const at::Tensor& positions,
-                 const at::Tensor& additive_mask) const;
+                 const at::Tensor& visible) const;
+  at::Tensor reference_run(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
+                           const at::Tensor& positions, const at::Tensor& visible) const;
+  at::Tensor native_run(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
+                        const at::Tensor& positions, const at::Tensor& visible) const;
+
+  // The head on the native CPU path (present when the target runs there): packed fc, layer and reduced LM head.
+  struct Native {
+    PackedMatrix fc;
+    std::vector<float> fc_bias;
+    NativeLayerWeights layer;
+    PackedMatrix draft_lm_head;  // empty for a full-vocabulary head (the target's packed LM head is used)
+    std::mutex mutex;            // one forward at a time: the workspace is shared
+    NativeWorkspace ws;
+    std::vector<float> fc_input;
+  };
 
   ModelConfig config_;
   EagleHeadWeights weights_;
@@ -162,6 +182,7 @@ class EagleHead {
   at::Tensor d2t_device_;       // the same on the compute device (scatter index)
   at::Tensor draft_lm_head_;    // [K, d] the target LM head's rows for d2t, column-major; undefined = full
   RotaryEmbedding rope_;
+  std::unique_ptr<Native> native_;
 };
 
 }  // namespace draftlab

@@ -45,6 +45,17 @@ class KvCache {
   // Throws Error if n more rows do not fit.
   void check_room(int64_t n) const;
 
+  // Raw storage for the native CPU path (float32 on CPU only): keys / values of a layer, where kv head g, row t
+  // starts at data + g * head_stride() + t * head_dim.
+  float* key_data(int64_t layer) const { return storage_.data_ptr<float>() + (2 * layer) * layer_stride(); }
+  float* value_data(int64_t layer) const { return storage_.data_ptr<float>() + (2 * layer + 1) * layer_stride(); }
+  int64_t head_stride() const { return storage_.size(3) * storage_.size(4); }
+
+ private:
+  int64_t layer_stride() const { return storage_.size(2) * head_stride(); }
+
+ public:
+
  private:
   at::Tensor storage_;
   int64_t capacity_ = 0;

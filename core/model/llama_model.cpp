@@ -6,37 +6,79 @@
 
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
+#include "core/io/gguf_checkpoint.h"
 #include "core/io/llama2c_checkpoint.h"
 #include "core/io/safetensors.h"
 #include "core/model/llama_layer.h"
+
+#include <ATen/core/grad_mode.h>
 
 namespace draftlab {
 
 namespace {
 
-void check_forward_inputs(const ModelConfig& c, const KvCache& cache, const at::Tensor& tokens,
-                          const at::Tensor& positions, const at::Tensor& mask, int64_t max_positions) {
-  check(tokens.dim() == 1 && tokens.size(0) > 0, "forward: tokens must be a non-empty 1-D tensor");
-  const int64_t n = tokens.size(0);
-  check(positions.dim() == 1 && positions.size(0) == n, "forward: positions must have one entry per token");
-  check(tokens.scalar_type() == at::kLong && positions.scalar_type() == at::kLong,
+// Input checks shared by both paths, on CPU copies of the (small) index tensors. Throws Error; nothing is written.
+struct CheckedInputs {
+  at::Tensor tokens, positions, mask;  // contiguous CPU int64 / int64 / bool (mask undefined = causal)
+};
+
+CheckedInputs check_forward_inputs(const ModelConfig& c, const KvCache& cache, const at::Tensor& tokens_in,
+                                   const at::Tensor& positions_in, const at::Tensor& mask_in, int64_t max_positions) {
+  check(tokens_in.defined() && tokens_in.dim() == 1 && tokens_in.size(0) > 0,
+        "forward: tokens must be a non-empty 1-D tensor");
+  const int64_t n = tokens_in.size(0);
+  check(positions_in.defined() && positions_in.dim() == 1 && positions_in.size(0) == n,
+        "forward: positions must have one entry per token");
+  check(tokens_in.scalar_type() == at::kLong && positions_in.scalar_type() == at::kLong,
         "forward: tokens and positions must be int64");
   cache.check_room(n);
-  const int64_t tmin = tokens.min().item<int64_t>(), tmax = tokens.max().item<int64_t>();
-  if (tmin < 0 || tmax >= c.vocab_size)
-    throw Error("forward: token id " + std::to_string(tmin < 0 ? tmin : tmax) + " outside the vocabulary [0, " +
-                std::to_string(c.vocab_size) + ")");
-  const int64_t pmin = positions.min().item<int64_t>(), pmax = positions.max().item<int64_t>();
-  if (pmin < 0 || pmax >= max_positions)
-    throw Error("forward: position " + std::to_string(pmin < 0 ? pmin : pmax) +
-                " outside the context [0, " + std::to_string(max_positions) + ")");
-  if (mask.defined()) check_ancestor_mask(mask, n);
+  CheckedInputs in{tokens_in.to(at::kCPU).contiguous(), positions_in.to(at::kCPU).contiguous(), {}};
+  const int64_t* t = in.tokens.data_ptr<int64_t>();
+  const int64_t* p = in.positions.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (t[i] < 0 || t[i] >= c.vocab_size)
+      throw Error("forward: token id " + std::to_string(t[i]) + " outside the vocabulary [0, " +
+                  std::to_string(c.vocab_size) + ")");
+    if (p[i] < 0 || p[i] >= max_positions)
+      throw Error("forward: position " + std::to_string(p[i]) + " outside the context [0, " +
+                  std::to_string(max_positions) + ")");
+  }
+  if (mask_in.defined()) {
+    check_ancestor_mask(mask_in, n);
+    in.mask = mask_in.to(at::kCPU, at::kBool).contiguous();
+  }
+  return in;
+}
+
+// The dtype a checkpoint stores its weights in, read off one tensor (checkpoints store their projections in one).
+at::ScalarType stored_dtype(const TensorEntry* entry) {
+  if (entry == nullptr) return at::kFloat;
+  return entry->dtype == DType::F16 ? at::kHalf : entry->dtype == DType::BF16 ? at::kBFloat16 : at::kFloat;
 }
 
 }  // namespace
 
-LlamaModel::LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options)
-    : config_(std::move(config)), weights_(std::move(weights)), options_(options), rope_(config_, options_) {}
+LlamaModel::LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options, at::ScalarType stored)
+    : config_(std::move(config)), weights_(std::move(weights)), options_(options), rope_(config_, options_) {
+  if (uses_native_path(options_))
+    native_ = std::make_unique<NativeDecoder>(config_, weights_, resolve_weight_storage(options_, stored));
+}
+
+LlamaModel::~LlamaModel() = default;
+
+WeightStorage resolve_weight_storage(const ComputeOptions& o, at::ScalarType stored) {
+  const std::string w = parse_weight_storage(o.weights);
+  if (w == "float32") return WeightStorage::Float32;
+  if (w == "float16") return WeightStorage::Float16;
+  if (w == "bfloat16") return WeightStorage::BFloat16;
+  return stored == at::kHalf ? WeightStorage::Float16
+                             : stored == at::kBFloat16 ? WeightStorage::BFloat16 : WeightStorage::Float32;
+}
+
+std::string LlamaModel::path_description() const {
+  if (native_) return native_path_description(native_->storage());
+  return "reference (libtorch), " + compute_dtype_name(options_.dtype) + " on " + options_.device.str();
+}
 
 int64_t LlamaModel::num_parameters() const {
   int64_t n = weights_.embed.numel() + weights_.norm.numel();
@@ -51,10 +93,22 @@ KvCache LlamaModel::make_cache(int64_t capacity) const {
   return KvCache(config_.num_hidden_layers, config_.num_key_value_heads, config_.head_dim, capacity, options_);
 }
 
-ForwardOutput LlamaModel::forward(KvCache& cache, const at::Tensor& tokens_in, const at::Tensor& positions_in,
+ForwardOutput LlamaModel::forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& positions,
                                   const at::Tensor& ancestor_mask, const ForwardOptions& fo) const {
+  const auto in = check_forward_inputs(config_, cache, tokens, positions, ancestor_mask, rope_.max_positions());
+  if (!native_ || (at::GradMode::is_enabled() && weights_.embed.requires_grad()))
+    return reference_forward(cache, in.tokens, in.positions, in.mask, fo);
+  static_assert(sizeof(bool) == 1, "bool masks are read as bytes");
+  return native_->forward(weights_, rope_, cache, in.tokens.data_ptr<int64_t>(), in.positions.data_ptr<int64_t>(),
+                          in.tokens.size(0),
+                          in.mask.defined() ? reinterpret_cast<const uint8_t*>(in.mask.data_ptr<bool>()) : nullptr,
+                          fo);
+}
+
+ForwardOutput LlamaModel::reference_forward(KvCache& cache, const at::Tensor& tokens_in,
+                                            const at::Tensor& positions_in, const at::Tensor& ancestor_mask,
+                                            const ForwardOptions& fo) const {
   const ModelConfig& c = config_;
-  check_forward_inputs(c, cache, tokens_in, positions_in, ancestor_mask, rope_.max_positions());
   const auto tokens = tokens_in.to(options_.device);
   const auto positions = positions_in.to(options_.device);
   const int64_t n = tokens.size(0), start = cache.length(), T = start + n;
@@ -98,14 +152,21 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Comp
     Llama2cCheckpoint ckpt(path);
     auto weights = load_llama_weights(
         ckpt.config(), [&](const std::string& n) { return ckpt.find(n); }, /*rope_pairs=*/true, path, options);
-    return std::make_unique<LlamaModel>(ckpt.config(), std::move(weights), options);
+    return std::make_unique<LlamaModel>(ckpt.config(), std::move(weights), options);  // float32 file
+  }
+  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0 && is_file(path)) {
+    GgufCheckpoint ckpt(path);  // llama.cpp's layout: RoPE on consecutive pairs
+    auto weights = load_llama_weights(
+        ckpt.config(), [&](const std::string& n) { return ckpt.find(n); }, /*rope_pairs=*/true, path, options);
+    return std::make_unique<LlamaModel>(ckpt.config(), std::move(weights),
+                                        options, stored_dtype(ckpt.find("model.embed_tokens.weight")));
   }
   std::string dir = path;
   if (is_file(path)) {
     auto slash = path.find_last_of('/');
     dir = slash == std::string::npos ? "." : path.substr(0, slash);
   } else if (!is_directory(path)) {
-    throw Error::at(path, "not found (expected a Hugging Face model folder, a .safetensors file or a llama2.c .bin)");
+    throw Error::at(path, "not found (expected a Hugging Face model folder, a .safetensors file, a llama2.c .bin or a .gguf)");
   }
   const std::string config_path = dir + "/config.json";
   if (!is_file(config_path))
@@ -115,7 +176,8 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Comp
   auto weights = load_llama_weights(
       config, [&](const std::string& n) { return tensors.find(n); }, /*rope_pairs=*/false, tensors.description(),
       options);
-  return std::make_unique<LlamaModel>(std::move(config), std::move(weights), options);
+  return std::make_unique<LlamaModel>(std::move(config), std::move(weights),
+                                      options, stored_dtype(tensors.find("model.embed_tokens.weight")));
 }
 
 void LlamaModel::save_hf(const std::string& dir, at::ScalarType file_dtype) const {

@@ -13,6 +13,7 @@
 #include "core/model/compute_options.h"
 #include "core/model/kv_cache.h"
 #include "core/model/llama_weights.h"
+#include "core/model/native_decoder.h"
 #include "core/model/rope.h"
 
 namespace draftlab {
@@ -30,12 +31,18 @@ struct ForwardOutput {
   std::vector<at::Tensor> hidden;   // [n, d] per capture_layers entry, in that order
 };
 
+// Forwards run on the native CPU path (native_decoder.h) when the options allow it, else on libtorch ops (the
+// reference path: training, autograd, CUDA, other dtypes). Both give the same ForwardOutput.
 class LlamaModel {
  public:
-  LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options);
+  // stored: the dtype the checkpoint stores weights in; the native path keeps that storage when options.weights
+  // is "auto" (load() passes it; weights made in memory are float32).
+  LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options, at::ScalarType stored = at::kFloat);
+  ~LlamaModel();
 
   // Loads a Hugging Face folder (config.json + model.safetensors or a sharded index), a .safetensors file with
-  // config.json beside it, or a llama2.c .bin checkpoint. Throws Error naming the file and what is wrong.
+  // config.json beside it, a llama2.c .bin checkpoint, or a GGUF file of the llama architecture (F32/F16/BF16).
+  // Throws Error naming the file and what is wrong.
   static std::unique_ptr<LlamaModel> load(const std::string& path, const ComputeOptions& options);
 
   // Writes a Hugging Face folder: config.json and model.safetensors in file_dtype (float32/float16/bfloat16).
@@ -58,11 +65,25 @@ class LlamaModel {
   const LlamaWeights& weights() const { return weights_; }
   int64_t num_parameters() const;
 
+  // The native path's decoder, or nullptr when forwards run on the reference path.
+  const NativeDecoder* native() const { return native_.get(); }
+  const RotaryEmbedding& rope() const { return rope_; }
+  // "native avx512 kernels, float16 weights" or "reference (libtorch), float32".
+  std::string path_description() const;
+
  private:
+  ForwardOutput reference_forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& positions,
+                                  const at::Tensor& ancestor_mask, const ForwardOptions& options) const;
+
   ModelConfig config_;
   LlamaWeights weights_;
   ComputeOptions options_;
   RotaryEmbedding rope_;
+  std::unique_ptr<NativeDecoder> native_;
 };
+
+// The weight storage "auto" resolves to for a checkpoint whose tensors are stored in `stored` (float32 for
+// anything but float16 / bfloat16), or the explicit choice of options.weights.
+WeightStorage resolve_weight_storage(const ComputeOptions& options, at::ScalarType stored);
 
 }  // namespace draftlab

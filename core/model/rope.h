@@ -24,6 +24,10 @@ class RotaryEmbedding {
 
   int64_t max_positions() const { return cos_.size(0); }
 
+  // The tables [max_positions, head_dim/2] in the compute dtype (the native path reads rows of them).
+  const at::Tensor& cos_table() const { return cos_; }
+  const at::Tensor& sin_table() const { return sin_; }
+
   // The inverse frequencies (head_dim/2 of them) after scaling; exposed for tests.
   static std::vector<double> inverse_frequencies(const ModelConfig& config);
 

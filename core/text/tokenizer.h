@@ -17,6 +17,8 @@
 
 namespace draftlab {
 
+struct GgufVocabulary;  // core/text/gguf_vocabulary.h
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -37,6 +39,10 @@ class Tokenizer {
   virtual int32_t vocab_size() const = 0;
   virtual int32_t bos_id() const = 0;  // -1 if none
   virtual int32_t eos_id() const = 0;  // -1 if none
+
+  // The vocabulary as GGUF tokenizer metadata that llama.cpp encodes identically (core/text/gguf_vocabulary.h).
+  // Throws Error naming the tokenizer's file when its behaviour has no GGUF spelling; the default always does.
+  virtual GgufVocabulary gguf_vocabulary() const;
 
   // Whole sequence to text (concatenated token_bytes; may hold invalid UTF-8 if ids are cut mid-character).
   std::string decode(const std::vector<int32_t>& ids) const;

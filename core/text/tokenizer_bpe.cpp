@@ -31,6 +31,7 @@
 #include "core/base/file_bytes.h"
 #include "core/io/gguf.h"
 #include "core/text/byte_level.h"
+#include "core/text/gguf_vocabulary.h"
 #include "core/text/tokenizer.h"
 #include "core/text/tokenizer_internal.h"
 #include "core/text/unicode_categories.h"
@@ -343,6 +344,7 @@ class BpeTokenizer final : public Tokenizer {
   int32_t vocab_size() const override { return static_cast<int32_t>(spec_.pieces.size()); }
   int32_t bos_id() const override { return spec_.bos_id; }
   int32_t eos_id() const override { return spec_.eos_id; }
+  GgufVocabulary gguf_vocabulary() const override;
 
  private:
   struct MergeRule {
@@ -472,6 +474,61 @@ std::string BpeTokenizer::token_bytes(int32_t prev, int32_t id) const {
     text.erase(0, 1);
   }
   return text;
+}
+
+// The pre-tokenizer name llama.cpp gives the same split as this tokenizer's, or an Error. llama.cpp's "gpt-2"
+// runs the GPT-2 regex by hand (unicode_regex_split_custom_gpt2), alternatives in the order of HF's ByteLevel
+// regex including the final \s+; "llama-bpe" runs the Llama-3 regex with ignore_merges. Every other name adds
+// or drops something (digit grouping, CJK ranges, other punctuation runs), so only these two match exactly.
+std::string gguf_pre_tokenizer(const BpeSpec& spec) {
+  using Kind = PreTokenizerStep::Kind;
+  const auto& steps = spec.pre_tokenizer;
+  const bool plain = spec.normalizer.empty() && !spec.byte_fallback && spec.decoder.byte_level;
+  const auto byte_level = [](const PreTokenizerStep& s, bool use_regex) {
+    return s.kind == Kind::kByteLevel && s.use_regex == use_regex && !s.add_prefix_space;
+  };
+  if (plain && steps.size() == 1 && byte_level(steps[0], true) && !spec.ignore_merges) return "gpt-2";
+  if (plain && steps.size() == 2 && steps[0].kind == Kind::kSplit && steps[0].pattern == SplitPattern::kLlama3 &&
+      byte_level(steps[1], false) && spec.ignore_merges)
+    return "llama-bpe";
+  throw Error::in_file(spec.source, "pre_tokenizer",
+                       "a byte-level BPE that llama.cpp's \"gpt-2\" or \"llama-bpe\" pre-tokenizer reproduces exactly "
+                       "(ByteLevel with the GPT-2 regex and no prefix space, or the Llama-3 Split + ByteLevel with "
+                       "ignore_merges; no normalizer, no byte fallback)",
+                       "another configuration (a Metaspace tokenizer.json: export its tokenizer.model instead)");
+}
+
+GgufVocabulary BpeTokenizer::gguf_vocabulary() const {
+  GgufVocabulary v;
+  v.model = "gpt2";
+  v.pre = gguf_pre_tokenizer(spec_);
+  const size_t n = spec_.pieces.size();
+  v.tokens.reserve(n);
+  v.token_types.reserve(n);
+  for (size_t id = 0; id < n; ++id) {
+    PieceType type = PieceType::kNormal;
+    switch (spec_.roles[id]) {
+      case TokenRole::kModel: type = PieceType::kNormal; break;
+      case TokenRole::kSpecial:
+        type = static_cast<int32_t>(id) == spec_.unk_id ? PieceType::kUnknown : PieceType::kControl;
+        break;
+      case TokenRole::kVerbatim: type = PieceType::kUserDefined; break;
+      case TokenRole::kUnused: type = PieceType::kUnused; break;
+    }
+    v.tokens.push_back(type == PieceType::kUnused ? "[PAD" + std::to_string(id) + "]" : spec_.pieces[id]);
+    v.token_types.push_back(static_cast<int32_t>(type));
+  }
+  // Added tokens are cut out of the text verbatim before BPE; in GGUF that is what control and user-defined
+  // types mean, so a non-special added token that is also a model piece becomes user-defined.
+  for (const AddedToken& token : spec_.added_tokens)
+    if (v.token_types[token.id] == static_cast<int32_t>(PieceType::kNormal))
+      v.token_types[token.id] = static_cast<int32_t>(PieceType::kUserDefined);
+  v.merges.reserve(spec_.merges.size());
+  for (const auto& [left, right] : spec_.merges) v.merges.push_back(left + " " + right);
+  v.bos_id = spec_.bos_id;
+  v.eos_id = spec_.eos_id;
+  v.unk_id = spec_.unk_id;
+  return v;
 }
 
 const AddedToken* BpeTokenizer::added_token_at(std::string_view text, size_t pos) const {

@@ -14,6 +14,7 @@
 
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
+#include "core/text/gguf_vocabulary.h"
 #include "core/text/tokenizer.h"
 #include "core/text/tokenizer_internal.h"
 
@@ -57,6 +58,7 @@ class Llama2cTokenizer final : public Tokenizer {
   int32_t vocab_size() const override { return static_cast<int32_t>(pieces_.size()); }
   int32_t bos_id() const override { return vocab_size() > kBos ? kBos : -1; }
   int32_t eos_id() const override { return vocab_size() > kEos ? kEos : -1; }
+  GgufVocabulary gguf_vocabulary() const override;
 
  private:
   void check_id(int32_t id) const {
@@ -75,6 +77,41 @@ class Llama2cTokenizer final : public Tokenizer {
   std::vector<float> scores_;
   PieceIndex lookup_;  // views into pieces_, which never changes
 };
+
+// As llama.cpp's convert-llama2c-to-ggml: run.c's encoder is SentencePiece BPE with the dummy prefix, so the
+// pieces become a "llama" vocabulary once spaces are written "▁" and the special ids are named and typed.
+GgufVocabulary Llama2cTokenizer::gguf_vocabulary() const {
+  constexpr int32_t kUnk = 0;
+  GgufVocabulary v;
+  v.model = "llama";
+  v.add_space_prefix = true;
+  for (int32_t id = 0; id < vocab_size(); ++id) {
+    std::string text = pieces_[id];
+    PieceType type = PieceType::kNormal;
+    if (id == kUnk) {
+      text = "<unk>";
+      type = PieceType::kUnknown;
+    } else if (id == kBos || id == kEos) {
+      text = id == kBos ? "<s>" : "</s>";
+      type = PieceType::kControl;
+    } else if (text.empty()) {
+      type = PieceType::kControl;
+    } else if (parse_byte_piece(text) >= 0) {
+      type = PieceType::kByte;
+    } else {
+      std::string escaped;
+      for (char c : text) escaped += c == ' ' ? std::string("\xE2\x96\x81") : std::string(1, c);
+      text = escaped;
+    }
+    v.tokens.push_back(std::move(text));
+    v.scores.push_back(scores_[id]);
+    v.token_types.push_back(static_cast<int32_t>(type));
+  }
+  v.unk_id = vocab_size() > kUnk ? kUnk : -1;
+  v.bos_id = bos_id();
+  v.eos_id = eos_id();
+  return v;
+}
 
 void Llama2cTokenizer::append_symbol(const std::string& bytes, std::vector<int32_t>* ids) const {
   const int32_t id = find(bytes);

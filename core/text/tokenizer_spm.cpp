@@ -18,6 +18,7 @@
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
 #include "core/io/gguf.h"
+#include "core/text/gguf_vocabulary.h"
 #include "core/text/tokenizer.h"
 #include "core/text/tokenizer_internal.h"
 
@@ -76,6 +77,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   int32_t vocab_size() const override { return static_cast<int32_t>(pieces_.size()); }
   int32_t bos_id() const override { return bos_; }
   int32_t eos_id() const override { return eos_; }
+  GgufVocabulary gguf_vocabulary() const override;
 
  private:
   void check_id(int32_t id) const {
@@ -155,6 +157,25 @@ SentencePieceTokenizer::SentencePieceTokenizer(std::string source, std::vector<P
     else
       surface_.push_back(norm_.escape_whitespaces ? replace_all(p.text, kSpaceMark, " ") : p.text);
   }
+}
+
+GgufVocabulary SentencePieceTokenizer::gguf_vocabulary() const {
+  // llama.cpp always writes spaces as "▁" in SentencePiece vocabularies; a model that keeps them has no GGUF form.
+  if (!norm_.escape_whitespaces)
+    throw Error::in_file(source_, "normalizer_spec.escape_whitespaces", "true (as llama.cpp assumes)", "false");
+  GgufVocabulary v;
+  v.model = "llama";
+  for (const Piece& p : pieces_) {
+    v.tokens.push_back(p.text);
+    v.scores.push_back(p.score);
+    v.token_types.push_back(static_cast<int32_t>(p.type));
+  }
+  v.bos_id = bos_;
+  v.eos_id = eos_;
+  v.unk_id = unk_;
+  v.add_space_prefix = norm_.add_dummy_prefix;
+  v.remove_extra_whitespaces = norm_.remove_extra_whitespaces;
+  return v;
 }
 
 std::string SentencePieceTokenizer::normalize(std::string_view text) const {

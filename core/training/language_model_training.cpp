@@ -76,7 +76,9 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
       {"batch", std::to_string(o.batch)}, {"context", std::to_string(o.context)}};
 
   check(!o.keep_best || (topt.eval_every > 0), "--keep-best: needs validation (--eval-every > 0)");
-  auto save_model = [&] { LlamaModel(c, inference_weights(c, weights), o.compute).save_hf(o.out_dir, o.save_dtype); };
+  ComputeOptions saving = o.compute;
+  saving.cpu_path = CpuPath::Reference;  // only saved: no native copy of the weights
+  auto save_model = [&] { LlamaModel(c, inference_weights(c, weights), saving).save_hf(o.out_dir, o.save_dtype); };
   Trainer::Hooks hooks;
   hooks.loss = [&](int64_t step) {
     return next_token_loss(c, weights, rope, data.train_batch(o.batch, o.context, o.seed, step));

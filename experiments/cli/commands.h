@@ -11,6 +11,7 @@ int run_train_head(int argc, char** argv);
 int run_gen_head_data(int argc, char** argv);
 int run_convert_head(int argc, char** argv);
 int run_export_llama2c(int argc, char** argv);
+int run_export_gguf(int argc, char** argv);
 int run_perplexity(int argc, char** argv);
 int run_exp(int argc, char** argv);
 int run_merge(int argc, char** argv);

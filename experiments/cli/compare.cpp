@@ -194,9 +194,10 @@ int run_compare(int argc, char** argv) {
     return s;
   };
   const double vanilla_s = total(methods[0].seconds);
-  std::printf("model: %s (%.2fM parameters, %s, %d threads)\nblas: %s\ncpu: %s\n", model_opts.model_path.c_str(),
-              target.num_parameters() / 1e6, model_opts.dtype.c_str(), at::get_num_threads(),
-              blas_description().c_str(), cpu_model_name().c_str());
+  std::printf("model: %s (%.2fM parameters, %s, %d threads)\nforward: %s\nblas: %s\ncpu: %s\n",
+              model_opts.model_path.c_str(), target.num_parameters() / 1e6, model_opts.dtype.c_str(),
+              at::get_num_threads(), target.path_description().c_str(), blas_description().c_str(),
+              cpu_model_name().c_str());
   std::printf("%zu prompts (%d cut to %ld tokens), max %ld new tokens, T=%.2f, %d repeats (median) after %d warm-up\n\n",
               prompt_ids.size(), cut, (long)max_prompt_tokens, (long)gen.max_new_tokens, gen.sampling.temperature,
               repeats, warmup);
@@ -228,6 +229,7 @@ int run_compare(int argc, char** argv) {
     std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
     nlohmann::json j = {{"command", "compare"},     {"model", model_opts.model_path},
                         {"dtype", model_opts.dtype}, {"threads", at::get_num_threads()},
+                        {"forward", target.path_description()},
                         {"blas", blas_description()}, {"cpu", cpu_model_name()},
                         {"date", date},             {"prompts", prompt_ids.size()},
                         {"max_new_tokens", gen.max_new_tokens}, {"temperature", gen.sampling.temperature},

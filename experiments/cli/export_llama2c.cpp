@@ -22,7 +22,7 @@ int run_export_llama2c(int argc, char** argv) {
       ("out", po::value(&out)->required(), "the .bin file to write");
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "export-llama2c", vm)) return 0;
-  const auto model = LlamaModel::load(model_path, ComputeOptions{});
+  const auto model = LlamaModel::load(model_path, reference_options());
   export_llama2c(*model, out);
   std::fprintf(stderr, "wrote %s\n", out.c_str());
   return 0;

@@ -23,6 +23,7 @@ void print_usage() {
                "  gen-head-data  continue prompts with the target: head training data (train-head --data)\n"
                "  convert-head  a published EAGLE head's pytorch_model.bin -> a safetensors head folder\n"
                "  export-llama2c  write a model as a llama2.c v0 .bin checkpoint\n"
+               "  export-gguf  write a model and its vocabulary as a GGUF file for llama.cpp (f32, f16 or bf16)\n"
                "  perplexity perplexity of a model on a slice of a text file\n"
                "  exp        run an experiment driver (speed, alpha, calibration, ..., sweep) into an HDF5 results file\n"
                "  merge      combine results files of one experiment (sweep shards)\n"
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
     if (command == "gen-head-data") return draftlab::cli::run_gen_head_data(argc - 1, argv + 1);
     if (command == "convert-head") return draftlab::cli::run_convert_head(argc - 1, argv + 1);
     if (command == "export-llama2c") return draftlab::cli::run_export_llama2c(argc - 1, argv + 1);
+    if (command == "export-gguf") return draftlab::cli::run_export_gguf(argc - 1, argv + 1);
     if (command == "perplexity") return draftlab::cli::run_perplexity(argc - 1, argv + 1);
     if (command == "exp") return draftlab::cli::run_exp(argc - 1, argv + 1);
     if (command == "merge") return draftlab::cli::run_merge(argc - 1, argv + 1);

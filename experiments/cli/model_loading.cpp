@@ -35,12 +35,18 @@ bool parse_command_line(const po::options_description& desc, int argc, char** ar
 void add_model_options(po::options_description& desc, ModelOptions& o) {
   desc.add_options()
       ("model,m", po::value(&o.model_path)->required(),
-       "Hugging Face model folder (config.json + safetensors), or a llama2.c .bin checkpoint")
+       "Hugging Face model folder (config.json + safetensors), a llama2.c .bin checkpoint, or a .gguf")
       ("tokenizer", po::value(&o.tokenizer_path),
        "tokenizer file: tokenizer.json, tokenizer.model, llama2.c tokenizer.bin or .gguf "
-       "(default: tokenizer.json in the model folder)")
+       "(default: tokenizer.json in the model folder, or the .gguf model itself)")
       ("dtype", po::value(&o.dtype)->default_value(o.dtype), "compute dtype: float32, bfloat16, float16")
       ("device", po::value(&o.device)->default_value(o.device), "cpu, cuda, cuda:N")
+      ("path", po::value(&o.path)->default_value(o.path),
+       "CPU forward: native (draftlab's own kernels; float32 activations), reference (libtorch ops), auto = native "
+       "wherever it applies")
+      ("weights", po::value(&o.weights)->default_value(o.weights),
+       "weight storage on the native path: auto (as the checkpoint stores them), float32, float16, bfloat16; "
+       "accumulation is float32")
       ("threads", po::value(&o.threads)->default_value(o.threads),
        "intra-op threads (0 = $OMP_NUM_THREADS, else all cores). Measure on an idle machine: a thread that shares "
        "its core with another process stalls every parallel region")
@@ -57,13 +63,21 @@ std::vector<int64_t> encode_prompt(const Tokenizer& tokenizer, const std::string
   return ids;
 }
 
-LoadedModel load_model_and_tokenizer(const ModelOptions& o) {
+ComputeOptions compute_options(const ModelOptions& o) {
   check(o.threads >= 0, "--threads: expected 0 (auto) or a positive number, got " + std::to_string(o.threads));
   if (o.threads > 0) at::set_num_threads(o.threads);  // else libtorch's default: OMP_NUM_THREADS or all cores
   ComputeOptions compute;
   compute.dtype = parse_compute_dtype(o.dtype);
   compute.device = parse_compute_device(o.device);
+  compute.cpu_path = parse_cpu_path(o.path);
+  compute.weights = parse_weight_storage(o.weights);
   check_supported(compute);
+  uses_native_path(compute);  // throws when --path native cannot apply
+  return compute;
+}
+
+LoadedModel load_model_and_tokenizer(const ModelOptions& o) {
+  const ComputeOptions compute = compute_options(o);
 
   if (o.verbose) {
     std::cerr << "cpu: " << cpu_model_name() << "\n"
@@ -75,6 +89,8 @@ LoadedModel load_model_and_tokenizer(const ModelOptions& o) {
   if (tok_path.empty()) {
     if (is_directory(o.model_path) && is_file(o.model_path + "/tokenizer.json")) {
       tok_path = o.model_path + "/tokenizer.json";
+    } else if (o.model_path.size() > 5 && o.model_path.compare(o.model_path.size() - 5, 5, ".gguf") == 0) {
+      tok_path = o.model_path;  // a GGUF model carries its vocabulary
     } else {
       throw Error("--tokenizer: required for " + o.model_path +
                   " (no tokenizer.json in a model folder to default to)");
@@ -93,6 +109,7 @@ LoadedModel load_model_and_tokenizer(const ModelOptions& o) {
               << c.hidden_size << ", layers=" << c.num_hidden_layers << ", heads=" << c.num_attention_heads << "/"
               << c.num_key_value_heads << ", vocab=" << c.vocab_size << ", context=" << c.max_position_embeddings
               << ", dtype=" << compute_dtype_name(compute.dtype) << ")\n"
+              << "forward: " << loaded.model->path_description() << "\n"
               << "tokenizer: " << tok_path << " (vocab " << loaded.tokenizer->vocab_size() << ")\n";
   }
   return loaded;

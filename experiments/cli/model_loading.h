@@ -17,6 +17,8 @@ struct ModelOptions {
   std::string tokenizer_path;  // empty: tokenizer.json in the model folder
   std::string dtype = "float32";
   std::string device = "cpu";
+  std::string path = "auto";     // CPU forward: auto, native, reference
+  std::string weights = "auto";  // native path weight storage: auto (as stored), float32, float16, bfloat16
   int threads = 0;  // 0: $OMP_NUM_THREADS if set, else every core
   bool verbose = false;
 };
@@ -28,7 +30,7 @@ bool parse_command_line(const boost::program_options::options_description& desc,
                         const boost::program_options::positional_options_description* positional = nullptr,
                         const boost::program_options::options_description* shown_in_help = nullptr);
 
-// Adds --model, --tokenizer, --dtype, --device, --threads, --verbose.
+// Adds --model, --tokenizer, --dtype, --device, --path, --weights, --threads, --verbose.
 void add_model_options(boost::program_options::options_description& desc, ModelOptions& o);
 
 struct LoadedModel {
@@ -43,5 +45,8 @@ std::vector<int64_t> encode_prompt(const Tokenizer& tokenizer, const std::string
 // Sets the thread count, prints the environment with --verbose, loads model and tokenizer, and checks that the
 // tokenizer's vocabulary fits the model's. Throws Error naming the file on any problem.
 LoadedModel load_model_and_tokenizer(const ModelOptions& o);
+
+// The compute options --dtype, --device, --path and --weights ask for (checked). Also sets --threads.
+ComputeOptions compute_options(const ModelOptions& o);
 
 }  // namespace draftlab::cli

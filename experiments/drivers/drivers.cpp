@@ -255,6 +255,7 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
   a["blas"] = blas_description();
   a["device"] = c.device;
   a["dtype"] = c.dtype;
+  a["forward"] = target.path_description();
   a["shard"] = runner.shard;
 
   nlohmann::ordered_json models = nlohmann::ordered_json::object();

@@ -9,6 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <gtest/gtest.h>
+
+#include "core/model/compute_options.h"
 #include "core/text/tokenizer.h"
 #include "strategies/registry.h"
 #include "test_paths.h"
@@ -53,6 +56,29 @@ inline std::vector<StrategyConfig> all_strategy_configs(const std::string& targe
       {"static_tree_draft_vocab_small", "static-tree", {"draft_vocab=4", "head_input=feature_unshifted_token", "head_seed=1"}},
   };
 }
+
+// A strategy configuration on one CPU forward path: every lossless test runs on the native path and on the
+// libtorch reference path.
+struct LosslessCase {
+  StrategyConfig config;
+  CpuPath path;
+  std::string label() const { return config.label + (path == CpuPath::Native ? "_native" : "_reference"); }
+  ComputeOptions compute() const {
+    ComputeOptions o;
+    o.cpu_path = path;
+    return o;
+  }
+};
+inline void PrintTo(const LosslessCase& c, std::ostream* os) { *os << c.label(); }
+
+inline std::vector<LosslessCase> on_both_paths(const std::vector<StrategyConfig>& configs) {
+  std::vector<LosslessCase> cases;
+  for (CpuPath path : {CpuPath::Native, CpuPath::Reference})
+    for (const auto& c : configs) cases.push_back({c, path});
+  return cases;
+}
+
+inline std::string case_name(const ::testing::TestParamInfo<LosslessCase>& info) { return info.param.label(); }
 
 // The first turn of every k-th question of the six bench sets, encoded with BOS and cut to max_tokens.
 inline std::vector<std::vector<int64_t>> bench_prompts(const Tokenizer& tok, int every_kth, size_t max_tokens) {

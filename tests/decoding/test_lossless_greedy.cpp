@@ -17,7 +17,7 @@ const char* kTarget = "models/aidreams260K/aidreams260K.bin";
 const char* kTokenizer = "models/aidreams260K/tok512.bin";
 const char* kOther = "models/stories260K/stories260K.bin";  // same vocabulary size, different model
 
-class LosslessGreedy : public ::testing::TestWithParam<StrategyConfig> {
+class LosslessGreedy : public ::testing::TestWithParam<LosslessCase> {
  protected:
   void SetUp() override { load(kTarget, kOther); }
   // The configurations name draft models by path: the parameter's label selects the one built for these paths.
@@ -25,10 +25,10 @@ class LosslessGreedy : public ::testing::TestWithParam<StrategyConfig> {
     DRAFTLAB_REQUIRE_SHARED(target_rel);
     DRAFTLAB_REQUIRE_SHARED(other_rel);
     DRAFTLAB_REQUIRE_SHARED("data/bench/mt_bench/question.jsonl");
-    target = LlamaModel::load(shared_path(target_rel), ComputeOptions{});
+    target = LlamaModel::load(shared_path(target_rel), GetParam().compute());
     tokenizer = load_tokenizer(shared_path(kTokenizer));
     for (const auto& c : all_strategy_configs(shared_path(target_rel), shared_path(other_rel)))
-      if (c.label == GetParam().label)
+      if (c.label == GetParam().config.label)
         strategy = make_strategy(c.name, StrategyContext{*target}, StrategyOptions::parse(c.options));
   }
   std::unique_ptr<LlamaModel> target;
@@ -55,11 +55,11 @@ TEST_P(LosslessGreedy, SameTokensAsVanillaOnBenchPrompts) {
     }
   }
   // Report what was exercised (a strategy that drafts nothing proves little beyond "vanilla").
-  std::cout << GetParam().label << ": drafted " << drafted << ", accepted " << accepted << "\n";
+  std::cout << GetParam().config.label << ": drafted " << drafted << ", accepted " << accepted << "\n";
   // eagle2_auto may rightly draft nothing here: a random head's values are tiny, so no tree pays for its
   // verification. (The sampling test's small-vocabulary model makes it draft, and its wrong-rule control fails.)
-  if (GetParam().name != "vanilla" && GetParam().label != "eagle2_auto") EXPECT_GT(drafted, 0);
-  if (GetParam().label == "chain_self_draft") EXPECT_EQ(accepted, drafted) << "the target drafting for itself";
+  if (GetParam().config.name != "vanilla" && GetParam().config.label != "eagle2_auto") EXPECT_GT(drafted, 0);
+  if (GetParam().config.label == "chain_self_draft") EXPECT_EQ(accepted, drafted) << "the target drafting for itself";
 }
 
 TEST_P(LosslessGreedy, StopTokenInsideADraft) {
@@ -127,9 +127,7 @@ TEST_P(LosslessGreedyStories, SameTokensAsVanillaOnBenchPrompts) {
 }
 
 // Labels only: SetUp builds each configuration for its own target and draft paths.
-INSTANTIATE_TEST_SUITE_P(Strategies, LosslessGreedy, ::testing::ValuesIn(all_strategy_configs("", "")),
-                         [](const ::testing::TestParamInfo<StrategyConfig>& info) { return info.param.label; });
-INSTANTIATE_TEST_SUITE_P(Strategies, LosslessGreedyStories, ::testing::ValuesIn(all_strategy_configs("", "")),
-                         [](const ::testing::TestParamInfo<StrategyConfig>& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(Strategies, LosslessGreedy, ::testing::ValuesIn(on_both_paths(all_strategy_configs("", ""))), case_name);
+INSTANTIATE_TEST_SUITE_P(Strategies, LosslessGreedyStories, ::testing::ValuesIn(on_both_paths(all_strategy_configs("", ""))), case_name);
 
 }  // namespace

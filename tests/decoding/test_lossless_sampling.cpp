@@ -86,16 +86,16 @@ ChiSquare chi_square(const Exact& e, const std::map<std::pair<int64_t, int64_t>,
   return r;
 }
 
-class LosslessSampling : public ::testing::TestWithParam<StrategyConfig> {
+class LosslessSampling : public ::testing::TestWithParam<LosslessCase> {
  protected:
   void SetUp() override {
     // A small-vocabulary target (so the two-token outcome space can be enumerated) and a different draft model.
-    target = tiny_model(at::kFloat, 2, 21, false, kVocab);
-    std::string dir = temp_dir() + "/draft_" + GetParam().label;
+    target = tiny_model(at::kFloat, 2, 21, false, kVocab, GetParam().path);
+    std::string dir = temp_dir() + "/draft_" + GetParam().label();
     ASSERT_EQ(std::system(("mkdir -p '" + dir + "'").c_str()), 0);
     tiny_model(at::kFloat, 2, 99, false, kVocab)->save_hf(dir, at::kFloat);
     prompt = prompt_with_a_plausible_lookup(*target);
-    target_dir = temp_dir() + "/target_" + GetParam().label;
+    target_dir = temp_dir() + "/target_" + GetParam().label();
     ASSERT_EQ(std::system(("mkdir -p '" + target_dir + "'").c_str()), 0);
     target->save_hf(target_dir, at::kFloat);
     draft_dir = dir;
@@ -107,7 +107,7 @@ class LosslessSampling : public ::testing::TestWithParam<StrategyConfig> {
     // The model paths exist only now: take this label's options with them filled in.
     StrategyConfig cfg;
     for (const auto& c : all_strategy_configs(target_dir, draft_dir))
-      if (c.label == GetParam().label) cfg = c;
+      if (c.label == GetParam().config.label) cfg = c;
     auto strategy = make_strategy(cfg.name, StrategyContext{*target}, StrategyOptions::parse(cfg.options));
     std::map<std::pair<int64_t, int64_t>, int> counts;
     for (int r = 0; r < kRuns; ++r) {
@@ -156,10 +156,10 @@ TEST_P(LosslessSampling, FirstTwoTokensFollowTheTargetDistribution) {
 }
 
 TEST_P(LosslessSampling, AWrongAcceptanceRuleIsCaught) {
-  if (GetParam().name == "vanilla") GTEST_SKIP() << "no drafts: no acceptance rule to get wrong";
-  if (GetParam().label == "chain_self_draft")
+  if (GetParam().config.name == "vanilla") GTEST_SKIP() << "no drafts: no acceptance rule to get wrong";
+  if (GetParam().config.label == "chain_self_draft")
     GTEST_SKIP() << "the target drafting for itself has q = p: drafts are never rejected, no residual to get wrong";
-  if (GetParam().label == "chain_other_draft")
+  if (GetParam().config.label == "chain_other_draft")
     GTEST_SKIP() << "an unrelated random draft model is almost never accepted: the wrong rule's bias, "
                     "min(p, q) - beta p, is too small to see in this many runs";
   SamplingParams sp{1.5, 0, 1.0};
@@ -176,7 +176,6 @@ TEST_P(LosslessSampling, AWrongAcceptanceRuleIsCaught) {
 }
 
 // Labels only here; run() fills in the model paths made in SetUp.
-INSTANTIATE_TEST_SUITE_P(Strategies, LosslessSampling, ::testing::ValuesIn(all_strategy_configs("", "")),
-                         [](const ::testing::TestParamInfo<StrategyConfig>& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(Strategies, LosslessSampling, ::testing::ValuesIn(on_both_paths(all_strategy_configs("", ""))), case_name);
 
 }  // namespace

@@ -30,9 +30,11 @@ inline ModelConfig tiny_config(int64_t kv_heads = 2, bool tied = false, int64_t 
 
 // Random weights scaled up (std 0.02 makes every logit ~0, hiding bugs): std 0.3 gives peaked, varied outputs.
 inline std::unique_ptr<LlamaModel> tiny_model(at::ScalarType dtype = at::kFloat, int64_t kv_heads = 2,
-                                              uint64_t seed = 7, bool tied = false, int64_t vocab = 97) {
+                                              uint64_t seed = 7, bool tied = false, int64_t vocab = 97,
+                                              CpuPath path = CpuPath::Auto) {
   ComputeOptions o;
   o.dtype = dtype;
+  o.cpu_path = path;
   ModelConfig c = tiny_config(kv_heads, tied, vocab);
   LlamaWeights w = random_llama_weights(c, seed, ComputeOptions{});  // float32, then scaled and cast
   auto scale = [&](at::Tensor& t, double s) { t = (t * s).to(dtype); };

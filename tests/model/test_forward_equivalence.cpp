@@ -21,11 +21,12 @@ struct Case {
   at::ScalarType dtype;
   int64_t kv_heads;
   double tol;
+  CpuPath path = CpuPath::Auto;  // float32 runs on the native path unless Reference
 };
 
 class ForwardEquivalence : public ::testing::TestWithParam<Case> {
  protected:
-  std::unique_ptr<LlamaModel> model = tiny_model(GetParam().dtype, GetParam().kv_heads);
+  std::unique_ptr<LlamaModel> model = tiny_model(GetParam().dtype, GetParam().kv_heads, 7, false, 97, GetParam().path);
   double tol = GetParam().tol;
   const std::vector<int64_t> prefix{3, 14, 15, 92, 65, 35};
 };
@@ -168,10 +169,13 @@ TEST_P(ForwardEquivalence, LogitRowsAndCapturedLayers) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, ForwardEquivalence,
                          ::testing::Values(Case{at::kFloat, 2, 1e-5}, Case{at::kFloat, 4, 1e-5},
-                                           Case{at::kFloat, 1, 1e-5}, Case{at::kBFloat16, 2, 0.1}),
+                                           Case{at::kFloat, 1, 1e-5}, Case{at::kBFloat16, 2, 0.1},
+                                           Case{at::kFloat, 2, 1e-5, CpuPath::Reference},
+                                           Case{at::kFloat, 1, 1e-5, CpuPath::Reference}),
                          [](const ::testing::TestParamInfo<Case>& info) {
+                           const bool native = info.param.dtype == at::kFloat && info.param.path != CpuPath::Reference;
                            return std::string(info.param.dtype == at::kFloat ? "float32" : "bfloat16") + "_kv" +
-                                  std::to_string(info.param.kv_heads);
+                                  std::to_string(info.param.kv_heads) + (native ? "_native" : "_reference");
                          });
 
 }  // namespace

@@ -1,0 +1,203 @@
+#include "core/model/native_decoder.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/base/error.h"
+#include "core/model/llama_model.h"
+#include "core/model/rope.h"
+#include "core/ops/decoder_ops.h"
+
+namespace draftlab {
+
+namespace {
+
+std::vector<float> to_vector(const at::Tensor& t) {
+  if (!t.defined()) return {};
+  const auto c = t.to(at::kCPU, at::kFloat).contiguous();
+  return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+}
+
+// A [out, in] tensor of any strides, packed (the tensor is read as float32 on CPU).
+PackedMatrix pack(const at::Tensor& w, WeightStorage storage) {
+  const auto f = w.to(at::kCPU, at::kFloat);
+  return PackedMatrix(f.data_ptr<float>(), f.size(0), f.size(1), f.stride(0), f.stride(1), storage);
+}
+
+}  // namespace
+
+NativeLayerWeights pack_layer(const LlamaLayerWeights& L, WeightStorage storage) {
+  NativeLayerWeights out;
+  out.attn_norm = to_vector(L.attn_norm);
+  out.mlp_norm = to_vector(L.mlp_norm);
+  out.wqkv = pack(L.wqkv, storage);
+  out.wo = pack(L.wo, storage);
+  out.w_gate_up = pack(L.w_gate_up, storage);
+  out.w_down = pack(L.w_down, storage);
+  return out;
+}
+
+void parallel_multiply(const PackedMatrix& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy) {
+  // At least 8 panels (128 columns) per task: smaller splits cost more in hand-off than they save.
+  at::parallel_for(0, w.panels(), 8, [&](int64_t p0, int64_t p1) { w.multiply(x, ldx, n, y, ldy, p0, p1); });
+}
+
+void NativeWorkspace::reserve(const ModelConfig& c, int64_t n, int64_t T) {
+  const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
+  if (n <= n_ && T <= T_ && threads <= threads_) return;
+  n_ = std::max(n, n_);
+  T_ = std::max(T, T_);
+  threads_ = std::max(threads, threads_);
+  const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads;
+  const int64_t I = c.intermediate_size;
+  // One block, each buffer rounded to 16 floats (64 bytes).
+  auto round = [](int64_t f) { return (f + 15) / 16 * 16; };
+  const int64_t sizes[] = {n_ * d, n_ * d, n_ * (H + 2 * KVH) * hd, n_ * H * hd, n_ * d, n_ * 2 * I, n_ * I,
+                           threads_ * T_};
+  int64_t total = 16;
+  for (int64_t s : sizes) total += round(s);
+  floats_.assign(static_cast<size_t>(total), 0.0f);
+  float* p = floats_.data();
+  p += (16 - (reinterpret_cast<uintptr_t>(p) / 4) % 16) % 16;  // 64-byte align
+  float** slots[] = {&h, &normed, &qkv, &attn, &proj, &gate_up, &act, &scores};
+  for (size_t i = 0; i < 8; ++i) {
+    *slots[i] = p;
+    p += round(sizes[i]);
+  }
+  bytes_.assign(static_cast<size_t>(n_ * T_), 0);
+  visible = bytes_.data();
+  cos.resize(static_cast<size_t>(n_));
+  sin.resize(static_cast<size_t>(n_));
+}
+
+void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvCache& cache, int64_t layer,
+                          int64_t start, int64_t n, bool masked, NativeWorkspace& ws) {
+  const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads;
+  const int64_t I = c.intermediate_size, T = start + n, qkv_width = (H + 2 * KVH) * hd;
+
+  // Attention block.
+  const float* attn_in = ws.h;
+  if (!L.attn_norm.empty()) {
+    rms_norm_rows(ws.h, d, n, d, L.attn_norm.data(), c.rms_norm_eps, ws.normed, d);
+    attn_in = ws.normed;
+  }
+  parallel_multiply(L.wqkv, attn_in, d, n, ws.qkv, qkv_width);
+  rope_rows(ws.qkv, qkv_width, n, H + KVH, hd, ws.cos.data(), ws.sin.data());  // q and k heads are adjacent
+  float* kc = cache.key_data(layer);
+  float* vc = cache.value_data(layer);
+  const int64_t hs = cache.head_stride();
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t g = 0; g < KVH; ++g) {
+      std::memcpy(kc + g * hs + (start + j) * hd, ws.qkv + j * qkv_width + (H + g) * hd, hd * sizeof(float));
+      std::memcpy(vc + g * hs + (start + j) * hd, ws.qkv + j * qkv_width + (H + KVH + g) * hd, hd * sizeof(float));
+    }
+  }
+  const AttentionShape shape{H, KVH, hd, hs, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
+  // Rows split across threads (each thread its own scores scratch); a row's result does not depend on the split.
+  // (A single row runs inline: a parallel region costs more than one row's attention.)
+  at::parallel_for(0, n, 2, [&](int64_t j0, int64_t j1) {
+    float* scratch = ws.scores + at::get_thread_num() * T;
+    if (masked) {
+      attention_rows(ws.qkv + j0 * qkv_width, qkv_width, j1 - j0, kc, vc, T, ws.visible + j0 * T, T, shape,
+                     ws.attn + j0 * H * hd, H * hd, scratch);
+    } else {
+      // Causal rows j0..j1 of n: present them as the last rows of a shorter cache so "causal" stays correct.
+      attention_rows(ws.qkv + j0 * qkv_width, qkv_width, j1 - j0, kc, vc, start + j1, nullptr, 0, shape,
+                     ws.attn + j0 * H * hd, H * hd, scratch);
+    }
+  });
+  parallel_multiply(L.wo, ws.attn, H * hd, n, ws.proj, d);
+  add_rows(ws.h, d, ws.proj, d, n, d);
+
+  // MLP block.
+  rms_norm_rows(ws.h, d, n, d, L.mlp_norm.data(), c.rms_norm_eps, ws.normed, d);
+  parallel_multiply(L.w_gate_up, ws.normed, d, n, ws.gate_up, 2 * I);
+  silu_mul_rows(ws.gate_up, 2 * I, n, I, ws.act, I);
+  parallel_multiply(L.w_down, ws.act, I, n, ws.proj, d);
+  add_rows(ws.h, d, ws.proj, d, n, d);
+}
+
+NativeDecoder::NativeDecoder(const ModelConfig& config, const LlamaWeights& weights, WeightStorage storage)
+    : config_(config), storage_(storage) {
+  for (const auto& L : weights.layers) layers_.push_back(pack_layer(L, storage));
+  norm_ = to_vector(weights.norm);
+  lm_head_ = pack(weights.lm_head, storage);
+}
+
+int64_t NativeDecoder::weight_bytes() const {
+  int64_t b = lm_head_.bytes();
+  for (const auto& L : layers_) b += L.wqkv.bytes() + L.wo.bytes() + L.w_gate_up.bytes() + L.w_down.bytes();
+  return b;
+}
+
+at::Tensor NativeDecoder::lm_head_logits(const float* features, int64_t ld, int64_t rows) const {
+  auto logits = at::empty({rows, lm_head_.out()}, at::TensorOptions().dtype(at::kFloat));
+  parallel_multiply(lm_head_, features, ld, rows, logits.data_ptr<float>(), lm_head_.out());
+  return logits;
+}
+
+ForwardOutput NativeDecoder::forward(const LlamaWeights& weights, const RotaryEmbedding& rope, KvCache& cache,
+                                     const int64_t* tokens, const int64_t* positions, int64_t n,
+                                     const uint8_t* ancestor, const ForwardOptions& fo) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const ModelConfig& c = config_;
+  const int64_t d = c.hidden_size, start = cache.length(), T = start + n;
+  NativeWorkspace& ws = ws_;
+  ws.reserve(c, n, T);
+
+  // Inputs: embeddings, RoPE rows, the visibility of every cache row for each new row.
+  const float* embed = weights.embed.data_ptr<float>();
+  const int64_t half = c.head_dim / 2;
+  const float* cos_table = rope.cos_table().data_ptr<float>();
+  const float* sin_table = rope.sin_table().data_ptr<float>();
+  for (int64_t j = 0; j < n; ++j) {
+    std::memcpy(ws.h + j * d, embed + tokens[j] * d, d * sizeof(float));
+    ws.cos[j] = cos_table + positions[j] * half;
+    ws.sin[j] = sin_table + positions[j] * half;
+  }
+  const bool masked = ancestor != nullptr && n > 1;
+  if (masked) {
+    for (int64_t j = 0; j < n; ++j) {
+      uint8_t* row = ws.visible + j * T;
+      std::memset(row, 1, static_cast<size_t>(start));
+      std::memcpy(row + start, ancestor + j * n, static_cast<size_t>(n));
+    }
+  }
+
+  ForwardOutput out;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    native_decoder_layer(layers_[l], c, cache, l, start, n, masked, ws);
+    for (int64_t want : fo.capture_layers) {
+      if (want != l) continue;
+      auto hidden = at::empty({n, d}, at::TensorOptions().dtype(at::kFloat));
+      std::memcpy(hidden.data_ptr<float>(), ws.h, n * d * sizeof(float));
+      out.hidden.push_back(hidden);
+    }
+  }
+  cache.advance_to(T);
+
+  out.features = at::empty({n, d}, at::TensorOptions().dtype(at::kFloat));
+  float* features = out.features.data_ptr<float>();
+  rms_norm_rows(ws.h, d, n, d, norm_.data(), c.rms_norm_eps, features, d);
+  switch (fo.logits) {
+    case ForwardOptions::Logits::All: out.logits = lm_head_logits(features, d, n); break;
+    case ForwardOptions::Logits::Last: out.logits = lm_head_logits(features + (n - 1) * d, d, 1); break;
+    case ForwardOptions::Logits::Rows: {
+      const auto selected = out.features.index_select(0, fo.rows.to(at::kCPU, at::kLong)).contiguous();
+      out.logits = lm_head_logits(selected.data_ptr<float>(), d, selected.size(0));
+      break;
+    }
+    case ForwardOptions::Logits::None: break;
+  }
+  return out;
+}
+
+std::string native_path_description(WeightStorage storage) {
+  return std::string("native ") + kernel_isa_name(best_kernel_isa()) + " kernels, " + weight_storage_name(storage) +
+         " weights";
+}
+
+}  // namespace draftlab

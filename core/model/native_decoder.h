@@ -1,0 +1,102 @@
+// NativeDecoder - the dispatch-free, allocation-free CPU inference path of a Llama decoder (no-grad forwards of
+// the target and of the EAGLE head's layer).
+//
+// libtorch spends most of a small forward on dispatch, temporaries and separate element-wise ops. Here a whole
+// decoder layer runs over raw float32 rows in a workspace allocated once per model: RMSNorm, the fused QKV
+// product, RoPE in place, K/V written straight into the KvCache's storage (same layout as the libtorch path),
+// attention of n query rows under the tree mask, o-projection + residual, RMSNorm, fused gate/up, SiLU x up,
+// down + residual. Weights are PackedMatrix copies in float32, float16 or bfloat16 (float32 accumulation);
+// products are split across threads by panels of output columns.
+//
+// The libtorch path (LlamaModel's reference forward) stays for training, autograd, CUDA and other activation
+// dtypes; tests hold the two to each other. Both produce the same ForwardOutput.
+//
+// Row independence (packed_matrix.h, decoder_ops.h): a token's logits do not depend on which other rows share the
+// forward or which cache rows are masked out, so tree verification reproduces vanilla decoding bit for bit.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "core/io/model_config.h"
+#include "core/model/kv_cache.h"
+#include "core/model/llama_weights.h"
+#include "core/ops/packed_matrix.h"
+
+namespace draftlab {
+
+class RotaryEmbedding;
+struct ForwardOptions;
+struct ForwardOutput;
+
+// One decoder layer's weights, packed. attn_norm is empty when the layer has no input norm (EAGLE's head).
+struct NativeLayerWeights {
+  std::vector<float> attn_norm, mlp_norm;
+  PackedMatrix wqkv, wo, w_gate_up, w_down;
+};
+NativeLayerWeights pack_layer(const LlamaLayerWeights& layer, WeightStorage storage);
+
+// y[n, W.out] = x[n, W.in] · Wᵀ, panels split across at::get_num_threads() threads.
+void parallel_multiply(const PackedMatrix& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy);
+
+// Scratch rows for one forward of up to n tokens over up to T cache rows, grown on demand, never shrunk.
+class NativeWorkspace {
+ public:
+  void reserve(const ModelConfig& c, int64_t n, int64_t T);
+  float* h = nullptr;        // [n, d]   hidden state
+  float* normed = nullptr;   // [n, d]
+  float* qkv = nullptr;      // [n, (H + 2 KVH) hd]
+  float* attn = nullptr;     // [n, H hd]
+  float* proj = nullptr;     // [n, d]
+  float* gate_up = nullptr;  // [n, 2 I]
+  float* act = nullptr;      // [n, I]
+  float* scores = nullptr;   // [threads, T]
+  uint8_t* visible = nullptr;  // [n, T]
+  std::vector<const float*> cos, sin;  // [n]
+
+ private:
+  std::vector<float> floats_;
+  std::vector<uint8_t> bytes_;
+  int64_t n_ = 0, T_ = 0, threads_ = 0;
+};
+
+// Runs one layer over ws.h [n, d] in place; n rows at cache rows [start, start + n) of cache layer `layer`.
+// visible: ws.visible filled for [n, start + n] when `masked`, else causal. ws.cos / ws.sin set per row.
+void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvCache& cache, int64_t layer,
+                          int64_t start, int64_t n, bool masked, NativeWorkspace& ws);
+
+class NativeDecoder {
+ public:
+  // Packs the projections and the LM head of `weights` (float32 tensors on CPU) in `storage`.
+  NativeDecoder(const ModelConfig& config, const LlamaWeights& weights, WeightStorage storage);
+
+  // The forward of LlamaModel::forward (inputs already checked by the caller). tokens / positions: n values;
+  // ancestor: [n, n] row-major bytes (nullptr = causal chain).
+  ForwardOutput forward(const LlamaWeights& weights, const RotaryEmbedding& rope, KvCache& cache,
+                        const int64_t* tokens, const int64_t* positions, int64_t n, const uint8_t* ancestor,
+                        const ForwardOptions& options) const;
+
+  // Logits [rows, vocab] of rows of final features (float32, row stride ld), through the packed LM head.
+  at::Tensor lm_head_logits(const float* features, int64_t ld, int64_t rows) const;
+
+  WeightStorage storage() const { return storage_; }
+  const PackedMatrix& lm_head() const { return lm_head_; }
+  int64_t weight_bytes() const;  // bytes one forward streams (projections + LM head)
+
+ private:
+  ModelConfig config_;
+  WeightStorage storage_;
+  std::vector<NativeLayerWeights> layers_;
+  std::vector<float> norm_;
+  PackedMatrix lm_head_;
+  mutable std::mutex mutex_;  // one forward at a time: the workspace is shared
+  mutable NativeWorkspace ws_;
+};
+
+// The CPU and build facts behind the native path, for --verbose and results files: "avx512 (float16 weights)".
+std::string native_path_description(WeightStorage storage);
+
+}  // namespace draftlab

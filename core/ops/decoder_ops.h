@@ -1,0 +1,54 @@
+// The element-wise and attention pieces of a Llama decoder layer over raw float32 rows, torch-free: what the
+// native CPU forward (core/model/native_decoder.h) runs between its PackedMatrix products.
+//
+// Every function treats each of its n rows on its own and in a fixed order (no reduction crosses rows, and a
+// reduction within a row never depends on n, on the row's position in the batch or on which keys are masked), so
+// a token's results are bit-identical whether it is decoded alone or verified inside a draft tree. Attention adds
+// the visible keys in cache order and skips the others: the scores, softmax sums and value sums of a tree node
+// equal those vanilla decoding computes for the same token after the accepted path is compacted.
+//
+// Chosen at run time like PackedMatrix (AVX-512 / AVX2 / portable, best_kernel_isa()).
+#pragma once
+
+#include <cstdint>
+
+#include "core/ops/packed_matrix.h"
+
+namespace draftlab {
+
+// out[j] = x[j] / sqrt(mean(x[j]^2) + eps) * weight, rows of width d (strides ldx, ldo). out may equal x.
+void rms_norm_rows(const float* x, int64_t ldx, int64_t n, int64_t d, const float* weight, double eps, float* out,
+                   int64_t ldo);
+
+// Rotates `heads` heads of head_dim values per row in place (halves convention: pairs (i, i + head_dim / 2)).
+// cos/sin: per row a pointer to head_dim / 2 values for that row's position.
+void rope_rows(float* x, int64_t ldx, int64_t n, int64_t heads, int64_t head_dim, const float* const* cos,
+               const float* const* sin);
+
+// x[j, i] += y[j, i] for rows of width d.
+void add_rows(float* x, int64_t ldx, const float* y, int64_t ldy, int64_t n, int64_t d);
+
+// out[j, i] = silu(gate_up[j, i]) * gate_up[j, I + i] for i < I.
+void silu_mul_rows(const float* gate_up, int64_t ldg, int64_t n, int64_t I, float* out, int64_t ldo);
+
+// Grouped-query attention of n query rows over a KV cache.
+//   q [n, H * hd] (row stride ldq); keys/values of kv head g, row t at k + g * kv_head_stride + t * hd (same for v);
+//   query head h reads kv head h / (H / KVH).
+//   visible: n rows of `T` bytes (row stride ldv), nonzero = row j attends to cache row t; nullptr = causal: row j
+//   sees rows [0, T - n + j].
+//   out [n, H * hd] (row stride ldo). scratch: at least T floats.
+struct AttentionShape {
+  int64_t heads, kv_heads, head_dim;
+  int64_t kv_head_stride;  // floats between kv heads in the cache
+  float scale;             // 1 / sqrt(head_dim)
+};
+void attention_rows(const float* q, int64_t ldq, int64_t n, const float* k, const float* v, int64_t T,
+                    const uint8_t* visible, int64_t ldv, const AttentionShape& shape, float* out, int64_t ldo,
+                    float* scratch);
+
+// The same, forced onto one code path (tests hold the paths to each other).
+void attention_rows(const float* q, int64_t ldq, int64_t n, const float* k, const float* v, int64_t T,
+                    const uint8_t* visible, int64_t ldv, const AttentionShape& shape, float* out, int64_t ldo,
+                    float* scratch, KernelIsa isa);
+
+}  // namespace draftlab

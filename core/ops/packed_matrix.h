@@ -1,0 +1,79 @@
+// PackedMatrix - a weight matrix W [out, in] laid out for streaming, and y = x · Wᵀ over it for 1..64 rows of x.
+//
+// Decoding reads every weight once per generated token, so the forward is bound by how fast weights stream from
+// memory. The layout makes that stream a handful of purely sequential runs: W is cut into panels of 16 output
+// rows, and a panel is stored as in x 16 values, input index major (panel p, input i holds W[16p .. 16p+15][i]).
+// The kernel keeps one 16-wide accumulator per (row of x, panel) in registers over the whole input, loads each
+// panel vector once and uses it for every row of x: weights are read from memory once per call whatever n is.
+//
+// Storage: float32, float16 or bfloat16, accumulation always float32 (half-precision values are widened exactly
+// with F16C / a shift). Half-precision storage halves the bytes each forward reads.
+//
+// Row independence: y[j, o] is one float32 FMA chain over i = 0 .. in-1 in order, for every n, every tile shape
+// and every SIMD width (AVX-512, AVX2 and the portable path with fmaf) - so the logits of a token verified inside
+// a draft tree are bit-identical to the logits vanilla decoding computes for it. Lossless greedy decoding rests
+// on this; tests check it.
+//
+// Kernels are chosen at run time: AVX-512 (F + BW + VL) where the CPU has it, else AVX2 + FMA + F16C, else
+// portable C++. DRAFTLAB_ISA=avx2|portable caps the choice (for comparisons and tests).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace draftlab {
+
+enum class WeightStorage { Float32, Float16, BFloat16 };
+
+// "float32" / "float16" / "bfloat16".
+const char* weight_storage_name(WeightStorage s);
+// Bytes per stored value.
+int64_t weight_storage_bytes(WeightStorage s);
+
+// The instruction sets a kernel can use.
+enum class KernelIsa { Portable, Avx2, Avx512 };
+const char* kernel_isa_name(KernelIsa isa);
+// The best this CPU runs, capped by DRAFTLAB_ISA.
+KernelIsa best_kernel_isa();
+
+// float32 <-> float16 / bfloat16, round to nearest even (what torch and numpy do); torch-free.
+uint16_t float_to_half(float f);
+float half_to_float(uint16_t h);
+uint16_t float_to_bfloat16(float f);
+float bfloat16_to_float(uint16_t b);
+
+class PackedMatrix {
+ public:
+  static constexpr int64_t kPanel = 16;  // output rows per panel
+
+  PackedMatrix() = default;
+  // Packs W [out, in] given by strides: W[o][i] = w[o * stride_out + i * stride_in] (so a row-major [out, in]
+  // matrix has stride_out = in, stride_in = 1, and a column-major one stride_out = 1, stride_in = out).
+  PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stride_out, int64_t stride_in, WeightStorage storage);
+
+  int64_t out() const { return out_; }
+  int64_t in() const { return in_; }
+  int64_t panels() const { return (out_ + kPanel - 1) / kPanel; }
+  WeightStorage storage() const { return storage_; }
+  int64_t bytes() const { return panels() * kPanel * in_ * weight_storage_bytes(storage_); }
+  bool empty() const { return out_ == 0; }
+
+  // W[o][i] as stored (widened to float32).
+  float at(int64_t o, int64_t i) const;
+
+  // y[j * ldy + o] = sum_i x[j * ldx + i] * W[o][i] for j < n and o in panels [panel_begin, panel_end) (output
+  // columns clipped to out()). Callers split panels across threads. isa: a kernel no better than
+  // best_kernel_isa() (tests force each one).
+  void multiply(const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t panel_begin,
+                int64_t panel_end) const;
+  void multiply(const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t panel_begin, int64_t panel_end,
+                KernelIsa isa) const;
+
+ private:
+  std::shared_ptr<void> data_;  // 64-byte aligned panels
+  int64_t out_ = 0, in_ = 0;
+  WeightStorage storage_ = WeightStorage::Float32;
+};
+
+}  // namespace draftlab

@@ -1,0 +1,109 @@
+#include "core/training/gguf_export.h"
+
+#include <algorithm>
+
+#include "core/base/error.h"
+#include "core/io/gguf_checkpoint.h"
+#include "core/io/gguf_writer.h"
+#include "core/text/gguf_vocabulary.h"
+
+namespace draftlab {
+
+namespace {
+
+// Halves (i, i + hd/2) -> pairs (2i, 2i+1) within each head: llama.cpp's convert_hf_to_gguf `permute`, the inverse
+// of the loader's pairs_to_halves.
+at::Tensor halves_to_pairs(const at::Tensor& w, int64_t heads, int64_t head_dim) {
+  return w.view({heads, 2, head_dim / 2, w.size(1)}).transpose(1, 2).reshape({heads * head_dim, w.size(1)});
+}
+
+// llama.cpp's general.file_type (LlamaFileType): ALL_F32, MOSTLY_F16, MOSTLY_BF16.
+uint32_t file_type(GgmlType type) {
+  switch (type) {
+    case kGgmlF32: return 0;
+    case kGgmlF16: return 1;
+    case kGgmlBF16: return 32;
+  }
+  return 0;
+}
+
+at::ScalarType scalar_type(GgmlType type) {
+  switch (type) {
+    case kGgmlF32: return at::kFloat;
+    case kGgmlF16: return at::kHalf;
+    case kGgmlBF16: return at::kBFloat16;
+  }
+  return at::kFloat;
+}
+
+void add_hyperparameters(GgufWriter& w, const ModelConfig& c, const std::string& path) {
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  w.add("llama.context_length", u32(c.max_position_embeddings));
+  w.add("llama.embedding_length", u32(c.hidden_size));
+  w.add("llama.block_count", u32(c.num_hidden_layers));
+  w.add("llama.feed_forward_length", u32(c.intermediate_size));
+  w.add("llama.attention.head_count", u32(c.num_attention_heads));
+  w.add("llama.attention.head_count_kv", u32(c.num_key_value_heads));
+  w.add("llama.attention.key_length", u32(c.head_dim));
+  w.add("llama.attention.value_length", u32(c.head_dim));
+  w.add("llama.attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  w.add("llama.rope.freq_base", static_cast<float>(c.rope_theta));
+  w.add("llama.rope.dimension_count", u32(c.head_dim));
+  w.add("llama.vocab_size", u32(c.vocab_size));
+  if (c.rope_scaling.type == "linear") {
+    w.add_string("llama.rope.scaling.type", "linear");
+    w.add("llama.rope.scaling.factor", static_cast<float>(c.rope_scaling.factor));
+  } else if (!c.rope_scaling.type.empty()) {
+    // llama.cpp stores llama3 scaling as a rope_freqs tensor; draftlab neither writes nor reads that yet.
+    throw Error(path + ": cannot export to GGUF: rope_scaling: expected none or linear, got " + c.rope_scaling.type);
+  }
+}
+
+// The config's stop tokens other than `eos` (tokenizer.ggml.eos_token_id), as eot / eom ids (see the header).
+void add_other_stop_tokens(GgufWriter& w, const ModelConfig& c, int32_t eos, const std::string& path) {
+  std::vector<int32_t> others;
+  for (int32_t id : c.eos_token_ids)
+    if (id != eos && std::find(others.begin(), others.end(), id) == others.end()) others.push_back(id);
+  if (others.size() > 2)
+    throw Error(path + ": cannot export to GGUF: eos_token_id: expected at most 3 stop tokens (GGUF's eos, eot and "
+                "eom), got " + std::to_string(others.size() + 1));
+  if (others.size() > 0) w.add("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(others[0]));
+  if (others.size() > 1) w.add("tokenizer.ggml.eom_token_id", static_cast<uint32_t>(others[1]));
+}
+
+}  // namespace
+
+void export_gguf(const LlamaModel& model, const Tokenizer& tokenizer, const std::string& path, GgmlType type,
+                 const std::string& name) {
+  const ModelConfig& c = model.config();
+  GgufVocabulary vocab = tokenizer.gguf_vocabulary();
+  vocab.pad_to(c.vocab_size);
+  if (vocab.bos_id < 0) vocab.bos_id = c.bos_token_id;
+  if (vocab.eos_id < 0) vocab.eos_id = c.eos_token_ids.at(0);
+
+  GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  if (!name.empty()) w.add_string("general.name", name);
+  w.add("general.file_type", file_type(type));
+  add_hyperparameters(w, c, path);
+  vocab.write_to(w);
+  add_other_stop_tokens(w, c, vocab.eos_id, path);
+
+  const int64_t H = c.num_attention_heads, KVH = c.num_key_value_heads, hd = c.head_dim;
+  std::vector<at::Tensor> keep_alive;  // the writer reads the bytes at write()
+  for (auto& [hf_name, tensor] : hf_named_tensors(c, model.weights(), at::kFloat)) {
+    const std::string gguf_name = gguf_tensor_name(hf_name);
+    if (gguf_name.empty()) throw Error(path + ": cannot export to GGUF: no GGUF name for tensor " + hf_name);
+    at::Tensor t = tensor;
+    if (hf_name.find("self_attn.q_proj") != std::string::npos) t = halves_to_pairs(t, H, hd);
+    if (hf_name.find("self_attn.k_proj") != std::string::npos) t = halves_to_pairs(t, KVH, hd);
+    // llama.cpp computes norms in F32 and its converter keeps every 1-D tensor F32 in 16-bit files.
+    const GgmlType tensor_type = t.dim() == 1 ? kGgmlF32 : type;
+    t = t.to(scalar_type(tensor_type)).contiguous();
+    w.add_tensor(gguf_name, tensor_type, t.sizes().vec(), t.data_ptr(), static_cast<size_t>(t.nbytes()));
+    keep_alive.push_back(std::move(t));
+  }
+  w.write(path);
+}
+
+}  // namespace draftlab

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# End-to-end checks of `draftlab export-gguf`: export a model, generate from the .gguf (its vocabulary inside),
+# same text and ids as from the original; bad input is a clear error, a non-zero exit and no file left behind.
+#   usage: test_export_gguf_cli.sh DRAFTLAB_BINARY SHARED_DIR SOURCE_DIR
+set -u
+BIN=$1
+SHARED=${DRAFTLAB_SHARED:-$2}
+SRC=$3
+fails=0
+passes=0
+ok() { passes=$((passes + 1)); echo "ok: $1"; }
+bad() { fails=$((fails + 1)); echo "FAIL: $1"; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+# generate NAME ARGS...: the text and ids of a greedy run, into $TMP/NAME.
+generate() {
+  local name=$1
+  shift
+  "$BIN" generate "$@" --max-new-tokens 40 --print-ids >"$TMP/$name" 2>"$TMP/$name.err" &&
+    grep -q '^generated_ids [0-9]' "$TMP/$name" || {
+    bad "generate $name failed: $(tail -3 "$TMP/$name.err")"
+    return 1
+  }
+}
+# same A B WHAT: the two runs printed the same text and ids.
+same() {
+  cmp -s "$TMP/$1" "$TMP/$2" && ok "$3: same text and ids" || bad "$3 differs: $(diff "$TMP/$1" "$TMP/$2" | head -5)"
+}
+
+# 1. ts-tiny (Hugging Face folder, fp16): default type f16, then f32; the same output as the folder.
+TINY=$SRC/data/models/ts-tiny
+PROMPT="once upon a time"
+generate folder --model "$TINY" --prompt "$PROMPT"
+for type in default f32; do
+  args=()
+  [ $type != default ] && args=(--type "$type")
+  if "$BIN" export-gguf --model "$TINY" --out "$TMP/tiny-$type.gguf" "${args[@]}" 2>"$TMP/export.err"; then
+    ok "export-gguf ts-tiny ($type) exits 0"
+  else
+    bad "export-gguf ts-tiny ($type): $(cat "$TMP/export.err")"
+    continue
+  fi
+  generate "gguf-$type" --model "$TMP/tiny-$type.gguf" --prompt "$PROMPT" &&
+    same folder "gguf-$type" "ts-tiny .gguf ($type) vs the folder"
+done
+"$BIN" export-gguf --model "$TINY" --out "$TMP/check-default.gguf" 2>&1 | grep -q "F16" &&
+  ok "default type of an fp16 checkpoint is F16" || bad "default type of ts-tiny is not F16"
+
+# 2. llama2.c checkpoint + tokenizer.bin (../shared), when present.
+MODEL=$SHARED/models/aidreams260K/aidreams260K.bin
+TOK=$SHARED/models/aidreams260K/tok512.bin
+if [ -f "$MODEL" ]; then
+  if "$BIN" export-gguf --model "$MODEL" --tokenizer "$TOK" --out "$TMP/aidreams.gguf" 2>"$TMP/export.err"; then
+    ok "export-gguf aidreams260K exits 0"
+    generate bin --model "$MODEL" --tokenizer "$TOK" --prompt "$PROMPT" &&
+      generate bin-gguf --model "$TMP/aidreams.gguf" --prompt "$PROMPT" &&
+      same bin bin-gguf "aidreams260K .gguf vs the .bin"
+  else
+    bad "export-gguf aidreams260K: $(cat "$TMP/export.err")"
+  fi
+else
+  echo "skipped: $MODEL missing (set DRAFTLAB_SHARED)"
+fi
+
+# 3. Bad input: exit 1 with a message naming the problem, and no output (nor temporary) file.
+expect_error() {  # name, expected-substring, output-file, command...
+  local name=$1 want=$2 out=$3
+  shift 3
+  "$@" >"$TMP/o" 2>"$TMP/e"
+  local code=$?
+  if [ $code != 1 ] && [ $code != 2 ]; then
+    bad "$name: exit code $code (want 1 or 2): $(tail -3 "$TMP/e")"
+  elif ! grep -qF -- "$want" "$TMP/e"; then
+    bad "$name: message lacks '$want': $(cat "$TMP/e")"
+  elif ls "$out"* >/dev/null 2>&1; then
+    bad "$name: left $(ls "$out"*) behind"
+  else
+    ok "$name"
+  fi
+}
+expect_error "bad --type" "--type" "$TMP/bad-type.gguf" \
+  "$BIN" export-gguf --model "$TINY" --out "$TMP/bad-type.gguf" --type q4_0
+expect_error "llama2.c model needs --tokenizer" "--tokenizer" "$TMP/no-tok.gguf" \
+  "$BIN" export-gguf --model "$TMP/model.bin" --out "$TMP/no-tok.gguf"
+expect_error "missing model" "no/such/model" "$TMP/missing.gguf" \
+  "$BIN" export-gguf --model "$TMP/no/such/model" --tokenizer "$TINY/tokenizer.json" --out "$TMP/missing.gguf"
+expect_error "unwritable output" "$TMP/no/dir/out.gguf" "$TMP/no/dir/out.gguf" \
+  "$BIN" export-gguf --model "$TINY" --out "$TMP/no/dir/out.gguf"
+if [ -f "$TMP/tiny-default.gguf" ]; then
+  head -c 30000 "$TMP/tiny-default.gguf" >"$TMP/cut.gguf"
+  expect_error "truncated .gguf" "cut.gguf" "$TMP/cut.gguf.none" \
+    "$BIN" generate --model "$TMP/cut.gguf" --prompt hi
+fi
+
+echo "$passes passed, $fails failed"
+[ $fails = 0 ]

@@ -1,0 +1,190 @@
+// export_gguf and LlamaModel::load(.gguf): draftlab reads back its own GGUF of ts-tiny (Hugging Face, fp16) and of
+// aidreams260K (llama2.c, fp32) and decodes greedily to the very same tokens; the config and the vocabulary come
+// back from the file; q/k rows are stored in llama.cpp's consecutive-pairs RoPE layout; damaged files are an Error.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "core/base/error.h"
+#include "core/base/file_bytes.h"
+#include "core/decoding/vanilla_decoder.h"
+#include "core/io/gguf.h"
+#include "core/io/gguf_checkpoint.h"
+#include "core/io/safetensors.h"
+#include "core/text/tokenizer.h"
+#include "core/training/gguf_export.h"
+#include "test_paths.h"
+
+using namespace draftlab;
+using namespace draftlab::testing;
+
+namespace {
+
+const std::string kTsTiny = "data/models/ts-tiny";
+const char kAidreams[] = "models/aidreams260K/aidreams260K.bin";
+const char kTok512[] = "models/aidreams260K/tok512.bin";
+
+std::vector<int64_t> greedy(const LlamaModel& model, const Tokenizer& tok, const std::string& prompt, int64_t n = 40) {
+  std::vector<int64_t> ids;
+  for (int32_t id : tok.encode(prompt, true)) ids.push_back(id);
+  GenerationConfig gen;
+  gen.max_new_tokens = n;
+  return generate_vanilla(model, ids, gen).tokens;
+}
+
+void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
+  EXPECT_EQ(a.hidden_size, b.hidden_size);
+  EXPECT_EQ(a.intermediate_size, b.intermediate_size);
+  EXPECT_EQ(a.num_hidden_layers, b.num_hidden_layers);
+  EXPECT_EQ(a.num_attention_heads, b.num_attention_heads);
+  EXPECT_EQ(a.num_key_value_heads, b.num_key_value_heads);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.rms_norm_eps, b.rms_norm_eps);
+  EXPECT_EQ(a.rope_theta, b.rope_theta);
+  EXPECT_EQ(a.max_position_embeddings, b.max_position_embeddings);
+  EXPECT_EQ(a.vocab_size, b.vocab_size);
+  EXPECT_EQ(a.tie_word_embeddings, b.tie_word_embeddings);
+  EXPECT_EQ(a.bos_token_id, b.bos_token_id);
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(GgufModel, TsTinyF32ExportDecodesIdentically) {
+  const auto original = LlamaModel::load(source_path(kTsTiny), ComputeOptions{});
+  const auto tok = load_tokenizer(source_path(kTsTiny));
+  const std::string path = temp_dir() + "/ts-tiny-f32.gguf";
+  export_gguf(*original, *tok, path, kGgmlF32, "ts-tiny");
+
+  const auto loaded = LlamaModel::load(path, ComputeOptions{});
+  expect_same_config(loaded->config(), original->config());
+  EXPECT_EQ(loaded->config().eos_token_ids, original->config().eos_token_ids);  // [1, 0]: eos, then eot
+  const auto gguf_tok = load_tokenizer(path);
+  for (const char* prompt : {"once upon a time", "lily and her mom went to the park. lily saw a big tree",
+                             "tom had a red ball."}) {
+    const auto want = greedy(*original, *tok, prompt);
+    ASSERT_EQ(want.size(), 40u);
+    EXPECT_EQ(greedy(*loaded, *gguf_tok, prompt), want) << prompt;
+  }
+  // Same weights, so the same logits, not merely the same argmax (up to the kernels' summation order).
+  const std::vector<int64_t> seq{0, 57, 300, 12, 999, 4, 77, 512};
+  KvCache a = original->make_cache(8), b = loaded->make_cache(8);
+  EXPECT_LT((original->forward_chain(a, seq).logits - loaded->forward_chain(b, seq).logits).abs().max().item<double>(),
+            1e-4);
+}
+
+TEST(GgufModel, TsTinyF16ExportMatchesTheFp16CheckpointInFloat32) {
+  // ts-tiny is stored in fp16, so f16 GGUF tensors hold exactly the checkpoint's values.
+  const auto original = LlamaModel::load(source_path(kTsTiny), ComputeOptions{});
+  const auto tok = load_tokenizer(source_path(kTsTiny));
+  const std::string path = temp_dir() + "/ts-tiny-f16.gguf";
+  export_gguf(*original, *tok, path, kGgmlF16, "ts-tiny");
+
+  const GgufTensorFile file(path);
+  EXPECT_EQ(file.gguf().get_int("general.file_type"), 1);
+  EXPECT_EQ(file.find("token_embd.weight")->dtype, DType::F16);
+  EXPECT_EQ(file.find("blk.0.attn_q.weight")->dtype, DType::F16);
+  EXPECT_EQ(file.find("blk.0.attn_norm.weight")->dtype, DType::F32);  // norms stay F32, as llama.cpp expects
+  EXPECT_EQ(file.find("output_norm.weight")->dtype, DType::F32);
+  EXPECT_FALSE(file.has("output.weight"));  // tied embeddings
+  // Byte for byte the checkpoint's fp16 embedding and v projection (no RoPE permutation on v).
+  const SafetensorsCollection st(source_path(kTsTiny));
+  for (const auto& [hf, gg] : {std::pair<std::string, std::string>{"model.embed_tokens.weight", "token_embd.weight"},
+                              {"model.layers.2.self_attn.v_proj.weight", "blk.2.attn_v.weight"}}) {
+    const TensorEntry* want = st.find(hf);
+    const TensorEntry* got = file.find(gg);
+    ASSERT_TRUE(want && got);
+    ASSERT_EQ(want->dtype, DType::F16);
+    ASSERT_EQ(got->nbytes, want->nbytes);
+    EXPECT_EQ(std::memcmp(got->data, want->data, want->nbytes), 0) << gg;
+  }
+
+  const auto loaded = LlamaModel::load(path, ComputeOptions{});
+  const auto gguf_tok = load_tokenizer(path);
+  for (const char* prompt : {"once upon a time", "the little cat"})
+    EXPECT_EQ(greedy(*loaded, *gguf_tok, prompt), greedy(*original, *tok, prompt)) << prompt;
+}
+
+TEST(GgufModel, QueryAndKeyRowsAreInTheConsecutivePairsLayout) {
+  // llama.cpp's converter: w.reshape(heads, 2, hd / 2, in).swapaxes(1, 2). Row 2i of a head is HF row i, row
+  // 2i + 1 is HF row i + hd/2.
+  const auto original = LlamaModel::load(source_path(kTsTiny), ComputeOptions{});
+  const auto tok = load_tokenizer(source_path(kTsTiny));
+  const std::string path = temp_dir() + "/ts-tiny-pairs.gguf";
+  export_gguf(*original, *tok, path, kGgmlF16, "ts-tiny");
+  const SafetensorsCollection st(source_path(kTsTiny));
+  const GgufTensorFile file(path);
+  const ModelConfig& c = original->config();
+  const int64_t hd = c.head_dim, in = c.hidden_size;
+  const TensorEntry* hf = st.find("model.layers.1.self_attn.k_proj.weight");
+  const TensorEntry* gg = file.find("blk.1.attn_k.weight");
+  ASSERT_TRUE(hf && gg);
+  EXPECT_EQ(gg->shape, hf->shape);
+  const size_t row_bytes = static_cast<size_t>(in) * 2;
+  for (int64_t head = 0; head < c.num_key_value_heads; ++head) {
+    for (int64_t i = 0; i < hd / 2; ++i) {
+      const uint8_t* pair0 = gg->data + (head * hd + 2 * i) * row_bytes;
+      const uint8_t* pair1 = gg->data + (head * hd + 2 * i + 1) * row_bytes;
+      ASSERT_EQ(std::memcmp(pair0, hf->data + (head * hd + i) * row_bytes, row_bytes), 0) << head << " " << i;
+      ASSERT_EQ(std::memcmp(pair1, hf->data + (head * hd + i + hd / 2) * row_bytes, row_bytes), 0) << head << " " << i;
+    }
+  }
+}
+
+TEST(GgufModel, Llama2cAidreamsExportDecodesIdentically) {
+  DRAFTLAB_REQUIRE_SHARED(kAidreams);
+  const auto original = LlamaModel::load(shared_path(kAidreams), ComputeOptions{});
+  const auto tok = load_tokenizer(shared_path(kTok512));
+  const std::string path = temp_dir() + "/aidreams260K.gguf";
+  export_gguf(*original, *tok, path, kGgmlF32, "aidreams260K");
+
+  const auto loaded = LlamaModel::load(path, ComputeOptions{});
+  expect_same_config(loaded->config(), original->config());
+  const GgufFile g = read_gguf(path);
+  EXPECT_EQ(g.get_string("tokenizer.ggml.model"), "llama");
+  EXPECT_EQ(g.get_int("tokenizer.ggml.eos_token_id"), 2);  // the vocabulary's </s> ...
+  EXPECT_EQ(g.get_int("tokenizer.ggml.eot_token_id"), 1);  // ... and run.c's stop token, BOS
+  const auto gguf_tok = load_tokenizer(path);
+  for (const char* prompt : {"once upon a time", "the neural network dreams of", "a cat"}) {
+    const auto want = greedy(*original, *tok, prompt);
+    ASSERT_EQ(want.size(), 40u);
+    EXPECT_EQ(greedy(*loaded, *gguf_tok, prompt), want) << prompt;
+  }
+}
+
+TEST(GgufModel, DamagedFilesThrowErrorNamingTheFile) {
+  const auto original = LlamaModel::load(source_path(kTsTiny), ComputeOptions{});
+  const auto tok = load_tokenizer(source_path(kTsTiny));
+  const std::string good = temp_dir() + "/ts-tiny-good.gguf";
+  export_gguf(*original, *tok, good, kGgmlF16, "ts-tiny");
+  const std::string bytes = read_all(good);
+  auto error_of = [](const std::string& path) -> std::string {
+    try {
+      LlamaModel::load(path, ComputeOptions{});
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (size_t n : {size_t{100}, bytes.size() / 2, bytes.size() - 4096}) {
+    const std::string path = temp_dir() + "/ts-tiny-cut.gguf";
+    std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(n));
+    EXPECT_NE(error_of(path).find(path), std::string::npos) << n << ": " << error_of(path);
+  }
+  // A quantized tensor: the message names file, tensor and type.
+  std::string quantized = bytes;
+  const std::string name = "blk.0.attn_q.weight";
+  const size_t type_at = quantized.find(name) + name.size() + 4 + 2 * 8;
+  const uint32_t q8_0 = 8;
+  std::memcpy(&quantized[type_at], &q8_0, 4);
+  const std::string path = temp_dir() + "/ts-tiny-q8.gguf";
+  std::ofstream(path, std::ios::binary).write(quantized.data(), static_cast<std::streamsize>(quantized.size()));
+  const std::string message = error_of(path);
+  for (const std::string& part : {path, name, std::string("Q8_0")})
+    EXPECT_NE(message.find(part), std::string::npos) << part << " missing from \"" << message << "\"";
+}
+
+}  // namespace

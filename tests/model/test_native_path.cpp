@@ -1,0 +1,209 @@
+// The native CPU path held to the libtorch reference path on real checkpoints:
+//   logits within 1e-4 of the logits' scale (float32 accumulation in another order; a wrong mask, RoPE or cache
+//   row moves logits by their whole scale), greedy tokens identical over 48 steps;
+//   a tree forward's rows bit-identical to chain forwards of their paths (what lossless verification rests on);
+//   half-precision weight storage against the reference with its weights rounded the same way;
+//   the EAGLE head on both paths; one KV cache layout for both.
+#include <gtest/gtest.h>
+
+#include "core/decoding/vanilla_decoder.h"
+#include "core/model/eagle_head.h"
+#include "core/base/error.h"
+#include "model_fixtures.h"
+#include "test_paths.h"
+
+using namespace draftlab;
+using namespace draftlab::testing;
+
+namespace {
+
+constexpr double kTolerance = 1e-4;
+
+ComputeOptions on(CpuPath path, const std::string& weights = "auto") {
+  ComputeOptions o;
+  o.cpu_path = path;
+  o.weights = weights;
+  return o;
+}
+
+struct Checkpoint {
+  std::string label, path;  // path relative to the source tree ("src:") or to ../shared
+  bool shared;
+};
+
+class NativeVersusReference : public ::testing::TestWithParam<Checkpoint> {
+ protected:
+  void SetUp() override {
+    const Checkpoint& c = GetParam();
+    if (c.shared) DRAFTLAB_REQUIRE_SHARED(c.path);
+    path = c.shared ? shared_path(c.path) : source_path(c.path);
+    native = LlamaModel::load(path, on(CpuPath::Native));
+    reference = LlamaModel::load(path, on(CpuPath::Reference));
+    ASSERT_NE(native->native(), nullptr);
+    ASSERT_EQ(reference->native(), nullptr);
+  }
+  std::vector<int64_t> prompt() const {
+    std::vector<int64_t> p{1};
+    for (int64_t i = 0; i < 23; ++i) p.push_back((37 * i + 11) % native->config().vocab_size);
+    return p;
+  }
+  std::string path;
+  std::unique_ptr<LlamaModel> native, reference;
+};
+
+TEST_P(NativeVersusReference, LogitsAgreeForPrefillDecodeAndTree) {
+  KvCache a = native->make_cache(64), b = reference->make_cache(64);
+  const auto p = prompt();
+  auto na = native->forward_chain(a, p), rb = reference->forward_chain(b, p);
+  EXPECT_LT(rel_diff(na.logits, rb.logits), kTolerance);
+  EXPECT_LT(rel_diff(na.features, rb.features), kTolerance);
+  for (int64_t step : {5, 9, 2}) {
+    auto x = native->forward_chain(a, {step}), y = reference->forward_chain(b, {step});
+    EXPECT_LT(rel_diff(x.logits, y.logits), kTolerance) << "decode step " << step;
+  }
+  // A tree of 5 after the prefix: 0 -> {1, 2}, 1 -> 3, 2 -> 4.
+  auto mask = at::eye(5, at::kBool);
+  for (auto [child, parent] : {std::pair{1, 0}, {2, 0}, {3, 1}, {3, 0}, {4, 2}, {4, 0}}) mask[child][parent] = true;
+  const auto tokens = long_tensor({7, 8, 9, 10, 11});
+  const int64_t L = a.length();
+  const auto positions = long_tensor({L, L + 1, L + 1, L + 2, L + 2});
+  ForwardOptions capture;
+  capture.capture_layers = {0, native->config().num_hidden_layers - 1};
+  auto tx = native->forward(a, tokens, positions, mask, capture);
+  auto ty = reference->forward(b, tokens, positions, mask, capture);
+  EXPECT_LT(rel_diff(tx.logits, ty.logits), kTolerance);
+  ASSERT_EQ(tx.hidden.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_LT(rel_diff(tx.hidden[i], ty.hidden[i]), kTolerance);
+  // Selected rows only.
+  ForwardOptions rows;
+  rows.logits = ForwardOptions::Logits::Rows;
+  rows.rows = long_tensor({4, 1});
+  a.truncate(L);
+  b.truncate(L);
+  auto sx = native->forward(a, tokens, positions, mask, rows);
+  EXPECT_TRUE(at::equal(sx.logits, tx.logits.index_select(0, rows.rows)));
+}
+
+TEST_P(NativeVersusReference, GreedyTokensIdentical) {
+  GenerationConfig gen;
+  gen.max_new_tokens = 48;
+  EXPECT_EQ(generate_vanilla(*native, prompt(), gen).tokens, generate_vanilla(*reference, prompt(), gen).tokens);
+}
+
+// Every tree row's logits equal a chain forward of its root path on the same prefix, bit for bit.
+TEST_P(NativeVersusReference, TreeRowsAreBitIdenticalToTheirPathsOnTheNativePath) {
+  const auto p = prompt();
+  const std::vector<int64_t> tokens{7, 8, 9, 10, 11, 12, 13};
+  const std::vector<int64_t> parent{-1, 0, 0, 1, 1, 2, 5};
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  auto mask = at::eye(n, at::kBool);
+  std::vector<int64_t> depth(n, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t a = parent[i]; a >= 0; a = parent[a]) mask[i][a] = true;
+    depth[i] = parent[i] < 0 ? 0 : depth[parent[i]] + 1;
+  }
+  KvCache tree_cache = native->make_cache(64);
+  native->forward_chain(tree_cache, p);
+  const int64_t L = tree_cache.length();
+  std::vector<int64_t> positions(n);
+  for (int64_t i = 0; i < n; ++i) positions[i] = L + depth[i];
+  auto tree = native->forward(tree_cache, long_tensor(tokens), long_tensor(positions), mask);
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> path;
+    for (int64_t a = i; a >= 0; a = parent[a]) path.insert(path.begin(), tokens[a]);
+    KvCache chain_cache = native->make_cache(64);
+    native->forward_chain(chain_cache, p);
+    // Decoded one token at a time, as vanilla decoding does.
+    at::Tensor last;
+    for (int64_t t : path) last = native->forward_chain(chain_cache, {t}).logits[0];
+    EXPECT_TRUE(at::equal(tree.logits[i], last)) << "node " << i;
+  }
+}
+
+// One cache layout: a prefix cached by one path, continued by the other.
+TEST_P(NativeVersusReference, CachesAreInterchangeable) {
+  KvCache mixed = native->make_cache(64), plain = reference->make_cache(64);
+  native->forward_chain(mixed, prompt());
+  reference->forward_chain(plain, prompt());
+  auto x = reference->forward_chain(mixed, {3, 4});
+  auto y = reference->forward_chain(plain, {3, 4});
+  EXPECT_LT(rel_diff(x.logits, y.logits), kTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, NativeVersusReference,
+                         ::testing::Values(Checkpoint{"ts_tiny", "data/models/ts-tiny", false},
+                                           Checkpoint{"aidreams260K", "models/aidreams260K/aidreams260K.bin", true},
+                                           Checkpoint{"stories260K_gqa", "models/stories260K/stories260K.bin", true}),
+                         [](const auto& info) { return info.param.label; });
+
+// float16 / bfloat16 storage: the native path reads the rounded weights; the reference with weights rounded to
+// the same values (then float32) must agree to float32-accumulation error.
+TEST(NativeWeightStorage, HalfPrecisionMatchesReferenceOnRoundedWeights) {
+  for (const char* storage : {"float16", "bfloat16"}) {
+    SCOPED_TRACE(storage);
+    const at::ScalarType half = std::string(storage) == "float16" ? at::kHalf : at::kBFloat16;
+    ModelConfig c = tiny_config(2, false, 97);
+    LlamaWeights w = random_llama_weights(c, 3, ComputeOptions{});
+    auto round = [&](at::Tensor& t) { t = t.to(half).to(at::kFloat); };
+    round(w.embed);
+    round(w.norm);
+    round(w.lm_head);
+    for (auto& L : w.layers)
+      for (at::Tensor* t : {&L.attn_norm, &L.wqkv, &L.wo, &L.mlp_norm, &L.w_gate_up, &L.w_down}) round(*t);
+    use_column_major(w);
+    LlamaModel native(c, w, on(CpuPath::Native, storage));
+    LlamaModel reference(c, w, on(CpuPath::Reference));
+    ASSERT_EQ(weight_storage_name(native.native()->storage()), std::string(storage));
+    KvCache a = native.make_cache(32), b = reference.make_cache(32);
+    const std::vector<int64_t> p{1, 5, 9, 26, 53, 58, 93, 23};
+    EXPECT_LT(rel_diff(native.forward_chain(a, p).logits, reference.forward_chain(b, p).logits), kTolerance);
+  }
+  // The default storage is the checkpoint's: ts-tiny stores float16.
+  auto stored = LlamaModel::load(source_path("data/models/ts-tiny"), ComputeOptions{});
+  ASSERT_NE(stored->native(), nullptr);
+  EXPECT_EQ(stored->native()->storage(), WeightStorage::Float16);
+  EXPECT_EQ(stored->native()->weight_bytes() * 2,
+            LlamaModel::load(source_path("data/models/ts-tiny"), on(CpuPath::Native, "float32"))->native()->weight_bytes());
+}
+
+TEST(NativeWeightStorage, PathAndStorageNamesAreChecked) {
+  EXPECT_THROW(parse_cpu_path("fast"), Error);
+  EXPECT_THROW(parse_weight_storage("int8"), Error);
+  ComputeOptions bf16 = on(CpuPath::Native);
+  bf16.dtype = at::kBFloat16;
+  EXPECT_THROW(uses_native_path(bf16), Error);  // native asked for, cannot apply
+  bf16.cpu_path = CpuPath::Auto;
+  EXPECT_FALSE(uses_native_path(bf16));
+}
+
+// The EAGLE head follows its target's path; both give the same drafts.
+TEST(NativeEagleHead, MatchesTheReferenceHead) {
+  auto native = LlamaModel::load(source_path("data/models/ts-tiny"), on(CpuPath::Native));
+  auto reference = LlamaModel::load(source_path("data/models/ts-tiny"), on(CpuPath::Reference));
+  for (const char* variant : {kEagleInputFeatureShiftedToken, kEagleInputFeatureOnly, kEagleInputTokenOnly}) {
+    SCOPED_TRACE(variant);
+    auto hn = EagleHead::load(source_path("data/models/ts-tiny-eagle-head"), *native);
+    if (std::string(variant) != kEagleInputFeatureShiftedToken) hn = EagleHead::random(*native, 5, variant);
+    auto hr = std::string(variant) == kEagleInputFeatureShiftedToken
+                  ? EagleHead::load(source_path("data/models/ts-tiny-eagle-head"), *reference)
+                  : EagleHead::random(*reference, 5, variant);
+    KvCache cn = hn->make_cache(32), cr = hr->make_cache(32);
+    const auto tokens = long_tensor({5, 6, 7, 8});
+    const auto features = at::randn({4, native->config().hidden_size});
+    const auto positions = long_tensor({0, 1, 2, 3});
+    auto fn = hn->forward(cn, tokens, features, positions), fr = hr->forward(cr, tokens, features, positions);
+    EXPECT_LT(rel_diff(fn, fr), kTolerance);
+    EXPECT_LT(rel_diff(hn->logits(fn), hr->logits(fr)), kTolerance);
+    // Tree rows with an explicit visibility over cache + new rows (siblings hidden).
+    auto visible = at::ones({2, 6}, at::kBool);
+    visible[0][5] = false;
+    visible[1][4] = false;
+    const auto t2 = long_tensor({9, 10});
+    const auto f2 = at::randn({2, native->config().hidden_size});
+    const auto p2 = long_tensor({4, 4});
+    EXPECT_LT(rel_diff(hn->forward_visible(cn, t2, f2, p2, visible), hr->forward_visible(cr, t2, f2, p2, visible)),
+              kTolerance);
+  }
+}
+
+}  // namespace

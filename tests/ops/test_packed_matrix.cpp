@@ -1,0 +1,156 @@
+// PackedMatrix against a naive double-precision reference, for every storage type and every kernel this CPU can
+// run (AVX-512, AVX2 and portable are all tested where the CPU has them); the row-independence contract (a row's
+// result is bit-identical whatever else shares the call); and the float16 / bfloat16 conversions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/ops/packed_matrix.h"
+
+namespace draftlab {
+namespace {
+
+std::vector<KernelIsa> runnable_isas() {
+  std::vector<KernelIsa> isas{KernelIsa::Portable};
+  if (static_cast<int>(best_kernel_isa()) >= static_cast<int>(KernelIsa::Avx2)) isas.push_back(KernelIsa::Avx2);
+  if (best_kernel_isa() == KernelIsa::Avx512) isas.push_back(KernelIsa::Avx512);
+  return isas;
+}
+
+float stored_value(float v, WeightStorage s) {
+  if (s == WeightStorage::Float16) return half_to_float(float_to_half(v));
+  if (s == WeightStorage::BFloat16) return bfloat16_to_float(float_to_bfloat16(v));
+  return v;
+}
+
+struct Shape {
+  int64_t n, out, in;
+};
+
+class PackedMatrixTest : public ::testing::TestWithParam<std::tuple<WeightStorage, KernelIsa>> {};
+
+TEST_P(PackedMatrixTest, MatchesNaiveProductOnAwkwardShapes) {
+  const auto [storage, isa] = GetParam();
+  if (static_cast<int>(isa) > static_cast<int>(best_kernel_isa())) GTEST_SKIP() << "CPU lacks this ISA";
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const Shape& s : {Shape{1, 16, 8}, Shape{1, 17, 5}, Shape{2, 300, 33}, Shape{3, 129, 64}, Shape{5, 48, 256},
+                         Shape{8, 200, 17}, Shape{9, 31, 40}, Shape{17, 70, 24}, Shape{64, 65, 16}, Shape{70, 130, 9}}) {
+    SCOPED_TRACE("n=" + std::to_string(s.n) + " out=" + std::to_string(s.out) + " in=" + std::to_string(s.in));
+    // W given column-major (stride_out 1), as LlamaWeights stores projections.
+    std::vector<float> w(static_cast<size_t>(s.out * s.in));
+    for (auto& v : w) v = dist(rng);
+    const PackedMatrix m(w.data(), s.out, s.in, /*stride_out=*/1, /*stride_in=*/s.out, storage);
+    const int64_t ldx = s.in + 3, ldy = s.out + 5;
+    std::vector<float> x(static_cast<size_t>(s.n * ldx), std::nanf(""));  // padding is NaN: must not be read
+    for (int64_t j = 0; j < s.n; ++j)
+      for (int64_t i = 0; i < s.in; ++i) x[j * ldx + i] = dist(rng);
+    std::vector<float> y(static_cast<size_t>(s.n * ldy), -7.0f);
+    // Two calls over a split of the panels, as threads do.
+    const int64_t mid = m.panels() / 2;
+    m.multiply(x.data(), ldx, s.n, y.data(), ldy, 0, mid, isa);
+    m.multiply(x.data(), ldx, s.n, y.data(), ldy, mid, m.panels(), isa);
+    for (int64_t j = 0; j < s.n; ++j) {
+      for (int64_t o = 0; o < ldy; ++o) {
+        const float got = y[j * ldy + o];
+        if (o >= s.out) {
+          ASSERT_EQ(got, -7.0f) << "wrote past the output at row " << j << " column " << o;
+          continue;
+        }
+        double want = 0.0, magnitude = 0.0;
+        for (int64_t i = 0; i < s.in; ++i) {
+          const double term = static_cast<double>(x[j * ldx + i]) * stored_value(w[i * s.out + o], storage);
+          want += term;
+          magnitude += std::fabs(term);
+        }
+        ASSERT_NEAR(got, want, 1e-6 * magnitude + 1e-30) << "row " << j << " column " << o;
+      }
+    }
+  }
+}
+
+// y[j] computed with n rows equals y[j] computed alone: tree verification repeats vanilla's arithmetic.
+TEST_P(PackedMatrixTest, EachRowIsBitIdenticalToTheRowAlone) {
+  const auto [storage, isa] = GetParam();
+  if (static_cast<int>(isa) > static_cast<int>(best_kernel_isa())) GTEST_SKIP() << "CPU lacks this ISA";
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t out = 200, in = 96;
+  std::vector<float> w(static_cast<size_t>(out * in));
+  for (auto& v : w) v = dist(rng);
+  const PackedMatrix m(w.data(), out, in, in, 1, storage);
+  std::vector<float> x(static_cast<size_t>(64 * in));
+  for (auto& v : x) v = dist(rng);
+  std::vector<float> alone(static_cast<size_t>(64 * out));
+  for (int64_t j = 0; j < 64; ++j) m.multiply(x.data() + j * in, in, 1, alone.data() + j * out, out, 0, m.panels(), isa);
+  for (int64_t n : {2, 3, 5, 8, 9, 13, 16, 31, 64}) {
+    std::vector<float> together(static_cast<size_t>(n * out));
+    m.multiply(x.data(), in, n, together.data(), out, 0, m.panels(), isa);
+    ASSERT_EQ(0, std::memcmp(together.data(), alone.data(), together.size() * sizeof(float))) << "n = " << n;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    StorageAndIsa, PackedMatrixTest,
+    ::testing::Combine(::testing::Values(WeightStorage::Float32, WeightStorage::Float16, WeightStorage::BFloat16),
+                       ::testing::Values(KernelIsa::Portable, KernelIsa::Avx2, KernelIsa::Avx512)),
+    [](const auto& info) {
+      return std::string(weight_storage_name(std::get<0>(info.param))) + "_" +
+             kernel_isa_name(std::get<1>(info.param));
+    });
+
+// The two FMA paths run the same per-lane FMA chain: identical bits.
+TEST(PackedMatrix, Avx2AndAvx512GiveIdenticalBits) {
+  if (best_kernel_isa() != KernelIsa::Avx512) GTEST_SKIP() << "needs an AVX-512 CPU";
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t out = 333, in = 77, n = 11;
+  std::vector<float> w(static_cast<size_t>(out * in)), x(static_cast<size_t>(n * in));
+  for (auto& v : w) v = dist(rng);
+  for (auto& v : x) v = dist(rng);
+  for (WeightStorage s : {WeightStorage::Float32, WeightStorage::Float16, WeightStorage::BFloat16}) {
+    const PackedMatrix m(w.data(), out, in, in, 1, s);
+    std::vector<float> a(static_cast<size_t>(n * out)), b(a.size());
+    m.multiply(x.data(), in, n, a.data(), out, 0, m.panels(), KernelIsa::Avx2);
+    m.multiply(x.data(), in, n, b.data(), out, 0, m.panels(), KernelIsa::Avx512);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << weight_storage_name(s);
+  }
+}
+
+TEST(PackedMatrix, StoresValuesAsTheCheckpointWould) {
+  const float w[] = {1.0f, -2.5f, 0.1f, 65504.0f, 1e-8f, 3.14159f};
+  const PackedMatrix h(w, 6, 1, 1, 1, WeightStorage::Float16);
+  const PackedMatrix b(w, 6, 1, 1, 1, WeightStorage::BFloat16);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(h.at(i, 0), half_to_float(float_to_half(w[i])));
+    EXPECT_EQ(b.at(i, 0), bfloat16_to_float(float_to_bfloat16(w[i])));
+  }
+  EXPECT_EQ(h.bytes(), 16 * 1 * 2);  // one panel of 16 rows (padded), 2 bytes each
+}
+
+// Every finite half and bfloat16 survives float32 and back; known roundings (ties to even) of float32 values.
+TEST(HalfConversions, RoundTripAndRoundToNearestEven) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const auto u = static_cast<uint16_t>(h);
+    if ((u & 0x7c00u) == 0x7c00u && (u & 0x3ffu)) continue;  // NaN payloads
+    ASSERT_EQ(float_to_half(half_to_float(u)), u) << h;
+    if ((u & 0x7f80u) == 0x7f80u && (u & 0x7fu)) continue;
+    ASSERT_EQ(float_to_bfloat16(bfloat16_to_float(u)), u) << h;
+  }
+  EXPECT_EQ(float_to_half(1.0f), 0x3c00);
+  EXPECT_EQ(float_to_half(1.0f + 1.0f / 2048), 0x3c00);        // halfway between 1 and next: to even (1)
+  EXPECT_EQ(float_to_half(1.0f + 3.0f / 2048), 0x3c02);        // halfway, odd below: up
+  EXPECT_EQ(float_to_half(65520.0f), 0x7c00);                  // rounds past the largest half: inf
+  EXPECT_EQ(float_to_half(5.9604645e-8f), 0x0001);             // smallest subnormal
+  EXPECT_EQ(float_to_half(2.9802322e-8f), 0x0000);             // half of it: ties to even (0)
+  EXPECT_EQ(float_to_bfloat16(1.00390625f), 0x3f80);           // 1 + 2^-8: tie, to even
+  EXPECT_EQ(float_to_bfloat16(1.01171875f), 0x3f82);           // 1 + 3 * 2^-8: tie, up to even
+  EXPECT_TRUE(std::isnan(half_to_float(float_to_half(std::nanf("")))));
+}
+
+}  // namespace
+}  // namespace draftlab
