@@ -121,7 +121,10 @@ def main():
             gguf[(role, dt)] = out
 
     strategies = {
+        "eagle2 (4/4/1)": f"eagle2:head={a.head},total_tokens=4,depth=4,top_k=1",
+        "eagle2 (6/4/2)": f"eagle2:head={a.head},total_tokens=6,depth=4,top_k=2",
         "eagle2 (10/4/2)": f"eagle2:head={a.head},total_tokens=10,depth=4,top_k=2",
+        "eagle2 (auto)": f"eagle2:head={a.head},total_tokens=auto",
         "eagle2 (60/6/10)": f"eagle2:head={a.head}",
         "eagle-chain": f"eagle-chain:head={a.head}",
         "chain (ts-draft)": f"chain:draft={a.draft},gamma=4",

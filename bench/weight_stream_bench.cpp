@@ -94,6 +94,22 @@ int main(int argc, char** argv) {
               " median of %d\n\n", (long)layers, (long)dim, (long)hidden, (long)vocab, (long)dim, params / 1e6,
               params * 4 / 1e6, reps);
 
+  // The floor: how fast one core reads memory at all (a sum over 256 MB, far past the caches, as float32 vectors).
+  {
+    std::vector<float> big(static_cast<size_t>(64) << 20, 1.0f);
+    volatile float sink = 0.0f;
+    const double ms = median_ms(5, [&] {
+      float lanes[16] = {};
+      for (size_t i = 0; i + 16 <= big.size(); i += 16)
+        for (int c = 0; c < 16; ++c) lanes[c] += big[i + c];
+      sink = sink + lanes[0] + lanes[15];
+    });
+    std::printf("memory read floor: %.1f GB/s (sum over 256 MB, one thread); a forward streaming this workload's "
+                "float32 weights at that rate takes %.2f ms, float16 %.2f ms\n\n",
+                big.size() * 4.0 / (ms * 1e-3) / 1e9, params * 4.0 / (big.size() * 4.0 / ms),
+                params * 2.0 / (big.size() * 4.0 / ms));
+  }
+
   const int64_t max_n = 64;
   std::vector<float> x(static_cast<size_t>(max_n * deepest)), y(static_cast<size_t>(max_n * widest));
   for (auto& v : x) v = dist(rng);

@@ -19,7 +19,7 @@ struct ModelOptions {
   std::string device = "cpu";
   std::string path = "auto";     // CPU forward: auto, native, reference
   std::string weights = "auto";  // native path weight storage: auto (as stored), float32, float16, bfloat16
-  int threads = 0;  // 0: $OMP_NUM_THREADS if set, else every core
+  int threads = 0;  // 0: $OMP_NUM_THREADS if set, else libtorch's default (physical cores)
   bool verbose = false;
 };
 

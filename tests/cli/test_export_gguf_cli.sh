@@ -63,7 +63,44 @@ else
   echo "skipped: $MODEL missing (set DRAFTLAB_SHARED)"
 fi
 
-# 3. Bad input: exit 1 with a message naming the problem, and no output (nor temporary) file.
+# 3. llama.cpp runs the very same weights: its greedy text equals draftlab's, on ts-target (f32 and f16) and on
+#    a llama2.c model, when the peer is built ($LLAMA_CPP_BIN, default where ../shared/peers/build_llama_cpp.sh
+#    puts it). llama-simple prints the prompt's pieces and then the greedy continuation, ending at an end token.
+PEER=${LLAMA_CPP_BIN:-/tmp/llama.cpp-peer/llama.cpp/build/bin}
+if [ -x "$PEER/llama-simple" ]; then
+  TARGET=$SRC/data/models/ts-target
+  peer_check() {  # name, gguf, draftlab model args...
+    local name=$1 gguf=$2
+    shift 2
+    "$PEER/llama-simple" -m "$gguf" -n 48 "$PROMPT" >"$TMP/peer-$name.txt" 2>"$TMP/peer-$name.err" || {
+      bad "llama-simple on $name failed: $(tail -3 "$TMP/peer-$name.err")"
+      return
+    }
+    "$BIN" generate "$@" --prompt "$PROMPT" --max-new-tokens 47 --threads 1 >"$TMP/ours-$name.txt" 2>/dev/null
+    # Ours: the prompt, the continuation, then a bracketed summary line; theirs: <s> and a leading space for
+    # SentencePiece vocabularies. Token budgets can differ by the prompt's length in tokens, so the shorter text
+    # must be a prefix of the longer one (and hold most of it).
+    local theirs ours
+    theirs=$(sed -e 's/<s>//g' "$TMP/peer-$name.txt" | tr -s ' \n' ' ' | sed -e 's/^ //; s/ $//')
+    ours=$(sed -e 's/\[[0-9]* prompt tokens.*//' "$TMP/ours-$name.txt" | tr -s ' \n' ' ' | sed -e 's/^ //; s/ $//')
+    local shorter=$ours
+    [ ${#theirs} -lt ${#ours} ] && shorter=$theirs
+    if [ ${#shorter} -gt 60 ] && [ "${theirs:0:${#shorter}}" = "$shorter" ] && [ "${ours:0:${#shorter}}" = "$shorter" ]; then
+      ok "llama.cpp's greedy text equals draftlab's ($name)"
+    else
+      bad "llama.cpp and draftlab differ on $name: llama.cpp '$theirs' / draftlab '$ours'"
+    fi
+  }
+  for type in f32 f16; do
+    "$BIN" export-gguf --model "$TARGET" --out "$TMP/target-$type.gguf" --type $type 2>/dev/null &&
+      peer_check "ts-target-$type" "$TMP/target-$type.gguf" --model "$TARGET" --weights ${type/f/float}
+  done
+  [ -f "$TMP/aidreams.gguf" ] && peer_check aidreams260K "$TMP/aidreams.gguf" --model "$MODEL" --tokenizer "$TOK"
+else
+  echo "skipped: llama.cpp peer not built ($PEER/llama-simple; bash \$DRAFTLAB_SHARED/peers/build_llama_cpp.sh)"
+fi
+
+# 4. Bad input: exit 1 with a message naming the problem, and no output (nor temporary) file.
 expect_error() {  # name, expected-substring, output-file, command...
   local name=$1 want=$2 out=$3
   shift 3
