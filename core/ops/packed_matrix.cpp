@@ -10,6 +10,7 @@
 // group's panels (at most a few hundred KB) stay in L2 while every chunk reads them: memory sees each weight once.
 // Each panel is one sequential stream; software prefetch runs a fixed distance ahead in each.
 #include "core/ops/packed_matrix.h"
+#include "core/ops/unroll.h"
 
 #include <algorithm>
 #include <cmath>
@@ -138,13 +139,6 @@ KernelIsa best_kernel_isa() {
 
 namespace {
 
-#if defined(__clang__)
-#define DRAFTLAB_UNROLL _Pragma("unroll")
-#elif defined(__GNUC__)
-#define DRAFTLAB_UNROLL _Pragma("GCC unroll 16")
-#else
-#define DRAFTLAB_UNROLL
-#endif
 
 constexpr int64_t P = PackedMatrix::kPanel;
 #ifndef DRAFTLAB_PREFETCH_BYTES
@@ -194,21 +188,15 @@ void portable_tile(const float* x, int64_t ldx, int64_t mr, const uint8_t* panel
   for (int64_t r = 0; r < mr; ++r) std::memcpy(y + r * ldy, acc[r], static_cast<size_t>(cols) * sizeof(float));
 }
 
-template <WeightStorage S>
-void portable_multiply(const uint8_t* data, int64_t out, int64_t k, const float* x, int64_t ldx, int64_t n, float* y,
-                       int64_t ldy, int64_t p0, int64_t p1) {
-  const RowChunks chunks(n, 8);
-  const int64_t panel_bytes = k * P * weight_storage_bytes(S);
-  for (int64_t p = p0; p < p1; ++p) {
-    const int64_t cols = std::min(P, out - p * P);
-    int64_t r0 = 0;
-    for (int64_t c = 0; c < chunks.count; ++c) {
-      const int64_t mr = chunks.rows(c);
-      portable_tile<S>(x + r0 * ldx, ldx, mr, data + p * panel_bytes, k, y + r0 * ldy + p * P, ldy, cols);
-      r0 += mr;
-    }
+struct PortableKernels {
+  static constexpr int64_t kMaxRows = 8;
+  static constexpr int panels_for(int) { return 1; }
+  template <WeightStorage S>
+  static void tile(int64_t mr, int /*np = 1*/, const float* x, int64_t ldx, const uint8_t* panels,
+                   int64_t /*panel_bytes*/, int64_t k, float* y, int64_t ldy, int64_t cols) {
+    portable_tile<S>(x, ldx, mr, panels, k, y, ldy, cols);
   }
-}
+};
 
 // ---- AVX2 + FMA + F16C -------------------------------------------------------------------------------------------
 #if defined(__x86_64__)
@@ -285,31 +273,20 @@ DRAFTLAB_AVX2 void avx2_tile_np(int np, const float* x, int64_t ldx, const uint8
   }
 }
 
-template <WeightStorage S>
-DRAFTLAB_AVX2 void avx2_multiply(const uint8_t* data, int64_t out, int64_t k, const float* x, int64_t ldx, int64_t n,
-                                 float* y, int64_t ldy, int64_t p0, int64_t p1) {
-  const RowChunks chunks(n, 4);
-  const int group = avx2_panels_for(static_cast<int>(chunks.largest()));
-  const int64_t panel_bytes = k * P * weight_storage_bytes(S);
-  for (int64_t p = p0; p < p1; p += group) {
-    const int np = static_cast<int>(std::min<int64_t>(group, p1 - p));
-    const int64_t cols = std::min(np * P, out - p * P);
-    const uint8_t* panels = data + p * panel_bytes;
-    int64_t r0 = 0;
-    for (int64_t c = 0; c < chunks.count; ++c) {
-      const int64_t mr = chunks.rows(c);
-      const float* xs = x + r0 * ldx;
-      float* ys = y + r0 * ldy + p * P;
-      switch (mr) {
-        case 1: avx2_tile_np<S, 1>(np, xs, ldx, panels, panel_bytes, k, ys, ldy, cols); break;
-        case 2: avx2_tile_np<S, 2>(np, xs, ldx, panels, panel_bytes, k, ys, ldy, cols); break;
-        case 3: avx2_tile_np<S, 3>(np, xs, ldx, panels, panel_bytes, k, ys, ldy, cols); break;
-        default: avx2_tile_np<S, 4>(np, xs, ldx, panels, panel_bytes, k, ys, ldy, cols); break;
-      }
-      r0 += mr;
+struct Avx2Kernels {
+  static constexpr int64_t kMaxRows = 4;
+  static constexpr int panels_for(int mr) { return avx2_panels_for(mr); }
+  template <WeightStorage S>
+  static void tile(int64_t mr, int np, const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes,
+                   int64_t k, float* y, int64_t ldy, int64_t cols) {
+    switch (mr) {
+      case 1: avx2_tile_np<S, 1>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
+      case 2: avx2_tile_np<S, 2>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
+      case 3: avx2_tile_np<S, 3>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
+      default: avx2_tile_np<S, 4>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
     }
   }
-}
+};
 
 // ---- AVX-512 -----------------------------------------------------------------------------------------------------
 #define DRAFTLAB_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
@@ -383,36 +360,46 @@ DRAFTLAB_AVX512 void avx512_tile_np(int np, const float* x, int64_t ldx, const u
 #undef DRAFTLAB_TILE_CASE
 }
 
-template <WeightStorage S>
-DRAFTLAB_AVX512 void avx512_multiply(const uint8_t* data, int64_t out, int64_t k, const float* x, int64_t ldx,
-                                     int64_t n, float* y, int64_t ldy, int64_t p0, int64_t p1) {
-  const RowChunks chunks(n, 8);
-  const int group = avx512_panels_for(static_cast<int>(chunks.largest()));
+struct Avx512Kernels {
+  static constexpr int64_t kMaxRows = 8;
+  static constexpr int panels_for(int mr) { return avx512_panels_for(mr); }
+  template <WeightStorage S>
+  static void tile(int64_t mr, int np, const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes,
+                   int64_t k, float* y, int64_t ldy, int64_t cols) {
+    switch (mr) {
+      case 1: avx512_tile_np<S, 1>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
+      case 2: avx512_tile_np<S, 2>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
+      case 3: avx512_tile_np<S, 3>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
+      case 4: avx512_tile_np<S, 4>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
+      case 5: avx512_tile_np<S, 5>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
+      case 6: avx512_tile_np<S, 6>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
+      case 7: avx512_tile_np<S, 7>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
+      default: avx512_tile_np<S, 8>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
+    }
+  }
+};
+#endif  // __x86_64__
+
+// The loop every path shares: panel groups outer (as many panels as the largest row chunk's tile takes), row
+// chunks inner, so a group's panels stay in cache while every chunk reads them.
+template <class Kernels, WeightStorage S>
+void multiply_with(const uint8_t* data, int64_t out, int64_t k, const float* x, int64_t ldx, int64_t n, float* y,
+                   int64_t ldy, int64_t p0, int64_t p1) {
+  const RowChunks chunks(n, Kernels::kMaxRows);
+  const int group = Kernels::panels_for(static_cast<int>(chunks.largest()));
   const int64_t panel_bytes = k * P * weight_storage_bytes(S);
   for (int64_t p = p0; p < p1; p += group) {
     const int np = static_cast<int>(std::min<int64_t>(group, p1 - p));
     const int64_t cols = std::min(np * P, out - p * P);
-    const uint8_t* panels = data + p * panel_bytes;
     int64_t r0 = 0;
     for (int64_t c = 0; c < chunks.count; ++c) {
       const int64_t mr = chunks.rows(c);
-      const float* xs = x + r0 * ldx;
-      float* ys = y + r0 * ldy + p * P;
-      switch (mr) {
-        case 1: avx512_tile_np<S, 1>(np, xs, ldx, panels, panel_bytes, k, ys, ldy, cols); break;
-        case 2: avx512_tile_np<S, 2>(np, xs, ldx, panels, panel_bytes, k, ys, ldy, cols); break;
-        case 3: avx512_tile_np<S, 3>(np, xs, ldx, panels, panel_bytes, k, ys, ldy, cols); break;
-        case 4: avx512_tile_np<S, 4>(np, xs, ldx, panels, panel_bytes, k, ys, ldy, cols); break;
-        case 5: avx512_tile_np<S, 5>(np, xs, ldx, panels, panel_bytes, k, ys, ldy, cols); break;
-        case 6: avx512_tile_np<S, 6>(np, xs, ldx, panels, panel_bytes, k, ys, ldy, cols); break;
-        case 7: avx512_tile_np<S, 7>(np, xs, ldx, panels, panel_bytes, k, ys, ldy, cols); break;
-        default: avx512_tile_np<S, 8>(np, xs, ldx, panels, panel_bytes, k, ys, ldy, cols); break;
-      }
+      Kernels::template tile<S>(mr, np, x + r0 * ldx, ldx, data + p * panel_bytes, panel_bytes, k,
+                                y + r0 * ldy + p * P, ldy, cols);
       r0 += mr;
     }
   }
 }
-#endif  // __x86_64__
 
 using MultiplyFn = void (*)(const uint8_t*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t,
                             int64_t, int64_t);
@@ -420,11 +407,11 @@ using MultiplyFn = void (*)(const uint8_t*, int64_t, int64_t, const float*, int6
 template <WeightStorage S>
 MultiplyFn pick(KernelIsa isa) {
 #if defined(__x86_64__)
-  if (isa == KernelIsa::Avx512) return &avx512_multiply<S>;
-  if (isa == KernelIsa::Avx2) return &avx2_multiply<S>;
+  if (isa == KernelIsa::Avx512) return &multiply_with<Avx512Kernels, S>;
+  if (isa == KernelIsa::Avx2) return &multiply_with<Avx2Kernels, S>;
 #endif
   (void)isa;
-  return &portable_multiply<S>;
+  return &multiply_with<PortableKernels, S>;
 }
 
 }  // namespace

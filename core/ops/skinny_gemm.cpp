@@ -29,6 +29,7 @@
 // where BLAS's packing is amortised and both are FMA bound. 2 on the portable path (no FMA, 4-wide: compute bound
 // from n = 3, and slower than BLAS from n = 4).
 #include "core/ops/skinny_gemm.h"
+#include "core/ops/unroll.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -47,14 +48,6 @@ void zero_output(float* y, int64_t ldy, int64_t n, int64_t o_begin, int64_t o_en
   for (int64_t j = 0; j < n; ++j) std::fill(y + j * ldy + o_begin, y + j * ldy + o_end, 0.0f);
 }
 
-// Full unrolling of the register-tile loops, early enough that the accumulator arrays become registers.
-#if defined(__clang__)
-#define DRAFTLAB_UNROLL _Pragma("unroll")
-#elif defined(__GNUC__)
-#define DRAFTLAB_UNROLL _Pragma("GCC unroll 16")
-#else
-#define DRAFTLAB_UNROLL
-#endif
 
 // Per-thread scratch, grown on demand (never shrinks).
 float* thread_scratch(int64_t floats) {

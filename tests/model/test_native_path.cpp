@@ -30,6 +30,7 @@ struct Checkpoint {
   std::string label, path;  // path relative to the source tree ("src:") or to ../shared
   bool shared;
 };
+void PrintTo(const Checkpoint& c, std::ostream* os) { *os << c.label; }
 
 class NativeVersusReference : public ::testing::TestWithParam<Checkpoint> {
  protected:

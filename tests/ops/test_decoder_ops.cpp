@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/ops/decoder_ops.h"
@@ -65,11 +66,13 @@ class DecoderOpsTest : public ::testing::TestWithParam<KernelIsa> {
 };
 
 TEST_P(DecoderOpsTest, AttentionMatchesNaiveUnderTreeAndCausalMasks) {
+  for (int64_t hd : {24, 64}) {  // 64: the vectorised path for head dims that are multiples of 16
+  SCOPED_TRACE("head_dim " + std::to_string(hd));
   std::mt19937 rng(11);
-  const int64_t heads = 6, kv_heads = 2, hd = 24, T = 37, n = 5;
+  const int64_t heads = 6, kv_heads = 2, T = 37, n = 5;
   const Cache c = random_cache(kv_heads, T, hd, rng);
   const auto q = random_vector(n * heads * hd, rng);
-  const AttentionShape shape{heads, kv_heads, hd, c.head_stride(), 1.0f / std::sqrt(24.0f)};
+  const AttentionShape shape{heads, kv_heads, hd, c.head_stride(), 1.0f / std::sqrt(static_cast<float>(hd))};
   std::vector<float> scratch(T), out(n * heads * hd);
   // Tree mask: prefix visible, new rows see a random subset of the earlier new rows (and themselves).
   std::vector<uint8_t> vis(n * T, 1);
@@ -92,16 +95,17 @@ TEST_P(DecoderOpsTest, AttentionMatchesNaiveUnderTreeAndCausalMasks) {
     const auto want = naive_attention(q.data() + j * heads * hd, c, heads, visible);
     for (int64_t i = 0; i < heads * hd; ++i) ASSERT_NEAR(out[j * heads * hd + i], want[i], 2e-6) << j << " " << i;
   }
+  }
 }
 
 TEST_P(DecoderOpsTest, TreeRowEqualsTheCompactedChainBitForBit) {
   std::mt19937 rng(12);
-  const int64_t heads = 4, kv_heads = 4, hd = 32, prefix = 29;
+  const int64_t heads = 4, kv_heads = 4, hd = 64, prefix = 29;
   const std::vector<int64_t> path = {0, 2, 3, 6};  // ancestors (and the node itself) among 8 tree rows
   const int64_t tree = 8, T = prefix + tree;
   const Cache c = random_cache(kv_heads, T, hd, rng);
   const auto q = random_vector(heads * hd, rng);
-  const AttentionShape shape{heads, kv_heads, hd, c.head_stride(), 1.0f / std::sqrt(32.0f)};
+  const AttentionShape shape{heads, kv_heads, hd, c.head_stride(), 1.0f / std::sqrt(64.0f)};
   std::vector<float> scratch(T), in_tree(heads * hd), in_chain(heads * hd);
   std::vector<uint8_t> vis(T, 0);
   for (int64_t t = 0; t < prefix; ++t) vis[t] = 1;

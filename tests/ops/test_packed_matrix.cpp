@@ -14,13 +14,6 @@
 namespace draftlab {
 namespace {
 
-std::vector<KernelIsa> runnable_isas() {
-  std::vector<KernelIsa> isas{KernelIsa::Portable};
-  if (static_cast<int>(best_kernel_isa()) >= static_cast<int>(KernelIsa::Avx2)) isas.push_back(KernelIsa::Avx2);
-  if (best_kernel_isa() == KernelIsa::Avx512) isas.push_back(KernelIsa::Avx512);
-  return isas;
-}
-
 float stored_value(float v, WeightStorage s) {
   if (s == WeightStorage::Float16) return half_to_float(float_to_half(v));
   if (s == WeightStorage::BFloat16) return bfloat16_to_float(float_to_bfloat16(v));

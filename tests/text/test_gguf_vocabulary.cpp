@@ -95,14 +95,8 @@ TEST(GgufVocabulary, Llama2cTokenizerBinBecomesALlamaVocabulary) {
   expect_same_tokenizer(*original, *exported);
 }
 
-TEST(GgufVocabulary, SentencePieceModelRoundTripsAndKeepsLlamaCppVectors) {
-  DRAFTLAB_REQUIRE_SHARED("models/llama2-tokenizer/tokenizer.model");
-  DRAFTLAB_REQUIRE_SHARED("tokenizer-tests/ggml-vocab-llama-spm.gguf.inp");
-  const auto original = load_tokenizer(shared_path("models/llama2-tokenizer/tokenizer.model"));
-  const auto exported = round_trip(*original, "spm");
-  expect_same_tokenizer(*original, *exported);
-  // llama.cpp's expected ids (no BOS) for its test texts.
-  const std::string base = shared_path("tokenizer-tests/ggml-vocab-llama-spm.gguf");
+// llama.cpp's test vectors beside a vocabulary file (BASE.inp texts, BASE.out expected ids without BOS).
+void expect_llama_cpp_vectors(const Tokenizer& tokenizer, const std::string& base) {
   const std::string inp = read_text_file(base + ".inp"), out = read_text_file(base + ".out");
   const std::string separator = "\n__ggml_vocab_test__\n";
   std::istringstream lines(out);
@@ -113,10 +107,21 @@ TEST(GgufVocabulary, SentencePieceModelRoundTripsAndKeepsLlamaCppVectors) {
     std::istringstream words(line);
     std::vector<int32_t> want;
     for (int32_t id; words >> id;) want.push_back(id);
-    EXPECT_EQ(exported->encode(inp.substr(start, end - start), false), want) << inp.substr(start, end - start);
+    EXPECT_EQ(tokenizer.encode(inp.substr(start, end - start), false), want) << inp.substr(start, end - start);
     ++checked;
   }
   EXPECT_GT(checked, 10u);
+}
+
+TEST(GgufVocabulary, SentencePieceModelRoundTripsAndKeepsLlamaCppVectors) {
+  DRAFTLAB_REQUIRE_SHARED("models/llama2-tokenizer/tokenizer.model");
+  DRAFTLAB_REQUIRE_SHARED("tokenizer-tests/ggml-vocab-llama-spm.gguf.inp");
+  const auto original = load_tokenizer(shared_path("models/llama2-tokenizer/tokenizer.model"));
+  const auto exported = round_trip(*original, "spm");
+  expect_same_tokenizer(*original, *exported);
+  // llama.cpp's expected ids (no BOS) for its test texts.
+  const std::string base = shared_path("tokenizer-tests/ggml-vocab-llama-spm.gguf");
+  expect_llama_cpp_vectors(*exported, base);
 }
 
 TEST(GgufVocabulary, Gpt2PeerVocabularyKeepsLlamaCppVectors) {
@@ -126,20 +131,7 @@ TEST(GgufVocabulary, Gpt2PeerVocabularyKeepsLlamaCppVectors) {
   GgufVocabulary vocab;
   const auto exported = round_trip(*original, "gpt2", &vocab);
   EXPECT_EQ(vocab.pre, "gpt-2");
-  const std::string inp = read_text_file(base + ".inp"), out = read_text_file(base + ".out");
-  const std::string separator = "\n__ggml_vocab_test__\n";
-  std::istringstream lines(out);
-  size_t checked = 0;
-  for (size_t start = 0, end; (end = inp.find(separator, start)) != std::string::npos; start = end + separator.size()) {
-    std::string line;
-    ASSERT_TRUE(std::getline(lines, line));
-    std::istringstream words(line);
-    std::vector<int32_t> want;
-    for (int32_t id; words >> id;) want.push_back(id);
-    EXPECT_EQ(exported->encode(inp.substr(start, end - start), false), want) << inp.substr(start, end - start);
-    ++checked;
-  }
-  EXPECT_GT(checked, 10u);
+  expect_llama_cpp_vectors(*exported, base);
 }
 
 TEST(GgufVocabulary, PaddingAddsUnusedTokens) {
