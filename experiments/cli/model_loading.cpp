@@ -49,8 +49,8 @@ void add_model_options(po::options_description& desc, ModelOptions& o) {
        "accumulation is float32")
       ("threads", po::value(&o.threads)->default_value(o.threads),
        "intra-op threads. 0 = $OMP_NUM_THREADS when set, else libtorch's default, one per physical core as its "
-       "cpuinfo counts them (1 on the 2-vCPU VMs this was measured on, where 2 threads decode no faster: the "
-       "forward is bound by one core's memory stream); --verbose prints the number in force. Measure on an idle "
+       "cpuinfo counts them (1 on the 2-vCPU VM this was measured on, where 2 threads decoded no faster); "
+       "--verbose prints the number in force. Measure on an idle "
        "machine: a thread that shares its core with another process stalls every parallel region")
       ("verbose,v", po::bool_switch(&o.verbose), "print the environment (BLAS, threads, model shape)");
 }
