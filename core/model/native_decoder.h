@@ -6,7 +6,9 @@
 // product, RoPE in place, K/V written straight into the KvCache's storage (same layout as the libtorch path),
 // attention of n query rows under the tree mask, o-projection + residual, RMSNorm, fused gate/up, SiLU x up,
 // down + residual. Weights are PackedMatrix copies in float32, float16 or bfloat16 (float32 accumulation);
-// products are split across threads by panels of output columns.
+// products are split across threads by panels of output columns. Intermediates never allocate once the workspace
+// has grown to the largest forward seen; only the outputs (features, logits, captured hidden states) are new tensors,
+// since callers keep them across forwards.
 //
 // The libtorch path (LlamaModel's reference forward) stays for training, autograd, CUDA and other activation
 // dtypes; tests hold the two to each other. Both produce the same ForwardOutput.

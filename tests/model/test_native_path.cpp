@@ -6,6 +6,8 @@
 //   the EAGLE head on both paths; one KV cache layout for both.
 #include <gtest/gtest.h>
 
+#include <ATen/Parallel.h>
+
 #include "core/decoding/vanilla_decoder.h"
 #include "core/model/eagle_head.h"
 #include "core/base/error.h"
@@ -205,6 +207,25 @@ TEST(NativeEagleHead, MatchesTheReferenceHead) {
     EXPECT_LT(rel_diff(hn->forward_visible(cn, t2, f2, p2, visible), hr->forward_visible(cr, t2, f2, p2, visible)),
               kTolerance);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Threads split the products by panels and attention by rows: no output's arithmetic changes, so the bits don't.
+TEST(NativeThreads, TwoThreadsGiveTheSameBitsAsOne) {
+  auto model = LlamaModel::load(source_path("data/models/ts-tiny"), on(CpuPath::Native));
+  const int previous = at::get_num_threads();
+  auto run = [&](int threads) {
+    at::set_num_threads(threads);
+    KvCache cache = model->make_cache(64);
+    model->forward_chain(cache, {1, 5, 9, 26, 53, 58, 93, 23, 84, 62});
+    return model->forward_chain(cache, {3, 4, 5, 6, 7, 8, 9}).logits;
+  };
+  const auto one = run(1), two = run(2);
+  at::set_num_threads(previous);
+  EXPECT_TRUE(at::equal(one, two));
 }
 
 }  // namespace
