@@ -8,6 +8,7 @@
 
 #include "core/base/error.h"
 #include "core/io/gguf.h"
+#include "gguf_every_type.h"
 #include "test_paths.h"
 
 namespace draftlab {
@@ -124,19 +125,7 @@ TEST(Gguf, ParsesGpt2Vocabulary) {
 
 TEST(Gguf, EveryValueTypeRoundTrips) {
   const GgufFile f = read_gguf(write_temp("every_type.gguf", every_type_file()));
-  EXPECT_EQ(f.get_int("u8"), 200);
-  EXPECT_EQ(f.get_int("i8"), -100);
-  EXPECT_EQ(f.get_int("u16"), 60000);
-  EXPECT_EQ(f.get_int("i16"), -30000);
-  EXPECT_EQ(f.get_int("u32"), 4000000000ll);
-  EXPECT_EQ(f.get_int("i32"), -2000000000);
-  EXPECT_EQ(f.get_int("u64"), 1ll << 40);
-  EXPECT_EQ(f.get_int("i64"), -(1ll << 40));
-  EXPECT_EQ(std::get<double>(f.metadata.at("f32").v), 1.5);
-  EXPECT_EQ(std::get<double>(f.metadata.at("f64").v), 0.25);
-  EXPECT_EQ(std::get<bool>(f.metadata.at("bool").v), true);
-  EXPECT_EQ(f.get_string("str"), "h\xC3\xA9llo");
-  EXPECT_EQ(f.get_int_array("ints"), (std::vector<int64_t>{7, -8, 9}));
+  testing::expect_every_scalar_type(f);
   EXPECT_EQ(f.get_string_array("strs"), (std::vector<std::string>{"a", ""}));
   ASSERT_EQ(f.tensors.size(), 2u);
   EXPECT_EQ(f.tensors[0].name, "tok_embd.weight");

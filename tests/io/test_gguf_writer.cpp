@@ -11,6 +11,7 @@
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
 #include "core/io/gguf.h"
+#include "gguf_every_type.h"
 #include "core/io/gguf_checkpoint.h"
 #include "core/io/gguf_writer.h"
 #include "test_paths.h"
@@ -85,19 +86,7 @@ TEST(GgufWriter, EveryMetadataTypeRoundTrips) {
   every_type_writer(p).write(path);
   const GgufFile f = read_gguf(path);
   EXPECT_EQ(f.version, 3u);
-  EXPECT_EQ(f.get_int("u8"), 200);
-  EXPECT_EQ(f.get_int("i8"), -100);
-  EXPECT_EQ(f.get_int("u16"), 60000);
-  EXPECT_EQ(f.get_int("i16"), -30000);
-  EXPECT_EQ(f.get_int("u32"), 4000000000ll);
-  EXPECT_EQ(f.get_int("i32"), -2000000000);
-  EXPECT_EQ(f.get_int("u64"), 1ll << 40);
-  EXPECT_EQ(f.get_int("i64"), -(1ll << 40));
-  EXPECT_EQ(std::get<double>(f.metadata.at("f32").v), 1.5);
-  EXPECT_EQ(std::get<double>(f.metadata.at("f64").v), 0.25);
-  EXPECT_EQ(std::get<bool>(f.metadata.at("bool").v), true);
-  EXPECT_EQ(f.get_string("str"), "h\xC3\xA9llo");
-  EXPECT_EQ(f.get_int_array("ints"), (std::vector<int64_t>{7, -8, 9}));
+  testing::expect_every_scalar_type(f);
   EXPECT_EQ(f.get_float_array("floats"), (std::vector<double>{0.5, -2.0}));
   const auto& flags = std::get<GgufArray>(f.metadata.at("flags").v);
   ASSERT_EQ(flags.size(), 3u);
