@@ -19,6 +19,13 @@ at::ScalarType torch_dtype(const TensorEntry& e) {
 
 }  // namespace
 
+WeightStorage checkpoint_storage(const TensorEntry* entry) {
+  if (entry == nullptr) return WeightStorage::Float32;
+  if (entry->dtype == DType::F16) return WeightStorage::Float16;
+  if (entry->dtype == DType::BF16) return WeightStorage::BFloat16;
+  return WeightStorage::Float32;
+}
+
 at::Tensor checkpoint_tensor(const TensorEntry& e, const std::vector<int64_t>& expected, const ComputeOptions& o,
                              const std::string& note) {
   if (e.shape != expected) throw Error::in_file(e.file, e.name + " shape", shape_string(expected) + note, shape_string(e.shape));

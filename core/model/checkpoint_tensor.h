@@ -8,6 +8,7 @@
 
 #include "core/io/tensor_entry.h"
 #include "core/model/compute_options.h"
+#include "core/ops/packed_matrix.h"
 
 namespace draftlab {
 
@@ -15,5 +16,9 @@ namespace draftlab {
 // dtype when it is not F32/F16/BF16. Copies the bytes (safetensors offsets need not be aligned for vector loads).
 at::Tensor checkpoint_tensor(const TensorEntry& entry, const std::vector<int64_t>& expected_shape,
                              const ComputeOptions& options, const std::string& note = " (from the model config)");
+
+// How a checkpoint stores its weights, read off one of its tensors (checkpoints store their projections in one
+// dtype): float16, bfloat16, else float32 (also for nullptr). The native path keeps that storage by default.
+WeightStorage checkpoint_storage(const TensorEntry* entry);
 
 }  // namespace draftlab

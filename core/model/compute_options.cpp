@@ -50,20 +50,11 @@ CpuPath parse_cpu_path(const std::string& name) {
   throw Error("--path: expected one of auto, native, reference, got '" + name + "'");
 }
 
-const char* cpu_path_name(CpuPath path) {
-  switch (path) {
-    case CpuPath::Auto: return "auto";
-    case CpuPath::Native: return "native";
-    case CpuPath::Reference: return "reference";
-  }
-  return "?";
-}
-
-std::string parse_weight_storage(const std::string& name) {
-  if (name == "auto") return "auto";
-  if (name == "float32" || name == "fp32" || name == "f32") return "float32";
-  if (name == "float16" || name == "fp16" || name == "f16" || name == "half") return "float16";
-  if (name == "bfloat16" || name == "bf16") return "bfloat16";
+std::optional<WeightStorage> parse_weight_storage(const std::string& name) {
+  if (name == "auto") return std::nullopt;
+  if (name == "float32" || name == "fp32" || name == "f32") return WeightStorage::Float32;
+  if (name == "float16" || name == "fp16" || name == "f16" || name == "half") return WeightStorage::Float16;
+  if (name == "bfloat16" || name == "bf16") return WeightStorage::BFloat16;
   throw Error("--weights: expected one of auto, float32, float16, bfloat16, got '" + name + "'");
 }
 

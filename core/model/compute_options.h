@@ -3,7 +3,10 @@
 
 #include <ATen/ATen.h>
 
+#include <optional>
 #include <string>
+
+#include "core/ops/packed_matrix.h"
 
 namespace draftlab {
 
@@ -15,9 +18,9 @@ struct ComputeOptions {
   at::Device device = at::kCPU;
   at::ScalarType dtype = at::kFloat;  // activations and KV cache (and the reference path's weights); logits float32
   CpuPath cpu_path = CpuPath::Auto;
-  // How the native path stores weights: "auto" = as the checkpoint stores them (float32 for random weights),
-  // "float32", "float16" or "bfloat16". Accumulation is float32 either way.
-  std::string weights = "auto";
+  // How the native path stores weights; unset = as the checkpoint stores them (float32 for weights made in
+  // memory). Accumulation is float32 either way.
+  std::optional<WeightStorage> weights;
 
   at::TensorOptions tensor_options() const { return at::TensorOptions().device(device).dtype(dtype); }
 };
@@ -35,10 +38,9 @@ bool uses_native_path(const ComputeOptions& options);
 
 // "auto", "native", "reference" (alias "libtorch"). Throws Error listing the valid names.
 CpuPath parse_cpu_path(const std::string& name);
-const char* cpu_path_name(CpuPath path);
-// Checks a --weights value ("auto", "float32"/"fp32"/"f32", "float16"/"fp16"/"f16", "bfloat16"/"bf16") and
-// returns its canonical name. Throws Error listing the valid names.
-std::string parse_weight_storage(const std::string& name);
+// A --weights value: "auto" (unset), "float32"/"fp32"/"f32", "float16"/"fp16"/"f16", "bfloat16"/"bf16".
+// Throws Error listing the valid names.
+std::optional<WeightStorage> parse_weight_storage(const std::string& name);
 
 // "float32"/"fp32", "bfloat16"/"bf16", "float16"/"fp16". Throws Error listing the valid names.
 at::ScalarType parse_compute_dtype(const std::string& name);

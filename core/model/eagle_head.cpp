@@ -1,12 +1,7 @@
 #include "core/model/eagle_head.h"
 
-#include <ATen/core/grad_mode.h>
-
-#include <cstring>
-
-#include "core/ops/decoder_ops.h"
-
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <cstring>
@@ -21,6 +16,7 @@
 #include "core/base/file_bytes.h"
 #include "core/io/safetensors.h"
 #include "core/model/llama_layer.h"
+#include "core/ops/decoder_ops.h"
 
 namespace draftlab {
 
@@ -110,7 +106,7 @@ at::Tensor eagle_fc_input(const std::string& variant, const at::Tensor& embedded
 }
 
 EagleHead::EagleHead(ModelConfig config, EagleHeadWeights weights, const LlamaModel& target, std::string input_variant,
-                     at::Tensor d2t, at::ScalarType stored)
+                     at::Tensor d2t, WeightStorage stored)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       target_(target),
@@ -143,21 +139,13 @@ EagleHead::EagleHead(ModelConfig config, EagleHeadWeights weights, const LlamaMo
   weights_.layer.w_gate_up = column_major(weights_.layer.w_gate_up);
   weights_.layer.w_down = column_major(weights_.layer.w_down);
   if (const NativeDecoder* target_native = target.native()) {
-    const WeightStorage storage = resolve_weight_storage(target.options(), stored);
+    const WeightStorage storage = target.options().weights.value_or(stored);
     native_ = std::make_unique<Native>();
-    const auto fc = weights_.fc.to(at::kFloat);
-    native_->fc = PackedMatrix(fc.data_ptr<float>(), fc.size(0), fc.size(1), fc.stride(0), fc.stride(1), storage);
-    if (weights_.fc_bias.defined()) {
-      const auto b = weights_.fc_bias.to(at::kCPU, at::kFloat).contiguous();
-      native_->fc_bias.assign(b.data_ptr<float>(), b.data_ptr<float>() + b.numel());
-    }
+    native_->fc = pack_matrix(weights_.fc, storage);
+    native_->fc_bias = float_vector(weights_.fc_bias);
     native_->layer = pack_layer(weights_.layer, storage);
-    if (draft_lm_head_.defined()) {
-      const auto h = draft_lm_head_.to(at::kFloat);
-      // The target's LM head rows: stored as the target stores its own.
-      native_->draft_lm_head = PackedMatrix(h.data_ptr<float>(), h.size(0), h.size(1), h.stride(0), h.stride(1),
-                                            target_native->storage());
-    }
+    // The target's LM head rows: stored as the target stores its own.
+    if (draft_lm_head_.defined()) native_->draft_lm_head = pack_matrix(draft_lm_head_, target_native->storage());
   }
 }
 
@@ -275,11 +263,8 @@ std::unique_ptr<EagleHead> EagleHead::load(const std::string& path, const LlamaM
     const std::string problem = d2t_problem(d2t, tc.vocab_size);
     if (!problem.empty()) throw Error::at(source, "tensor 'd2t': " + problem);
   }
-  const TensorEntry* fc_entry = tensors.find("fc.weight");
-  const at::ScalarType stored = fc_entry->dtype == DType::F16    ? at::kHalf
-                                : fc_entry->dtype == DType::BF16 ? at::kBFloat16
-                                                                 : at::kFloat;
-  return std::make_unique<EagleHead>(std::move(config), std::move(w), target, variant, d2t, stored);
+  return std::make_unique<EagleHead>(std::move(config), std::move(w), target, variant, d2t,
+                                     checkpoint_storage(tensors.find("fc.weight")));
 }
 
 std::unique_ptr<EagleHead> EagleHead::random(const LlamaModel& target, uint64_t seed, const std::string& input_variant,
@@ -429,8 +414,7 @@ at::Tensor EagleHead::native_run(KvCache& cache, const at::Tensor& tokens_in, co
     if (reads_feature) std::memcpy(row + (reads_token ? d : 0), f + j * d, d * sizeof(float));
   }
   parallel_multiply(native_->fc, in.data(), width, n, ws.h, d);
-  if (!native_->fc_bias.empty())
-    for (int64_t j = 0; j < n; ++j) add_rows(ws.h + j * d, d, native_->fc_bias.data(), 0, 1, d);
+  if (!native_->fc_bias.empty()) add_rows(ws.h, d, native_->fc_bias.data(), /*ldy=*/0, n, d);  // every row + bias
 
   const int64_t half = config_.head_dim / 2;
   const float* cos_table = rope_.cos_table().data_ptr<float>();

@@ -93,11 +93,11 @@ class EagleHead {
   // outlive the head. Compute options (device, dtype) are the target's.
   // d2t: the draft vocabulary's target ids [K] int64 (undefined = the full vocabulary). Throws Error on an unknown
   // variant, an fc of the wrong width for it, or d2t ids out of range or repeated.
-  // stored: the dtype the head's checkpoint stores its weights in; the native path keeps them so unless the
-  // target's options name a weight storage (ComputeOptions::weights).
+  // stored: how the head's checkpoint stores its weights; the native path keeps that storage unless the target's
+  // options name one (ComputeOptions::weights).
   EagleHead(ModelConfig config, EagleHeadWeights weights, const LlamaModel& target,
             std::string input_variant = kEagleInputFeatureShiftedToken, at::Tensor d2t = {},
-            at::ScalarType stored = at::kFloat);
+            WeightStorage stored = WeightStorage::Float32);
 
   // Loads a head folder (config.json + model.safetensors) or a .safetensors file with config.json beside it.
   // Throws Error naming the file and field: missing/unexpected tensors, wrong shapes, and a hidden or vocabulary

@@ -54,9 +54,6 @@ class KvCache {
  private:
   int64_t layer_stride() const { return storage_.size(2) * head_stride(); }
 
- public:
-
- private:
   at::Tensor storage_;
   int64_t capacity_ = 0;
   int64_t length_ = 0;

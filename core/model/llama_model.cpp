@@ -9,6 +9,7 @@
 #include "core/io/gguf_checkpoint.h"
 #include "core/io/llama2c_checkpoint.h"
 #include "core/io/safetensors.h"
+#include "core/model/checkpoint_tensor.h"
 #include "core/model/llama_layer.h"
 
 #include <ATen/core/grad_mode.h>
@@ -50,30 +51,15 @@ CheckedInputs check_forward_inputs(const ModelConfig& c, const KvCache& cache, c
   return in;
 }
 
-// The dtype a checkpoint stores its weights in, read off one tensor (checkpoints store their projections in one).
-at::ScalarType stored_dtype(const TensorEntry* entry) {
-  if (entry == nullptr) return at::kFloat;
-  return entry->dtype == DType::F16 ? at::kHalf : entry->dtype == DType::BF16 ? at::kBFloat16 : at::kFloat;
-}
-
 }  // namespace
 
-LlamaModel::LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options, at::ScalarType stored)
+LlamaModel::LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options, WeightStorage stored)
     : config_(std::move(config)), weights_(std::move(weights)), options_(options), rope_(config_, options_) {
   if (uses_native_path(options_))
-    native_ = std::make_unique<NativeDecoder>(config_, weights_, resolve_weight_storage(options_, stored));
+    native_ = std::make_unique<NativeDecoder>(config_, weights_, options_.weights.value_or(stored));
 }
 
 LlamaModel::~LlamaModel() = default;
-
-WeightStorage resolve_weight_storage(const ComputeOptions& o, at::ScalarType stored) {
-  const std::string w = parse_weight_storage(o.weights);
-  if (w == "float32") return WeightStorage::Float32;
-  if (w == "float16") return WeightStorage::Float16;
-  if (w == "bfloat16") return WeightStorage::BFloat16;
-  return stored == at::kHalf ? WeightStorage::Float16
-                             : stored == at::kBFloat16 ? WeightStorage::BFloat16 : WeightStorage::Float32;
-}
 
 std::string LlamaModel::path_description() const {
   if (native_) return native_path_description(native_->storage());
@@ -159,7 +145,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Comp
     auto weights = load_llama_weights(
         ckpt.config(), [&](const std::string& n) { return ckpt.find(n); }, /*rope_pairs=*/true, path, options);
     return std::make_unique<LlamaModel>(ckpt.config(), std::move(weights),
-                                        options, stored_dtype(ckpt.find("model.embed_tokens.weight")));
+                                        options, checkpoint_storage(ckpt.find("model.embed_tokens.weight")));
   }
   std::string dir = path;
   if (is_file(path)) {
@@ -177,7 +163,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Comp
       config, [&](const std::string& n) { return tensors.find(n); }, /*rope_pairs=*/false, tensors.description(),
       options);
   return std::make_unique<LlamaModel>(std::move(config), std::move(weights),
-                                      options, stored_dtype(tensors.find("model.embed_tokens.weight")));
+                                      options, checkpoint_storage(tensors.find("model.embed_tokens.weight")));
 }
 
 void LlamaModel::save_hf(const std::string& dir, at::ScalarType file_dtype) const {

@@ -35,9 +35,10 @@ struct ForwardOutput {
 // reference path: training, autograd, CUDA, other dtypes). Both give the same ForwardOutput.
 class LlamaModel {
  public:
-  // stored: the dtype the checkpoint stores weights in; the native path keeps that storage when options.weights
-  // is "auto" (load() passes it; weights made in memory are float32).
-  LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options, at::ScalarType stored = at::kFloat);
+  // stored: how the checkpoint stores its weights; the native path keeps that storage unless options.weights
+  // names one (load() passes it; weights made in memory are float32).
+  LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options,
+             WeightStorage stored = WeightStorage::Float32);
   ~LlamaModel();
 
   // Loads a Hugging Face folder (config.json + model.safetensors or a sharded index), a .safetensors file with
@@ -82,8 +83,5 @@ class LlamaModel {
   std::unique_ptr<NativeDecoder> native_;
 };
 
-// The weight storage "auto" resolves to for a checkpoint whose tensors are stored in `stored` (float32 for
-// anything but float16 / bfloat16), or the explicit choice of options.weights.
-WeightStorage resolve_weight_storage(const ComputeOptions& options, at::ScalarType stored);
 
 }  // namespace draftlab

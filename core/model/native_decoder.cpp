@@ -13,30 +13,25 @@
 
 namespace draftlab {
 
-namespace {
-
-std::vector<float> to_vector(const at::Tensor& t) {
+std::vector<float> float_vector(const at::Tensor& t) {
   if (!t.defined()) return {};
   const auto c = t.to(at::kCPU, at::kFloat).contiguous();
   return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
 }
 
-// A [out, in] tensor of any strides, packed (the tensor is read as float32 on CPU).
-PackedMatrix pack(const at::Tensor& w, WeightStorage storage) {
+PackedMatrix pack_matrix(const at::Tensor& w, WeightStorage storage) {
   const auto f = w.to(at::kCPU, at::kFloat);
   return PackedMatrix(f.data_ptr<float>(), f.size(0), f.size(1), f.stride(0), f.stride(1), storage);
 }
 
-}  // namespace
-
 NativeLayerWeights pack_layer(const LlamaLayerWeights& L, WeightStorage storage) {
   NativeLayerWeights out;
-  out.attn_norm = to_vector(L.attn_norm);
-  out.mlp_norm = to_vector(L.mlp_norm);
-  out.wqkv = pack(L.wqkv, storage);
-  out.wo = pack(L.wo, storage);
-  out.w_gate_up = pack(L.w_gate_up, storage);
-  out.w_down = pack(L.w_down, storage);
+  out.attn_norm = float_vector(L.attn_norm);
+  out.mlp_norm = float_vector(L.mlp_norm);
+  out.wqkv = pack_matrix(L.wqkv, storage);
+  out.wo = pack_matrix(L.wo, storage);
+  out.w_gate_up = pack_matrix(L.w_gate_up, storage);
+  out.w_down = pack_matrix(L.w_down, storage);
   return out;
 }
 
@@ -123,8 +118,8 @@ void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvC
 NativeDecoder::NativeDecoder(const ModelConfig& config, const LlamaWeights& weights, WeightStorage storage)
     : config_(config), storage_(storage) {
   for (const auto& L : weights.layers) layers_.push_back(pack_layer(L, storage));
-  norm_ = to_vector(weights.norm);
-  lm_head_ = pack(weights.lm_head, storage);
+  norm_ = float_vector(weights.norm);
+  lm_head_ = pack_matrix(weights.lm_head, storage);
 }
 
 int64_t NativeDecoder::weight_bytes() const {

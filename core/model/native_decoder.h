@@ -41,6 +41,11 @@ struct NativeLayerWeights {
 };
 NativeLayerWeights pack_layer(const LlamaLayerWeights& layer, WeightStorage storage);
 
+// A weight tensor [out, in] of any strides (any device and dtype; read as float32 on CPU), packed.
+PackedMatrix pack_matrix(const at::Tensor& w, WeightStorage storage);
+// A vector's values as float32 (empty for an undefined tensor).
+std::vector<float> float_vector(const at::Tensor& t);
+
 // y[n, W.out] = x[n, W.in] · Wᵀ, panels split across at::get_num_threads() threads.
 void parallel_multiply(const PackedMatrix& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy);
 

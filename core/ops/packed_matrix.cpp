@@ -141,10 +141,7 @@ namespace {
 
 
 constexpr int64_t P = PackedMatrix::kPanel;
-#ifndef DRAFTLAB_PREFETCH_BYTES
-#define DRAFTLAB_PREFETCH_BYTES 768
-#endif
-constexpr int64_t kPrefetchBytes = DRAFTLAB_PREFETCH_BYTES;  // how far ahead in each panel's stream
+constexpr int64_t kPrefetchBytes = 768;  // how far ahead in each panel's stream
 
 // Balanced row chunks: n rows into ceil(n / max_mr) chunks whose sizes differ by at most one.
 struct RowChunks {

@@ -1,6 +1,7 @@
 // Hugging Face config.json parsing: published Llama-2 / Llama-3.1 configs, round trip, and errors naming the key.
 #include "test_errors.h"
 #include "core/io/model_config.h"
+#include "model_config_checks.h"
 
 #include <gtest/gtest.h>
 
@@ -111,23 +112,7 @@ const char* kMistral_7B = R"({
 })";
 
 void expect_same(const ModelConfig& a, const ModelConfig& b) {
-  EXPECT_EQ(a.hidden_size, b.hidden_size);
-  EXPECT_EQ(a.intermediate_size, b.intermediate_size);
-  EXPECT_EQ(a.num_hidden_layers, b.num_hidden_layers);
-  EXPECT_EQ(a.num_attention_heads, b.num_attention_heads);
-  EXPECT_EQ(a.num_key_value_heads, b.num_key_value_heads);
-  EXPECT_EQ(a.head_dim, b.head_dim);
-  EXPECT_EQ(a.rms_norm_eps, b.rms_norm_eps);
-  EXPECT_EQ(a.rope_theta, b.rope_theta);
-  EXPECT_EQ(a.rope_scaling.type, b.rope_scaling.type);
-  EXPECT_EQ(a.rope_scaling.factor, b.rope_scaling.factor);
-  EXPECT_EQ(a.rope_scaling.low_freq_factor, b.rope_scaling.low_freq_factor);
-  EXPECT_EQ(a.rope_scaling.high_freq_factor, b.rope_scaling.high_freq_factor);
-  EXPECT_EQ(a.rope_scaling.original_max_position_embeddings, b.rope_scaling.original_max_position_embeddings);
-  EXPECT_EQ(a.max_position_embeddings, b.max_position_embeddings);
-  EXPECT_EQ(a.vocab_size, b.vocab_size);
-  EXPECT_EQ(a.tie_word_embeddings, b.tie_word_embeddings);
-  EXPECT_EQ(a.bos_token_id, b.bos_token_id);
+  testing::expect_same_config(a, b);
   EXPECT_EQ(a.eos_token_ids, b.eos_token_ids);
 }
 

@@ -14,6 +14,7 @@
 #include "core/io/safetensors.h"
 #include "core/text/tokenizer.h"
 #include "core/training/gguf_export.h"
+#include "io/model_config_checks.h"
 #include "test_paths.h"
 
 using namespace draftlab;
@@ -31,21 +32,6 @@ std::vector<int64_t> greedy(const LlamaModel& model, const Tokenizer& tok, const
   GenerationConfig gen;
   gen.max_new_tokens = n;
   return generate_vanilla(model, ids, gen).tokens;
-}
-
-void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
-  EXPECT_EQ(a.hidden_size, b.hidden_size);
-  EXPECT_EQ(a.intermediate_size, b.intermediate_size);
-  EXPECT_EQ(a.num_hidden_layers, b.num_hidden_layers);
-  EXPECT_EQ(a.num_attention_heads, b.num_attention_heads);
-  EXPECT_EQ(a.num_key_value_heads, b.num_key_value_heads);
-  EXPECT_EQ(a.head_dim, b.head_dim);
-  EXPECT_EQ(a.rms_norm_eps, b.rms_norm_eps);
-  EXPECT_EQ(a.rope_theta, b.rope_theta);
-  EXPECT_EQ(a.max_position_embeddings, b.max_position_embeddings);
-  EXPECT_EQ(a.vocab_size, b.vocab_size);
-  EXPECT_EQ(a.tie_word_embeddings, b.tie_word_embeddings);
-  EXPECT_EQ(a.bos_token_id, b.bos_token_id);
 }
 
 std::string read_all(const std::string& path) {

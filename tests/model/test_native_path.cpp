@@ -24,7 +24,7 @@ constexpr double kTolerance = 1e-4;
 ComputeOptions on(CpuPath path, const std::string& weights = "auto") {
   ComputeOptions o;
   o.cpu_path = path;
-  o.weights = weights;
+  o.weights = parse_weight_storage(weights);
   return o;
 }
 
