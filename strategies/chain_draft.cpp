@@ -50,7 +50,7 @@ class ChainDraftStrategy : public DraftStrategy {
     const auto n = static_cast<int64_t>(seq.size());
     last_root_ = -1;
     // Drafting k tokens feeds the sequence and d1 .. d_{k-1}: n + k - 1 positions of the draft's context.
-    const int64_t k = std::min<int64_t>({gamma_, request.max_nodes, request.max_depth, context_ - n + 1});
+    const int64_t k = std::min<int64_t>({gamma_, request.max_nodes, request.tokens_wanted, context_ - n + 1});
     if (n == 0 || k <= 0) return {};
 
     sync_with(seq);
@@ -154,15 +154,27 @@ std::unique_ptr<DraftStrategy> make_checked(const LlamaModel& target, std::share
 
 }  // namespace
 
-std::unique_ptr<DraftStrategy> make_chain_strategy(const StrategyContext& context, const StrategyOptions& options) {
-  const std::string path = options.get_string("draft", "");
-  const int64_t gamma = options.get_int("gamma", 4);
-  if (path.empty())
-    throw Error("strategy chain: option draft is required: draft=PATH to a small Llama sharing the target's "
-                "vocabulary (a Hugging Face folder or a llama2.c .bin)");
-  check_gamma(gamma);  // before the (possibly slow) load
-  std::shared_ptr<const LlamaModel> draft = LlamaModel::load(path, context.target.options());
-  return make_checked(context.target, std::move(draft), gamma, path);
+const StrategyDescriptor& chain_draft_strategy() {
+  static const StrategyDescriptor d = [] {
+    StrategyDescriptor d;
+    d.name = "chain";
+    d.summary = "classic speculative sampling with a small draft model sharing the target's vocabulary";
+    d.needs = StrategyNeeds::DraftModel;
+    d.shape = DraftShape::Chain;
+    d.has_confidence = true;
+    d.options = {path_option("draft", true, "the draft model (a Hugging Face folder or a llama2.c .bin)"),
+                 integer_option("gamma", 4, 1, 1024, "tokens drafted per cycle")};
+    // An unrelated draft (mostly rejected) and the target as its own draft (always accepted at T = 0).
+    d.test_variants = {{"chain_other_draft", {"draft={other_model}", "gamma=4"}},
+                       {"chain_self_draft", {"draft={target}", "gamma=6"}}};
+    d.make = [](const StrategyContext& context, const StrategyOptions& options) {
+      const std::string path = options.get_string("draft");
+      std::shared_ptr<const LlamaModel> draft = LlamaModel::load(path, context.target.options());
+      return make_checked(context.target, std::move(draft), options.get_int("gamma"), path);
+    };
+    return d;
+  }();
+  return d;
 }
 
 std::unique_ptr<DraftStrategy> make_chain_strategy_with_draft(const LlamaModel& target,

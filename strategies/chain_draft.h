@@ -1,5 +1,5 @@
 // chain: classic speculative sampling (Leviathan et al. 2023; Chen et al. 2023) with a separate small Llama
-// draft model that shares the target's vocabulary. Options: draft=PATH (required), gamma=4.
+// draft model that shares the target's vocabulary (options: chain_draft_strategy() in chain_draft.cpp).
 #pragma once
 
 #include <memory>
@@ -7,9 +7,6 @@
 #include "strategies/registry.h"
 
 namespace draftlab {
-
-// The registry's factory: loads the draft from option `draft` with the target's compute options.
-std::unique_ptr<DraftStrategy> make_chain_strategy(const StrategyContext& context, const StrategyOptions& options);
 
 // For experiments that sweep gamma: reuses an already loaded draft model (shared, never modified).
 // Throws Error if the draft's vocabulary differs from the target's or gamma < 1.

@@ -87,7 +87,7 @@ class Eagle2Strategy : public DraftStrategy {
     const int32_t cap = o_.auto_budget ? o_.max_auto_tokens - 1 : o_.total_tokens - 1;
     const int32_t budget = std::min(cap, request.max_nodes);  // drafted nodes (the root excluded)
     // A kept node needs all its ancestors kept, so layers deeper than the budget could never be verified.
-    const int32_t depth = std::min({o_.depth, request.max_depth, budget});
+    const int32_t depth = std::min({o_.depth, request.tokens_wanted, budget});
     if (depth <= 0) return {};
 
     DraftTree tree;
@@ -164,28 +164,51 @@ class Eagle2Strategy : public DraftStrategy {
 
 }  // namespace
 
-std::unique_ptr<DraftStrategy> make_eagle2_strategy(const StrategyContext& context, const StrategyOptions& options) {
-  Eagle2Options o;
-  auto int_option = [&](const char* key, int64_t fallback, int64_t lo) {
-    const int64_t v = options.get_int(key, fallback);
-    check(v >= lo && v <= 100000, std::string("option ") + key + ": expected an integer in [" + std::to_string(lo) +
-                                      ", 100000], got " + std::to_string(v));
-    return static_cast<int32_t>(v);
-  };
-  if (options.get_string("total_tokens", "") == "auto") {
-    o.auto_budget = true;
-    o.max_auto_tokens = int_option("max_auto_tokens", o.max_auto_tokens, 2);
-  } else {
-    o.total_tokens = int_option("total_tokens", o.total_tokens, 1);
-  }
-  o.depth = int_option("depth", o.depth, 1);
-  o.top_k = int_option("top_k", o.top_k, 1);
-  const std::string rank_by = options.get_string("rank_by", "value");
-  check(rank_by == "value" || rank_by == "confidence",
-        "option rank_by: expected value or confidence, got '" + rank_by + "'");
-  o.rank_by_value = rank_by == "value";
-  o.rerank = options.get_bool("rerank", true);
-  return std::make_unique<Eagle2Strategy>(context.target, eagle_head_from_options(context, options), o);
+const StrategyDescriptor& eagle2_strategy() {
+  static const StrategyDescriptor d = [] {
+    StrategyDescriptor d;
+    d.name = "eagle2";
+    d.summary = "EAGLE-2: a dynamic draft tree grown by value (path confidence) and reranked, per cycle";
+    d.needs = StrategyNeeds::Head;
+    d.shape = DraftShape::DynamicTree;
+    d.has_confidence = true;
+    d.options = {integer_option("total_tokens", 60, 1, 100000,
+                                "tokens verified per cycle, root included; auto: chosen per cycle from the measured "
+                                "verify cost and the observed acceptance")
+                     .also("auto"),
+                 integer_option("max_auto_tokens", 128, 2, 100000, "total_tokens=auto: the most it picks"),
+                 integer_option("depth", 6, 1, 100000, "layers of the tree"),
+                 integer_option("top_k", 10, 1, 100000, "nodes expanded per layer and children per node"),
+                 choice_option("rank_by", {"value", "confidence"}, "what picks the nodes to expand (confidence: "
+                                                                   "ablation w/o value)"),
+                 bool_option("rerank", true, "false: ablation w/o reranking")};
+    for (auto& o : eagle_head_options()) d.options.push_back(o);
+    d.test_variants = {
+        {"eagle2", {}},
+        {"eagle2_small", {"total_tokens=12", "depth=4", "top_k=3"}},
+        {"eagle2_ablations", {"rank_by=confidence", "rerank=false", "top_k=4", "depth=3"}},
+        {"eagle2_auto", {"total_tokens=auto", "max_auto_tokens=32"}},
+        // The head's input variants (EAGLE Figure 8) and a reduced draft vocabulary, on random heads.
+        {"eagle2_feature_only", {"total_tokens=16", "depth=4", "top_k=4", "head_input=feature_only"}},
+        {"eagle2_token_only", {"total_tokens=16", "depth=4", "top_k=4", "head_input=token_only"}},
+        {"eagle2_draft_vocab", {"total_tokens=16", "depth=4", "top_k=4", "draft_vocab=6"}}};
+    d.make = [](const StrategyContext& context, const StrategyOptions& options) -> std::unique_ptr<DraftStrategy> {
+      Eagle2Options o;
+      if (options.get_string("total_tokens") == "auto") {
+        o.auto_budget = true;
+        o.max_auto_tokens = static_cast<int32_t>(options.get_int("max_auto_tokens"));
+      } else {
+        o.total_tokens = static_cast<int32_t>(options.get_int("total_tokens"));
+      }
+      o.depth = static_cast<int32_t>(options.get_int("depth"));
+      o.top_k = static_cast<int32_t>(options.get_int("top_k"));
+      o.rank_by_value = options.get_string("rank_by") == "value";
+      o.rerank = options.get_bool("rerank");
+      return std::make_unique<Eagle2Strategy>(context.target, eagle_head_from_options(context, options), o);
+    };
+    return d;
+  }();
+  return d;
 }
 
 }  // namespace draftlab

@@ -6,23 +6,23 @@
 // Reranking (4.2): of all drafted nodes, keep the best by value, ties to the shallower node. A node's value never
 // exceeds its parent's, so the kept set is a connected tree (DraftTree::subtree).
 //
-// Options (defaults = the paper's 7B settings, appendix A):
-//   total_tokens=60  tokens the target verifies per cycle INCLUDING the root, as in the official code
+// Options (declared with their defaults, the paper's 7B settings of appendix A, in eagle2_strategy()):
+//   total_tokens     tokens the target verifies per cycle INCLUDING the root, as in the official code
 //                    (EaModel total_token; Model.total_tokens = total_token - 1): 60 -> at most 59 drafted nodes.
 //                    Paper: 60 / 50 / 48 for 7B / 13B / 70B.
 //                    total_tokens=auto: chosen every cycle from this machine's measured verification cost curve and
-//                    the observed acceptance (core/decoding/verify_cost.h), up to max_auto_tokens (default 128);
+//                    the observed acceptance (core/decoding/verify_cost.h), up to max_auto_tokens;
 //                    depth and top_k become caps: a node valued below 3/4 of last cycle's cut-off is not expanded,
 //                    so the tree is as deep and wide as the context earns.
-//   depth=6          layers of the tree (the paper's "depth 6"; the official code's depth=5 plus the root layer);
+//   depth            layers of the tree (the paper's "depth 6"; the official code's depth=5 plus the root layer);
 //                    depth - 1 head forwards per cycle, the first layer coming from the sync forward.
-//   top_k=10         nodes expanded per layer and children per expanded node.
-//   rank_by=value    or confidence: what picks the nodes to expand (ablation "w/o value", Table 3). Reranking is
+//   top_k            nodes expanded per layer and children per expanded node.
+//   rank_by          value or confidence: what picks the nodes to expand (ablation "w/o value", Table 3). Reranking is
 //                    always by value (confidence would not keep the tree connected).
-//   rerank=true      false: ablation "w/o reranking": the draft is the nodes chosen for expansion at each layer
+//   rerank           false: ablation "w/o reranking": the draft is the nodes chosen for expansion at each layer
 //                    plus the top_k of the last layer (cut to the budget by value if larger).
-//   head=PATH, head_seed=N   the EAGLE head (see eagle_drafter.h).
-// Every cycle also respects request.max_nodes (context room) and request.max_depth. Drafts are deterministic
+//   head, head_seed, head_input, draft_vocab   the EAGLE head (eagle_head_options() in eagle_drafter.h).
+// Every cycle also respects request.max_nodes (context room) and request.tokens_wanted. Drafts are deterministic
 // top-k choices (distribution -1), as the official EAGLE-2 treats its candidates at T > 0 too.
 #pragma once
 
@@ -34,12 +34,13 @@
 
 namespace draftlab {
 
+// The options as the strategy uses them; their defaults live in the option table (eagle2_strategy()).
 struct Eagle2Options {
-  int32_t total_tokens = 60;
-  bool auto_budget = false;      // total_tokens=auto
-  int32_t max_auto_tokens = 128;
-  int32_t depth = 6;
-  int32_t top_k = 10;
+  int32_t total_tokens = 0;
+  bool auto_budget = false;  // total_tokens=auto
+  int32_t max_auto_tokens = 0;
+  int32_t depth = 0;
+  int32_t top_k = 0;
   bool rank_by_value = true;
   bool rerank = true;
 };
@@ -52,7 +53,5 @@ std::vector<int32_t> eagle2_select(const DraftTree& tree, const std::vector<int3
 // Reranking: the `count` nodes of `among` (all nodes when empty) with the highest value, ties to the shallower
 // node, then to the lower index; returned in increasing flat order, ready for DraftTree::subtree.
 std::vector<int32_t> eagle2_rerank(const DraftTree& tree, int32_t count, const std::vector<int32_t>& among = {});
-
-std::unique_ptr<DraftStrategy> make_eagle2_strategy(const StrategyContext& context, const StrategyOptions& options);
 
 }  // namespace draftlab

@@ -23,7 +23,7 @@ class EagleChainStrategy : public DraftStrategy {
 
   DraftTree propose(const DraftRequest& request) override {
     drafter_.start_tree(request);
-    const int32_t depth = std::min({depth_, request.max_depth, request.max_nodes});
+    const int32_t depth = std::min({depth_, request.tokens_wanted, request.max_nodes});
     const bool greedy = request.sampler.params().greedy();
     DraftTree tree;
     int32_t last = EagleDrafter::kRoot;
@@ -50,11 +50,27 @@ class EagleChainStrategy : public DraftStrategy {
 
 }  // namespace
 
-std::unique_ptr<DraftStrategy> make_eagle_chain_strategy(const StrategyContext& context,
-                                                         const StrategyOptions& options) {
-  const int64_t depth = options.get_int("depth", 5);
-  check(depth >= 1 && depth <= 1024, "option depth: expected an integer in [1, 1024], got " + std::to_string(depth));
-  return std::make_unique<EagleChainStrategy>(eagle_head_from_options(context, options), static_cast<int32_t>(depth));
+const StrategyDescriptor& eagle_chain_strategy() {
+  static const StrategyDescriptor d = [] {
+    StrategyDescriptor d;
+    d.name = "eagle-chain";
+    d.summary = "EAGLE head, chain draft (EAGLE's \"w/o tree attention\")";
+    d.needs = StrategyNeeds::Head;
+    d.shape = DraftShape::Chain;
+    d.has_confidence = true;
+    d.options = {integer_option("depth", 5, 1, 1024, "tokens drafted per cycle")};
+    for (auto& o : eagle_head_options()) d.options.push_back(o);
+    // Random heads (mostly rejected drafts); the unshifted input variant; a reduced draft vocabulary.
+    d.test_variants = {{"eagle_chain", {"depth=5"}},
+                       {"eagle_chain_unshifted", {"depth=4", "head_input=feature_unshifted_token"}},
+                       {"eagle_chain_draft_vocab", {"depth=4", "draft_vocab=6", "head_seed=1"}}};
+    d.make = [](const StrategyContext& context, const StrategyOptions& options) -> std::unique_ptr<DraftStrategy> {
+      return std::make_unique<EagleChainStrategy>(eagle_head_from_options(context, options),
+                                                  static_cast<int32_t>(options.get_int("depth")));
+    };
+    return d;
+  }();
+  return d;
 }
 
 }  // namespace draftlab

@@ -192,12 +192,22 @@ at::Tensor EagleDrafter::expand(const DraftTree& tree, const std::vector<int32_t
   return head_->logits(at::cat(rows, 0));
 }
 
+std::vector<OptionSpec> eagle_head_options() {
+  return {path_option("head", false, "a trained EAGLE head of the target; absent: a random head (tests)"),
+          integer_option("head_seed", 0, 0, 1000000, "the random head's seed"),
+          choice_option("head_input",
+                        {kEagleInputFeatureShiftedToken, kEagleInputFeatureUnshiftedToken, kEagleInputFeatureOnly,
+                         kEagleInputTokenOnly},
+                        "the random head's input variant (EAGLE Figure 8)"),
+          integer_option("draft_vocab", 0, 0, 100000000, "the random head's draft vocabulary size (0: the target's)")};
+}
+
 std::shared_ptr<const EagleHead> eagle_head_from_options(const StrategyContext& context,
                                                          const StrategyOptions& options) {
-  const std::string path = options.get_string("head", "");
-  const int64_t seed = options.get_int("head_seed", 0);
-  const std::string input = options.get_string("head_input", kEagleInputFeatureShiftedToken);
-  const int64_t draft_vocab = options.get_int("draft_vocab", 0);
+  const std::string path = options.get_string("head");
+  const int64_t seed = options.get_int("head_seed");
+  const std::string input = options.get_string("head_input");
+  const int64_t draft_vocab = options.get_int("draft_vocab");
   if (path.empty()) {
     if (!is_eagle_input(input))
       throw Error("option head_input: expected one of " + eagle_input_names() + ", got '" + input + "'");
@@ -212,7 +222,7 @@ std::shared_ptr<const EagleHead> eagle_head_from_options(const StrategyContext& 
     return EagleHead::random(context.target, static_cast<uint64_t>(seed), input, d2t);
   }
   for (const char* key : {"head_seed", "head_input", "draft_vocab"})
-    if (options.has(key))
+    if (options.given(key))
       throw Error(std::string("option ") + key + ": shapes a random head, but head=" + path +
                   " was given (a trained head's config.json says what it is)");
   return EagleHead::load(path, context.target);

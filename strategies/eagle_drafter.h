@@ -101,10 +101,13 @@ class EagleDrafter {
   std::vector<at::Tensor> blocks_;   // the outputs [n_k, d] of this tree's expand() calls
 };
 
-// The head an EAGLE strategy drafts with, from its options: head=PATH loads a trained head (folder or
-// .safetensors); absent, a randomly initialised one with head_seed (default 0), shaped like the target, with
-// head_input=VARIANT (default feature_shifted_token) and draft_vocab=K (default: the full vocabulary; K random
-// distinct target ids drawn from head_seed), the last two for tests of every head kind. All keys are always read.
+// The options every EAGLE strategy shares: head=PATH loads a trained head (folder or .safetensors); absent, a
+// randomly initialised one with head_seed, shaped like the target, with head_input=VARIANT and draft_vocab=K
+// (0: the full vocabulary; K random distinct target ids drawn from head_seed), the last two for tests of every
+// head kind.
+std::vector<OptionSpec> eagle_head_options();
+
+// The head an EAGLE strategy drafts with, from the options above.
 std::shared_ptr<const EagleHead> eagle_head_from_options(const StrategyContext& context,
                                                          const StrategyOptions& options);
 

@@ -51,7 +51,7 @@ class PromptLookupStrategy : public DraftStrategy {
   DraftTree propose(const DraftRequest& request) override {
     const std::vector<int64_t>& seq = request.sequence;
     const auto length = static_cast<int64_t>(seq.size());
-    const int64_t budget = std::min<int64_t>({num_tokens_, request.max_nodes, request.max_depth});
+    const int64_t budget = std::min<int64_t>({num_tokens_, request.max_nodes, request.tokens_wanted});
     if (budget <= 0) return {};
     update_index(seq);
     const int64_t start = find_continuation(seq);
@@ -113,17 +113,28 @@ class PromptLookupStrategy : public DraftStrategy {
 
 }  // namespace
 
-std::unique_ptr<DraftStrategy> make_prompt_lookup_strategy(const StrategyContext&, const StrategyOptions& options) {
-  const int64_t max_ngram = options.get_int("max_ngram", 3);
-  const int64_t min_ngram = options.get_int("min_ngram", 1);
-  const int64_t num_tokens = options.get_int("num_tokens", 10);
-  if (min_ngram < 1) throw Error("strategy pld: option min_ngram: expected >= 1, got " + std::to_string(min_ngram));
-  if (max_ngram < min_ngram)
-    throw Error("strategy pld: option max_ngram: expected >= min_ngram (" + std::to_string(min_ngram) + "), got " +
-                std::to_string(max_ngram));
-  if (num_tokens < 1)
-    throw Error("strategy pld: option num_tokens: expected >= 1, got " + std::to_string(num_tokens));
-  return std::make_unique<PromptLookupStrategy>(min_ngram, max_ngram, num_tokens);
+const StrategyDescriptor& prompt_lookup_strategy() {
+  static const StrategyDescriptor d = [] {
+    StrategyDescriptor d;
+    d.name = "pld";
+    d.summary = "prompt lookup, no model: copy what followed the latest earlier occurrence of the last n-gram";
+    d.needs = StrategyNeeds::Nothing;
+    d.shape = DraftShape::Chain;
+    d.has_confidence = false;  // copied tokens have no draft probability
+    d.options = {integer_option("max_ngram", 3, 1, 64, "longest n-gram looked up (tried first)"),
+                 integer_option("min_ngram", 1, 1, 64, "shortest n-gram looked up"),
+                 integer_option("num_tokens", 10, 1, 1024, "tokens copied per cycle at most")};
+    d.test_variants = {{"pld", {}}};
+    d.make = [](const StrategyContext&, const StrategyOptions& options) -> std::unique_ptr<DraftStrategy> {
+      const int64_t max_ngram = options.get_int("max_ngram"), min_ngram = options.get_int("min_ngram");
+      if (max_ngram < min_ngram)
+        throw Error("strategy pld: option max_ngram: expected >= min_ngram (" + std::to_string(min_ngram) +
+                    "), got " + std::to_string(max_ngram));
+      return std::make_unique<PromptLookupStrategy>(min_ngram, max_ngram, options.get_int("num_tokens"));
+    };
+    return d;
+  }();
+  return d;
 }
 
 }  // namespace draftlab

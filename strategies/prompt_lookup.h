@@ -1,6 +1,6 @@
 // pld: prompt lookup decoding (Saxena 2023; Hugging Face transformers' prompt_lookup_num_tokens). No model:
 // the draft is what followed the most recent earlier occurrence of the sequence's last n tokens.
-// Options: max_ngram=3, min_ngram=1, num_tokens=10.
+// Options: prompt_lookup_strategy() in prompt_lookup.cpp.
 #pragma once
 
 #include <memory>
@@ -8,8 +8,5 @@
 #include "strategies/registry.h"
 
 namespace draftlab {
-
-std::unique_ptr<DraftStrategy> make_prompt_lookup_strategy(const StrategyContext& context,
-                                                           const StrategyOptions& options);
 
 }  // namespace draftlab

@@ -1,50 +1,121 @@
 #include "strategies/registry.h"
 
 #include "core/base/error.h"
-#include "strategies/chain_draft.h"
-#include "strategies/eagle2.h"
-#include "strategies/eagle_chain.h"
-#include "strategies/prompt_lookup.h"
-#include "strategies/static_tree.h"
-#include "strategies/vanilla.h"
 
 namespace draftlab {
 
-const std::vector<StrategyInfo>& strategy_table() {
-  static const std::vector<StrategyInfo> table = {
-      {"vanilla", "no draft: plain decoding through the speculative loop (the baseline)", make_vanilla_strategy},
-      {"chain", "classic speculative sampling with a small draft model: draft=PATH (required), gamma=4",
-       make_chain_strategy},
-      {"pld", "prompt lookup, no model: copy what followed the last n-gram's latest occurrence: "
-              "max_ngram=3 min_ngram=1 num_tokens=10",
-       make_prompt_lookup_strategy},
-      {"eagle-chain", "EAGLE head, chain draft: depth=5 head=PATH (absent: random head, head_seed=0)",
-       make_eagle_chain_strategy},
-      {"static-tree", "EAGLE-1 static tree filled by an EAGLE head: tree=data/trees/mc_sim_7b_63.json (or a name "
-                      "under data/trees) head=PATH head_seed=0",
-       make_static_tree_strategy},
-      {"eagle2", "EAGLE-2 dynamic tree: total_tokens=60 (verified per cycle, root included; or auto, chosen per "
-                 "cycle from the measured verify cost and observed acceptance, max_auto_tokens=128) depth=6 top_k=10 "
-                 "rank_by=value|confidence rerank=true head=PATH head_seed=0",
-       make_eagle2_strategy},
-  };
+const std::vector<const StrategyDescriptor*>& strategy_table() {
+  static const std::vector<const StrategyDescriptor*> table = [] {
+    std::vector<const StrategyDescriptor*> t;
+#define DRAFTLAB_LIST_STRATEGY(file) t.push_back(&file##_strategy());
+    DRAFTLAB_STRATEGIES(DRAFTLAB_LIST_STRATEGY)
+#undef DRAFTLAB_LIST_STRATEGY
+    return t;
+  }();
   return table;
+}
+
+const StrategyDescriptor& find_strategy(const std::string& name) {
+  std::string known;
+  for (const StrategyDescriptor* s : strategy_table()) {
+    if (s->name == name) return *s;
+    known += (known.empty() ? "" : ", ") + s->name;
+  }
+  throw Error("--strategy: expected one of " + known + ", got '" + name + "'");
+}
+
+const StrategyDescriptor& baseline_strategy() {
+  for (const StrategyDescriptor* s : strategy_table())
+    if (s->shape == DraftShape::None) return *s;
+  throw Error("registry: no strategy without drafts (the baseline)");
+}
+
+StrategyOptions resolve_options(const StrategyDescriptor& strategy, const StrategyOptions& given) {
+  StrategyOptions out = given;
+  for (const auto& [key, value] : given.values()) {
+    const OptionSpec* spec = strategy.option(key);
+    if (!spec) {
+      std::string keys;
+      for (const auto& o : strategy.options) keys += (keys.empty() ? "" : ", ") + o.key;
+      throw Error("strategy " + strategy.name + ": unknown option '" + key + "' (options: " +
+                  (keys.empty() ? "none" : keys) + ")");
+    }
+    spec->check(strategy.name, value);
+  }
+  for (const auto& o : strategy.options) {
+    if (o.required && !given.given(o.key))
+      throw Error("strategy " + strategy.name + ": option " + o.key + " is required: " + o.key + "=" + o.range() +
+                  " (" + o.help + ")");
+    out.set_default(o.key, o.default_value);
+  }
+  return out;
 }
 
 std::unique_ptr<DraftStrategy> make_strategy(const std::string& name, const StrategyContext& context,
                                              const StrategyOptions& options) {
-  std::string known;
-  for (const auto& info : strategy_table()) {
-    if (info.name == name) {
-      auto strategy = info.make(context, options);
-      auto unused = options.unused();
-      if (!unused.empty())
-        throw Error("strategy " + name + ": unknown option '" + unused.front() + "' (options: " + info.summary + ")");
-      return strategy;
+  const StrategyDescriptor& s = find_strategy(name);
+  return s.make(context, resolve_options(s, options));
+}
+
+StrategySpec parse_strategy_spec(const std::string& text, const std::string& flag) {
+  StrategySpec spec;
+  const auto colon = text.find(':');
+  spec.name = text.substr(0, colon);
+  check(!spec.name.empty(), flag + ": expected NAME or NAME:key=value,..., got '" + text + "'");
+  if (colon == std::string::npos) return spec;
+  const std::string rest = text.substr(colon + 1);
+  size_t pos = 0;
+  while (pos <= rest.size()) {
+    size_t comma = rest.find(',', pos);
+    if (comma == std::string::npos) comma = rest.size();
+    const std::string item = rest.substr(pos, comma - pos);
+    if (!item.empty()) {
+      const auto eq = item.find('=');
+      check(eq != std::string::npos && eq > 0, flag + " " + text + ": expected key=value items, got '" + item + "'");
+      spec.options.emplace_back(item.substr(0, eq), item.substr(eq + 1));
     }
-    known += (known.empty() ? "" : ", ") + info.name;
+    pos = comma + 1;
   }
-  throw Error("--strategy: expected one of " + known + ", got '" + name + "'");
+  return spec;
+}
+
+namespace {
+
+std::string option_with_default(const OptionSpec& o) {
+  if (o.required) return o.key + "=" + o.range() + " (required)";
+  return o.key + "=" + (o.default_value.empty() ? o.range() : o.default_value);
+}
+
+}  // namespace
+
+std::string strategies_help() {
+  std::string s;
+  for (const StrategyDescriptor* d : strategy_table()) {
+    s += "  " + d->name + ": " + d->summary + "\n";
+    for (const auto& o : d->options) {
+      std::string line = "      " + o.key + " = " + o.range();
+      if (o.required)
+        line += ", required";
+      else if (!o.default_value.empty())
+        line += ", default " + o.default_value;
+      s += line + ": " + o.help + "\n";
+    }
+  }
+  return s;
+}
+
+std::string strategies_markdown() {
+  std::string s = "| strategy | needs | drafts | options (defaults) | what it does |\n|---|---|---|---|---|\n";
+  for (const StrategyDescriptor* d : strategy_table()) {
+    std::string options;
+    for (const auto& o : d->options) options += (options.empty() ? "" : " ") + ("`" + option_with_default(o) + "`");
+    std::string shape = shape_name(d->shape);
+    for (char& c : shape)
+      if (c == '_') c = ' ';
+    s += "| `" + d->name + "` | " + needs_name(d->needs) + " | " + shape + " | " + (options.empty() ? "-" : options) +
+         " | " + d->summary + " |\n";
+  }
+  return s;
 }
 
 }  // namespace draftlab

@@ -40,7 +40,7 @@ class StaticTreeStrategy : public DraftStrategy {
     drafter_.start_tree(request);
     // Paths are sorted by depth, so a prefix of them is the tree cut at any depth or size, still connected.
     int32_t count = 0;
-    while (count < spec_.size() && static_cast<int32_t>(spec_.paths[count].size()) <= request.max_depth) ++count;
+    while (count < spec_.size() && static_cast<int32_t>(spec_.paths[count].size()) <= request.tokens_wanted) ++count;
     count = std::min(count, request.max_nodes);
 
     DraftTree tree;  // node i of the tree is path i of the spec (same insertion order)
@@ -139,8 +139,6 @@ TreeSpec parse_tree_spec(const std::string& text, const std::string& source) {
 
 TreeSpec load_tree_spec(const std::string& path) { return parse_tree_spec(read_text_file(path), path); }
 
-std::string default_tree_path() { return std::string(DRAFTLAB_SOURCE_DIR) + "/data/trees/mc_sim_7b_63.json"; }
-
 std::string resolve_tree_path(const std::string& value) {
   check(!value.empty(), "option tree: expected a tree file or name, got ''");
   std::vector<std::string> tried{value};
@@ -161,18 +159,34 @@ std::string resolve_tree_path(const std::string& value) {
   throw Error("option tree: no tree file '" + value + "' (tried " + list + ")");
 }
 
-std::unique_ptr<DraftStrategy> make_static_tree_strategy(const StrategyContext& context,
-                                                         const StrategyOptions& options) {
-  const std::string value = options.get_string("tree", "");
-  TreeSpec spec = load_tree_spec(value.empty() ? default_tree_path() : resolve_tree_path(value));
-  // A rank must name an existing token.
-  const int64_t vocab = context.target.config().vocab_size;
-  for (const auto& p : spec.paths)
-    for (int32_t r : p)
-      if (r >= vocab)
-        throw Error::in_file(spec.source, "path " + path_string(p), "sibling ranks below the vocabulary size " +
-                                                                      std::to_string(vocab), std::to_string(r));
-  return std::make_unique<StaticTreeStrategy>(eagle_head_from_options(context, options), std::move(spec));
+const StrategyDescriptor& static_tree_strategy() {
+  static const StrategyDescriptor d = [] {
+    StrategyDescriptor d;
+    d.name = "static-tree";
+    d.summary = "EAGLE-1: the same tree of sibling ranks every cycle, filled by an EAGLE head";
+    d.needs = StrategyNeeds::Head;
+    d.shape = DraftShape::StaticTree;
+    d.has_confidence = true;
+    d.options = {text_option("tree", "mc_sim_7b_63", "a tree file (JSON paths of sibling ranks) or a name under data/trees")};
+    for (auto& o : eagle_head_options()) d.options.push_back(o);
+    // The default tree; and a 4-token draft vocabulary whose ranks run past it (probability-0 candidates).
+    d.test_variants = {{"static_tree", {}},
+                       {"static_tree_draft_vocab_small",
+                        {"draft_vocab=4", "head_input=feature_unshifted_token", "head_seed=1"}}};
+    d.make = [](const StrategyContext& context, const StrategyOptions& options) -> std::unique_ptr<DraftStrategy> {
+      TreeSpec spec = load_tree_spec(resolve_tree_path(options.get_string("tree")));
+      // A rank must name an existing token.
+      const int64_t vocab = context.target.config().vocab_size;
+      for (const auto& p : spec.paths)
+        for (int32_t r : p)
+          if (r >= vocab)
+            throw Error::in_file(spec.source, "path " + path_string(p),
+                                 "sibling ranks below the vocabulary size " + std::to_string(vocab), std::to_string(r));
+      return std::make_unique<StaticTreeStrategy>(eagle_head_from_options(context, options), std::move(spec));
+    };
+    return d;
+  }();
+  return d;
 }
 
 }  // namespace draftlab

@@ -7,7 +7,7 @@
 // rank r is the head's r-th most probable token. Drafts are deterministic top-k choices at any temperature
 // (distribution -1: the verifier treats them as point masses), as EAGLE's tree drafts are.
 //
-// Options: tree=PATH (default data/trees/mc_sim_7b_63.json, EAGLE-1's 25-node tree), head=PATH, head_seed=N.
+// Options (static_tree_strategy() in static_tree.cpp): tree=NAME or PATH (default mc_sim_7b_63, EAGLE-1's tree).
 // A relative tree path is tried from the working directory, then from the source tree (DRAFTLAB_SOURCE_DIR, set
 // by strategies/CMakeLists.txt); a bare name such as tree=chain5 means data/trees/chain5.json there.
 #pragma once
@@ -43,11 +43,5 @@ TreeSpec load_tree_spec(const std::string& path);
 // tree=VALUE to a file: as given if it exists; else, for a relative path, under the source directory; a bare
 // name (no '/', no ".json") is data/trees/NAME.json. Throws Error listing what was tried.
 std::string resolve_tree_path(const std::string& value);
-
-// The default: EAGLE-1's tree, data/trees/mc_sim_7b_63.json in the source tree.
-std::string default_tree_path();
-
-std::unique_ptr<DraftStrategy> make_static_tree_strategy(const StrategyContext& context,
-                                                         const StrategyOptions& options);
 
 }  // namespace draftlab

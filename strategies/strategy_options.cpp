@@ -16,49 +16,39 @@ StrategyOptions StrategyOptions::parse(const std::vector<std::string>& items) {
   return o;
 }
 
-int64_t StrategyOptions::get_int(const std::string& key, int64_t fallback) const {
+const std::string& StrategyOptions::raw(const std::string& key) const {
   auto it = values_.find(key);
-  if (it == values_.end()) return fallback;
-  used_.insert(key);
-  char* end = nullptr;
-  long long v = std::strtoll(it->second.c_str(), &end, 10);
-  if (it->second.empty() || *end != '\0') throw Error("option " + key + ": expected an integer, got '" + it->second + "'");
-  return v;
+  if (it != values_.end()) return it->second;
+  auto d = defaults_.find(key);
+  if (d == defaults_.end())
+    throw Error("option " + key + ": read by the strategy but not declared in its option table");
+  return d->second;
 }
 
-double StrategyOptions::get_double(const std::string& key, double fallback) const {
-  auto it = values_.find(key);
-  if (it == values_.end()) return fallback;
-  used_.insert(key);
+int64_t StrategyOptions::get_int(const std::string& key) const {
+  const std::string& v = raw(key);
   char* end = nullptr;
-  double v = std::strtod(it->second.c_str(), &end);
-  if (it->second.empty() || *end != '\0') throw Error("option " + key + ": expected a number, got '" + it->second + "'");
-  return v;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0') throw Error("option " + key + ": expected an integer, got '" + v + "'");
+  return x;
 }
 
-bool StrategyOptions::get_bool(const std::string& key, bool fallback) const {
-  auto it = values_.find(key);
-  if (it == values_.end()) return fallback;
-  used_.insert(key);
-  const std::string& v = it->second;
+double StrategyOptions::get_double(const std::string& key) const {
+  const std::string& v = raw(key);
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0') throw Error("option " + key + ": expected a number, got '" + v + "'");
+  return x;
+}
+
+bool StrategyOptions::get_bool(const std::string& key) const {
+  const std::string& v = raw(key);
   if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
   if (v == "0" || v == "false" || v == "no" || v == "off") return false;
   throw Error("option " + key + ": expected true or false, got '" + v + "'");
 }
 
-std::string StrategyOptions::get_string(const std::string& key, const std::string& fallback) const {
-  auto it = values_.find(key);
-  if (it == values_.end()) return fallback;
-  used_.insert(key);
-  return it->second;
-}
-
-std::vector<std::string> StrategyOptions::unused() const {
-  std::vector<std::string> out;
-  for (const auto& [k, v] : values_)
-    if (!used_.count(k)) out.push_back(k);
-  return out;
-}
+std::string StrategyOptions::get_string(const std::string& key) const { return raw(key); }
 
 std::string StrategyOptions::to_string() const {
   std::string s;

@@ -1,5 +1,6 @@
-// StrategyOptions - a strategy's settings as key=value strings (from `--opt key=value` on the command line or
-// an experiment's config), read with typed getters that name the key in every error.
+// StrategyOptions - a strategy's settings as key=value strings (from `-s NAME:key=value,...` on the command line or
+// an experiment's preset). make_strategy() checks them against the strategy's option table (strategy_descriptor.h)
+// and fills in the defaults, so a factory reads every declared key with a typed getter and no fallback of its own.
 #pragma once
 
 #include <cstdint>
@@ -17,21 +18,24 @@ class StrategyOptions {
   static StrategyOptions parse(const std::vector<std::string>& items);
 
   void set(const std::string& key, const std::string& value) { values_[key] = value; }
-  bool has(const std::string& key) const { return values_.count(key) != 0; }
+  void set_default(const std::string& key, const std::string& value) { defaults_[key] = value; }
+  // Whether the user gave the key (a default does not count).
+  bool given(const std::string& key) const { return values_.count(key) != 0; }
 
-  // Typed reads; each marks the key as used. Throw Error "option <key>: expected <type>, got '<text>'".
-  int64_t get_int(const std::string& key, int64_t fallback) const;
-  double get_double(const std::string& key, double fallback) const;
-  bool get_bool(const std::string& key, bool fallback) const;
-  std::string get_string(const std::string& key, const std::string& fallback) const;
+  // Typed reads of a declared key (its value, else its default, else ""). Throw Error
+  // "option <key>: expected <type>, got '<text>'"; reading an undeclared key is a programming error (Error too).
+  int64_t get_int(const std::string& key) const;
+  double get_double(const std::string& key) const;
+  bool get_bool(const std::string& key) const;
+  std::string get_string(const std::string& key) const;
 
-  // Keys set but never read (typos): make_strategy() rejects them, naming the strategy's valid keys.
-  std::vector<std::string> unused() const;
-  std::string to_string() const;  // "k1=v1 k2=v2", for logs and result files
+  const std::map<std::string, std::string>& values() const { return values_; }  // as given
+  std::string to_string() const;  // "k1=v1 k2=v2" as given, for logs
 
  private:
+  const std::string& raw(const std::string& key) const;
   std::map<std::string, std::string> values_;
-  mutable std::set<std::string> used_;
+  std::map<std::string, std::string> defaults_;  // every declared key, "" where it has no default
 };
 
 }  // namespace draftlab

@@ -1,6 +1,9 @@
 // vanilla: no draft. Every cycle verifies just the root, i.e. plain autoregressive decoding through the
 // speculative loop: the baseline every speedup is measured against, and a check of the loop itself.
-#include "strategies/vanilla.h"
+//
+// To add a strategy, copy this file: rename the class and vanilla_strategy() to <file>_strategy(), fill in the
+// descriptor, and add X(<file>) to DRAFTLAB_STRATEGIES in strategies/registry.h.
+#include "strategies/registry.h"
 
 namespace draftlab {
 
@@ -16,8 +19,20 @@ class VanillaStrategy : public DraftStrategy {
 
 }  // namespace
 
-std::unique_ptr<DraftStrategy> make_vanilla_strategy(const StrategyContext&, const StrategyOptions&) {
-  return std::make_unique<VanillaStrategy>();
+const StrategyDescriptor& vanilla_strategy() {
+  static const StrategyDescriptor d = [] {
+    StrategyDescriptor d;
+    d.name = "vanilla";
+    d.summary = "no draft: plain decoding through the speculative loop (the baseline)";
+    d.needs = StrategyNeeds::Nothing;
+    d.shape = DraftShape::None;
+    d.has_confidence = false;
+    d.options = {};  // e.g. integer_option("gamma", 4, 1, 64, "tokens drafted per cycle"); read: o.get_int("gamma")
+    d.test_variants = {{"vanilla", {}}};
+    d.make = [](const StrategyContext&, const StrategyOptions&) { return std::make_unique<VanillaStrategy>(); };
+    return d;
+  }();
+  return d;
 }
 
 }  // namespace draftlab

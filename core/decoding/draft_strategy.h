@@ -4,7 +4,7 @@
 //   propose(request) -> DraftTree                 each cycle: continuations of request.sequence
 //   observe(result)                               each cycle: what the verifier accepted
 //
-// A new strategy is one file in strategies/ plus one line in strategies/registry.cpp. Strategies never touch
+// A new strategy is one file in strategies/ plus one line in strategies/registry.h. Strategies never touch
 // the target's KV cache; the verifier owns it. Whatever a strategy drafts, the output stays lossless.
 #pragma once
 
@@ -26,8 +26,8 @@ struct DraftRequest {
   const std::vector<int64_t>& sequence;
   // Most nodes the tree may have (what is left of the context after the root). Drafting more is an error.
   int32_t max_nodes;
-  // Most tokens still wanted (max_new_tokens left): deeper drafts would be thrown away.
-  int32_t max_depth;
+  // Most tokens still wanted (max_new_tokens left): nodes deeper than this would be thrown away.
+  int32_t tokens_wanted;
   // Decoding's sampler: its params (T > 0 lets a strategy sample its draft and record q) and random stream.
   Sampler& sampler;
 };

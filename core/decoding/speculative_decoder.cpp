@@ -17,7 +17,7 @@ constexpr int64_t kTreeRoom = 512;
 
 }  // namespace
 
-double SpeculativeResult::mean_accept_length() const {
+double SpeculativeResult::tau() const {
   if (cycles.empty()) return 0.0;
   double total = 0.0;
   for (const auto& c : cycles) total += c.accepted + 1;
@@ -36,8 +36,8 @@ double SpeculativeResult::verify_seconds() const {
   return s;
 }
 
-SpeculativeDecoder::SpeculativeDecoder(const LlamaModel& target, DraftStrategy& strategy, AcceptanceRule rule)
-    : target_(target), strategy_(strategy), rule_(rule) {}
+SpeculativeDecoder::SpeculativeDecoder(const LlamaModel& target, DraftStrategy& strategy, RejectionUpdate on_rejection)
+    : target_(target), strategy_(strategy), on_rejection_(on_rejection) {}
 
 SpeculativeResult SpeculativeDecoder::generate(const std::vector<int64_t>& prompt, const GenerationConfig& config,
                                                const TokenCallback& on_token) {
@@ -51,7 +51,7 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<int64_t>& promp
   const int64_t P = static_cast<int64_t>(prompt.size());
   KvCache cache = target_.make_cache(std::min(context, P + config.max_new_tokens + kTreeRoom));
   Sampler sampler(config.sampling, config.seed);
-  Verifier verifier(target_, sampler, rule_);
+  Verifier verifier(target_, sampler, on_rejection_);
 
   // Emits a token unless it stops generation; returns false when generation is over.
   auto emit = [&](int64_t token) {

@@ -25,8 +25,8 @@ struct SpeculativeResult : GenerationResult {
   std::vector<NodeRecord> records;      // every drafted node of every cycle
   std::vector<int32_t> record_cycle;    // cycle index of each record
 
-  // tau: tokens per cycle (accepted drafts + the verifier's own token), EAGLE's "average acceptance length".
-  double mean_accept_length() const;
+  // tau, EAGLE's "average acceptance length": tokens per cycle (accepted drafts + the verifier's own token).
+  double tau() const;
   double draft_seconds() const;
   double verify_seconds() const;
 };
@@ -34,7 +34,7 @@ struct SpeculativeResult : GenerationResult {
 class SpeculativeDecoder {
  public:
   SpeculativeDecoder(const LlamaModel& target, DraftStrategy& strategy,
-                     AcceptanceRule rule = AcceptanceRule::Correct);
+                     RejectionUpdate on_rejection = residual_after_rejection);
 
   // Same contract as generate_vanilla (errors, stop rules, context bound); the same tokens at T = 0 and the same
   // distribution at T > 0.
@@ -44,7 +44,7 @@ class SpeculativeDecoder {
  private:
   const LlamaModel& target_;
   DraftStrategy& strategy_;
-  AcceptanceRule rule_;
+  RejectionUpdate on_rejection_;
 };
 
 }  // namespace draftlab

@@ -4,8 +4,21 @@
 
 namespace draftlab {
 
-Verifier::Verifier(const LlamaModel& target, Sampler& sampler, AcceptanceRule rule)
-    : target_(target), sampler_(sampler), rule_(rule) {}
+at::Tensor residual_after_rejection(const at::Tensor& p, int64_t token, const at::Tensor& q) {
+  at::Tensor residual;
+  if (!q.defined()) {
+    residual = p.clone();
+    residual[token] = 0.0f;
+  } else {
+    residual = (p - q).clamp_min(0.0f);
+  }
+  const double mass = residual.sum().item<double>();
+  // mass 0 means p <= q everywhere, i.e. p == q: then acceptance was certain and this is rounding.
+  return mass > 0.0 ? residual / mass : p;
+}
+
+Verifier::Verifier(const LlamaModel& target, Sampler& sampler, RejectionUpdate on_rejection)
+    : target_(target), sampler_(sampler), on_rejection_(on_rejection) {}
 
 VerifyResult Verifier::verify(KvCache& cache, int64_t root_token, const DraftTree& tree) {
   const int32_t n = tree.size();
@@ -59,18 +72,8 @@ VerifyResult Verifier::verify(KvCache& cache, int64_t root_token, const DraftTre
           next = c;
           break;
         }
-        if (rule_ == AcceptanceRule::NoResidual) continue;  // the deliberate bug tests must catch
         // Rejected: the next candidate (or the final sample) must come from the residual norm(max(0, p - q)).
-        at::Tensor residual;
-        if (d.distribution < 0) {
-          residual = p.clone();
-          residual[d.token] = 0.0f;
-        } else {
-          residual = (p - tree.distribution(d.distribution)).clamp_min(0.0f);
-        }
-        const double mass = residual.sum().item<double>();
-        // mass 0 means p <= q everywhere, i.e. p == q: then acceptance was certain and this is rounding.
-        if (mass > 0.0) p = residual / mass;
+        p = on_rejection_(p, d.token, d.distribution < 0 ? at::Tensor() : tree.distribution(d.distribution));
       }
       if (next < 0) {
         result.tokens.push_back(sampler_.sample_from(p));
@@ -97,7 +100,7 @@ VerifyResult Verifier::verify(KvCache& cache, int64_t root_token, const DraftTre
   for (int32_t a : result.accepted_nodes) accepted[a] = true;
   for (int32_t i = 0; i < n; ++i) {
     const DraftNode& d = tree.node(i);
-    result.records.push_back({d.depth, i, d.sibling_rank, d.confidence, d.value, accepted[i], d.parent});
+    result.records.push_back({d.depth, i + 1, d.sibling_rank, d.confidence, d.value, accepted[i], d.parent + 1});
   }
   return result;
 }

@@ -23,15 +23,16 @@
 
 namespace draftlab {
 
-// One drafted node's fate: cheap, plain data for acceptance, per-position and calibration statistics.
+// One drafted node's fate: cheap, plain data for acceptance, per-position and calibration statistics. Indices
+// count verification rows, as results files do: the root is 0, flat tree node i is i + 1.
 struct NodeRecord {
   int32_t depth = 0;
-  int32_t tree_index = 0;  // flat index in the tree
+  int32_t tree_index = 0;  // the node's row: flat index + 1
   int32_t sibling_rank = 0;
   float confidence = 0.0f;
   float value = 0.0f;
   bool accepted = false;
-  int32_t parent = -1;  // flat index of the parent node, -1 = child of the root (as DraftNode::parent)
+  int32_t parent = 0;  // the parent's row: 0 = the root
 };
 
 struct VerifyResult {
@@ -43,15 +44,18 @@ struct VerifyResult {
   std::vector<NodeRecord> records;  // one per drafted node, in flat order
 };
 
-// How the verifier decides at T > 0. Exposed so that tests can show a wrong rule is caught; use Correct.
-enum class AcceptanceRule {
-  Correct,
-  NoResidual,  // deliberately wrong: after a rejection, samples from the unmodified p (biased)
-};
+// T > 0: the distribution the verifier continues from after rejecting draft `token` (q: the distribution it was
+// drawn from, undefined for a point mass) at target distribution p. Only residual_after_rejection keeps sampling
+// lossless; the parameter exists so that tests can show a wrong rule is caught by the statistical checks.
+using RejectionUpdate = at::Tensor (*)(const at::Tensor& p, int64_t token, const at::Tensor& q);
+
+// norm(max(0, p - q)) (p without `token` for a point mass); p itself when that has no mass (p == q: the
+// rejection was rounding).
+at::Tensor residual_after_rejection(const at::Tensor& p, int64_t token, const at::Tensor& q);
 
 class Verifier {
  public:
-  Verifier(const LlamaModel& target, Sampler& sampler, AcceptanceRule rule = AcceptanceRule::Correct);
+  Verifier(const LlamaModel& target, Sampler& sampler, RejectionUpdate on_rejection = residual_after_rejection);
 
   // cache holds the committed context without the root; the root goes at cache.length().
   // Throws Error if the tree does not fit the cache.
@@ -60,7 +64,7 @@ class Verifier {
  private:
   const LlamaModel& target_;
   Sampler& sampler_;
-  AcceptanceRule rule_;
+  RejectionUpdate on_rejection_;
 };
 
 }  // namespace draftlab

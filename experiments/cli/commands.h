@@ -5,6 +5,7 @@ namespace draftlab::cli {
 
 int run_generate(int argc, char** argv);
 int run_compare(int argc, char** argv);
+int run_strategies(int argc, char** argv);
 int run_train_tokenizer(int argc, char** argv);
 int run_train_lm(int argc, char** argv);
 int run_train_head(int argc, char** argv);

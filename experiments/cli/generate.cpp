@@ -20,8 +20,8 @@ namespace draftlab::cli {
 namespace {
 
 std::string strategy_help() {
-  std::string s = "draft strategy (default: the plain vanilla loop):";
-  for (const auto& info : strategy_table()) s += "\n    " + info.name + ": " + info.summary;
+  std::string s = "draft strategy (default: the plain vanilla loop; `draftlab strategies` lists their options):";
+  for (const StrategyDescriptor* d : strategy_table()) s += "\n    " + d->name + ": " + d->summary;
   return s;
 }
 
@@ -98,7 +98,7 @@ int run_generate(int argc, char** argv) {
     }
     std::fprintf(stderr,
                  "[%s] %zu cycles, tau %.2f tokens/cycle, drafted %ld accepted %ld; time: draft %.3f s, verify %.3f s\n",
-                 strategy->name().c_str(), spec.cycles.size(), spec.mean_accept_length(), (long)drafted,
+                 strategy->name().c_str(), spec.cycles.size(), spec.tau(), (long)drafted,
                  (long)accepted, spec.draft_seconds(), spec.verify_seconds());
   }
   return 0;

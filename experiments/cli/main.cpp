@@ -16,6 +16,7 @@ void print_usage() {
   std::cout << "usage: draftlab <command> [options]\n\n"
                "commands:\n"
                "  generate   decode a prompt (vanilla or --strategy NAME), print text, tokens/s and tau\n"
+               "  strategies the draft strategies with their options, defaults and ranges (--markdown: README's table)\n"
                "  compare    strategies beside vanilla on the same prompts: speed, speedup, tau, identical output\n"
                "  train-tokenizer  train a byte-level BPE vocabulary on a corpus (tokenizer.json out)\n"
                "  train-lm   pretrain a small Llama from scratch on a text corpus (HF folder out, resumable)\n"
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   try {
     if (command == "generate") return draftlab::cli::run_generate(argc - 1, argv + 1);
+    if (command == "strategies") return draftlab::cli::run_strategies(argc - 1, argv + 1);
     if (command == "compare") return draftlab::cli::run_compare(argc - 1, argv + 1);
     if (command == "train-tokenizer") return draftlab::cli::run_train_tokenizer(argc - 1, argv + 1);
     if (command == "train-lm") return draftlab::cli::run_train_lm(argc - 1, argv + 1);

@@ -27,34 +27,25 @@ struct StrategyConfig {
 // gtest prints parameters in test names and failures: the label, not raw bytes.
 inline void PrintTo(const StrategyConfig& c, std::ostream* os) { *os << c.label; }
 
-// Every strategy, with settings that exercise different behaviour: drafts that are mostly rejected (random
-// EAGLE heads, a different draft LM), drafts that are always accepted (the target as its own draft LM), model-free
-// drafts, chains, static and dynamic trees, and the EAGLE-2 ablation switches.
+// Every strategy in the registry, in each configuration its descriptor declares (test_variants: drafts that are
+// mostly rejected, always accepted, model-free, chains, static and dynamic trees, ablation switches, head
+// variants), with {target} and {other_model} in option values replaced by the given model folders.
 inline std::vector<StrategyConfig> all_strategy_configs(const std::string& target_path,
                                                         const std::string& other_model_path) {
-  return {
-      {"vanilla", "vanilla", {}},
-      {"pld", "pld", {}},
-      {"chain_other_draft", "chain", {"draft=" + other_model_path, "gamma=4"}},
-      {"chain_self_draft", "chain", {"draft=" + target_path, "gamma=6"}},
-      {"eagle_chain", "eagle-chain", {"depth=5"}},
-      {"static_tree", "static-tree", {}},
-      {"eagle2", "eagle2", {}},
-      {"eagle2_small", "eagle2", {"total_tokens=12", "depth=4", "top_k=3"}},
-      {"eagle2_ablations", "eagle2", {"rank_by=confidence", "rerank=false", "top_k=4", "depth=3"}},
-      {"eagle2_auto", "eagle2", {"total_tokens=auto", "max_auto_tokens=32"}},
-      // The head's input variants (EAGLE Figure 8) and a reduced draft vocabulary, on random heads: what the
-      // drafter feeds each variant must never change the output. The last one drafts ranks beyond its 4-token
-      // vocabulary (probability-0 candidates) with the unshifted variant's identical sibling rows. Reduced
-      // vocabularies are small enough for the 8-token sampling target; their random ids come from head_seed,
-      // chosen so that the wrong-acceptance-rule check still has power (the seed only moves that statistic).
-      {"eagle_chain_unshifted", "eagle-chain", {"depth=4", "head_input=feature_unshifted_token"}},
-      {"eagle2_feature_only", "eagle2", {"total_tokens=16", "depth=4", "top_k=4", "head_input=feature_only"}},
-      {"eagle2_token_only", "eagle2", {"total_tokens=16", "depth=4", "top_k=4", "head_input=token_only"}},
-      {"eagle_chain_draft_vocab", "eagle-chain", {"depth=4", "draft_vocab=6", "head_seed=1"}},
-      {"eagle2_draft_vocab", "eagle2", {"total_tokens=16", "depth=4", "top_k=4", "draft_vocab=6"}},
-      {"static_tree_draft_vocab_small", "static-tree", {"draft_vocab=4", "head_input=feature_unshifted_token", "head_seed=1"}},
+  auto fill = [&](std::string v) {
+    for (const auto& [key, path] : {std::pair<std::string, std::string>{"{target}", target_path},
+                                    std::pair<std::string, std::string>{"{other_model}", other_model_path}})
+      for (size_t at = v.find(key); at != std::string::npos; at = v.find(key)) v.replace(at, key.size(), path);
+    return v;
   };
+  std::vector<StrategyConfig> configs;
+  for (const StrategyDescriptor* s : strategy_table())
+    for (const TestVariant& v : s->test_variants) {
+      StrategyConfig c{v.label, s->name, {}};
+      for (const auto& o : v.options) c.options.push_back(fill(o));
+      configs.push_back(c);
+    }
+  return configs;
 }
 
 // A strategy configuration on one CPU forward path: every lossless test runs on the native path and on the

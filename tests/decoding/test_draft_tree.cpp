@@ -143,6 +143,11 @@ TEST(Verifier, GreedyAcceptsTheLongestMatchingPathOnRandomTrees) {
     ASSERT_EQ(cache.length(), static_cast<int64_t>(prefix.size()) + depth);
     ASSERT_EQ(r.features.size(0), depth + 1);
     ASSERT_EQ(static_cast<int32_t>(r.records.size()), tree.size());
+    for (int32_t i = 0; i < tree.size(); ++i) {  // verification rows, as results files count them: root 0
+      EXPECT_EQ(r.records[i].tree_index, i + 1);
+      EXPECT_EQ(r.records[i].parent, tree.node(i).parent + 1);
+      EXPECT_EQ(r.records[i].accepted, std::count(path_nodes.begin(), path_nodes.end(), i) == 1);
+    }
     // After compaction the cache continues like a fresh run of prefix + accepted tokens.
     auto next = model->forward_chain(cache, {r.tokens.back()});
     EXPECT_EQ(next.logits[0].argmax().item<int64_t>(), greedy[depth + 1 < 8 ? depth + 1 : 7]) << "trial " << trial;

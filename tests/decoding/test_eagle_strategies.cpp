@@ -131,7 +131,7 @@ TEST(Eagle2Select, ByValueOrByConfidence) {
 // Tree files.
 
 TEST(TreeSpec, Eagle1TreeLoads) {
-  TreeSpec spec = load_tree_spec(default_tree_path());
+  TreeSpec spec = load_tree_spec(resolve_tree_path("mc_sim_7b_63"));
   EXPECT_EQ(spec.name, "mc_sim_7b_63");
   EXPECT_EQ(spec.size(), 25);
   EXPECT_EQ(spec.max_depth(), 5);
@@ -220,7 +220,7 @@ TEST_F(EagleStrategies, StaticTreeHasEagle1Shape) {
   auto s = started("static-tree", {});
   DraftTree tree = propose(*s);
   ASSERT_EQ(tree.size(), 25);
-  TreeSpec spec = load_tree_spec(default_tree_path());
+  TreeSpec spec = load_tree_spec(resolve_tree_path("mc_sim_7b_63"));
   std::map<int32_t, int> per_depth;
   for (int32_t i = 0; i < tree.size(); ++i) {
     EXPECT_EQ(tree.node(i).parent, spec.parent[i]) << "node " << i;

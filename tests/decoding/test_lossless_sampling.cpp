@@ -17,6 +17,10 @@ using namespace draftlab::testing;
 
 namespace {
 
+// A deliberately wrong acceptance rule: after a rejection, sample from the unmodified p (biased).
+at::Tensor keep_p_after_rejection(const at::Tensor& p, int64_t, const at::Tensor&) { return p; }
+
+
 constexpr int64_t kVocab = 8;
 constexpr int kRuns = 3000;
 
@@ -102,7 +106,7 @@ class LosslessSampling : public ::testing::TestWithParam<LosslessCase> {
   }
 
   // rejected (optional): draft nodes the verifier rejected over all runs, the wrong rule's only chance to show.
-  std::map<std::pair<int64_t, int64_t>, int> run(const SamplingParams& sp, AcceptanceRule rule,
+  std::map<std::pair<int64_t, int64_t>, int> run(const SamplingParams& sp, RejectionUpdate rule,
                                                  int64_t* rejected = nullptr) {
     // The model paths exist only now: take this label's options with them filled in.
     StrategyConfig cfg;
@@ -148,7 +152,7 @@ class LosslessSampling : public ::testing::TestWithParam<LosslessCase> {
 TEST_P(LosslessSampling, FirstTwoTokensFollowTheTargetDistribution) {
   for (SamplingParams sp : {SamplingParams{1.5, 0, 1.0}, SamplingParams{1.5, 0, 0.8}}) {
     Exact e = exact_distribution(*target, prompt, sp);
-    auto counts = run(sp, AcceptanceRule::Correct);
+    auto counts = run(sp, residual_after_rejection);
     auto chi = chi_square(e, counts, kRuns);
     const double bound = chi_square_quantile(chi.dof, 4.75);  // ~1e-6 false-alarm rate
     EXPECT_LT(chi.statistic, bound) << "top_p " << sp.top_p << " dof " << chi.dof;
@@ -156,7 +160,8 @@ TEST_P(LosslessSampling, FirstTwoTokensFollowTheTargetDistribution) {
 }
 
 TEST_P(LosslessSampling, AWrongAcceptanceRuleIsCaught) {
-  if (GetParam().config.name == "vanilla") GTEST_SKIP() << "no drafts: no acceptance rule to get wrong";
+  if (find_strategy(GetParam().config.name).shape == DraftShape::None)
+    GTEST_SKIP() << "no drafts: no acceptance rule to get wrong";
   if (GetParam().config.label == "chain_self_draft")
     GTEST_SKIP() << "the target drafting for itself has q = p: drafts are never rejected, no residual to get wrong";
   if (GetParam().config.label == "chain_other_draft")
@@ -165,7 +170,7 @@ TEST_P(LosslessSampling, AWrongAcceptanceRuleIsCaught) {
   SamplingParams sp{1.5, 0, 1.0};
   Exact e = exact_distribution(*target, prompt, sp);
   int64_t rejected = 0;
-  auto counts = run(sp, AcceptanceRule::NoResidual, &rejected);
+  auto counts = run(sp, keep_p_after_rejection, &rejected);
   std::cout << GetParam().label() << ": " << rejected << " draft nodes rejected in " << kRuns << " runs\n";
   // eagle2 total_tokens=auto decides from measured timings whether drafting pays; on a loaded machine, or on the
   // native path where this 8-token target's forward costs next to nothing, it drafts only now and then (about 300

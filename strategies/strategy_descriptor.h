@@ -1,0 +1,98 @@
+// StrategyDescriptor - everything the framework knows about a draft strategy, declared once, next to its code:
+// its name, what it needs, what its drafts look like, its typed option table and the configurations the lossless
+// tests run it in. The registry, `--help`, option validation, README's strategies table, the lossless tests and
+// the experiment drivers all read it; nothing outside strategies/ names a strategy.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/decoding/draft_strategy.h"
+#include "core/model/llama_model.h"
+#include "strategies/strategy_options.h"
+
+namespace draftlab {
+
+// What a strategy may need besides its options.
+struct StrategyContext {
+  const LlamaModel& target;  // for its config, embedding and LM head (EAGLE) and compute options
+};
+
+// What a strategy loads besides the target. Drivers fill the matching option (head=, draft=) from --head / --draft.
+enum class StrategyNeeds {
+  Nothing,     // model-free, or the target alone
+  Head,        // an EAGLE head of the target: option head=PATH (absent: a random head, for tests)
+  DraftModel,  // a small Llama sharing the target's vocabulary: option draft=PATH
+};
+
+// The shape of its drafts, which tables and figures group by.
+enum class DraftShape {
+  None,         // no drafting: the baseline every speedup divides by
+  Chain,        // one path per cycle
+  StaticTree,   // the same tree positions every cycle (per-position acceptance is meaningful)
+  DynamicTree,  // a tree grown per cycle
+};
+
+enum class OptionType { Integer, Number, Boolean, Text, Path, Choice };
+
+// One row of a strategy's option table.
+struct OptionSpec {
+  std::string key;
+  OptionType type = OptionType::Text;
+  std::string default_value;         // "" = none: absent unless given (reads as "")
+  std::string help;
+  std::optional<double> min, max;    // Integer, Number
+  std::vector<std::string> choices;  // Choice; for an Integer, words accepted besides numbers ("auto")
+  bool required = false;
+
+  OptionSpec& also(const std::string& word) {  // integer("total_tokens", ...).also("auto")
+    choices.push_back(word);
+    return *this;
+  }
+  // "1..1024", "value|confidence", "true|false", "PATH": what the value may be.
+  std::string range() const;
+  // Throws Error "strategy NAME: option KEY: expected RANGE, got 'VALUE'".
+  void check(const std::string& strategy, const std::string& value) const;
+};
+
+OptionSpec integer_option(const std::string& key, int64_t default_value, int64_t min, int64_t max, const std::string& help);
+OptionSpec number_option(const std::string& key, double default_value, double min, double max, const std::string& help);
+OptionSpec bool_option(const std::string& key, bool default_value, const std::string& help);
+OptionSpec choice_option(const std::string& key, const std::vector<std::string>& choices, const std::string& help);
+OptionSpec text_option(const std::string& key, const std::string& default_value, const std::string& help);
+OptionSpec path_option(const std::string& key, bool required, const std::string& help);
+
+// A configuration the lossless tests run the strategy in. In option values, {target} stands for the test's target
+// model folder and {other_model} for another model with the target's vocabulary.
+struct TestVariant {
+  std::string label;  // unique over all strategies: the test name suffix
+  std::vector<std::string> options;
+};
+
+using StrategyFactory = std::function<std::unique_ptr<DraftStrategy>(const StrategyContext&, const StrategyOptions&)>;
+
+struct StrategyDescriptor {
+  std::string name;     // what --strategy / -s take
+  std::string summary;  // one line: what it does
+  StrategyNeeds needs = StrategyNeeds::Nothing;
+  DraftShape shape = DraftShape::Chain;
+  // Whether its drafted nodes carry a draft probability (calibration figures); model-free drafts have none and
+  // record NaN in results files.
+  bool has_confidence = true;
+  std::vector<OptionSpec> options;
+  std::vector<TestVariant> test_variants;
+  // Builds it from validated options: every declared key reads its given value or default.
+  StrategyFactory make;
+
+  const OptionSpec* option(const std::string& key) const;
+};
+
+const char* needs_name(StrategyNeeds needs);  // "nothing", "head", "draft model"
+const char* shape_name(DraftShape shape);     // "none", "chain", "static_tree", "dynamic_tree" (results files)
+// The option drivers fill from --head / --draft ("head", "draft"); "" for Nothing.
+const char* needs_option(StrategyNeeds needs);
+
+}  // namespace draftlab

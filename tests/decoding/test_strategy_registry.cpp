@@ -1,0 +1,86 @@
+// The registry's descriptors: consistent with themselves (unique names and test labels, defaults inside their own
+// ranges, the options their needs imply) and enforced (unknown keys, types, ranges, required keys, defaults).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "strategies/registry.h"
+#include "test_errors.h"
+
+namespace draftlab {
+namespace {
+
+using testing::expect_error;
+
+TEST(StrategyRegistry, DescriptorsAreConsistent) {
+  std::set<std::string> names, labels;
+  int baselines = 0;
+  for (const StrategyDescriptor* d : strategy_table()) {
+    SCOPED_TRACE(d->name);
+    EXPECT_TRUE(names.insert(d->name).second) << "two strategies named " << d->name;
+    EXPECT_FALSE(d->summary.empty());
+    EXPECT_TRUE(d->make != nullptr);
+    EXPECT_FALSE(d->test_variants.empty()) << "the lossless tests need at least one configuration";
+    for (const auto& v : d->test_variants) EXPECT_TRUE(labels.insert(v.label).second) << "label " << v.label;
+    baselines += d->shape == DraftShape::None;
+    std::set<std::string> keys;
+    for (const auto& o : d->options) {
+      EXPECT_TRUE(keys.insert(o.key).second) << "option " << o.key << " twice";
+      if (o.required)
+        EXPECT_TRUE(o.default_value.empty()) << o.key << ": required with a default";
+      else if (!o.default_value.empty())
+        EXPECT_NO_THROW(o.check(d->name, o.default_value)) << o.key << ": the default is outside its own range";
+    }
+    const std::string needed = needs_option(d->needs);
+    if (!needed.empty()) EXPECT_TRUE(keys.count(needed)) << "needs " << needs_name(d->needs) << " but has no " << needed;
+  }
+  EXPECT_EQ(baselines, 1) << "exactly one strategy drafts nothing: the baseline of every speedup";
+  EXPECT_EQ(baseline_strategy().shape, DraftShape::None);
+}
+
+TEST(StrategyRegistry, OptionsAreCheckedAgainstTheTable) {
+  const StrategyDescriptor& eagle2 = find_strategy("eagle2");
+  auto resolve = [&](std::vector<std::string> items) { return resolve_options(eagle2, StrategyOptions::parse(items)); };
+  expect_error([&] { resolve({"deph=4"}); }, {"strategy eagle2", "unknown option 'deph'", "depth", "top_k"});
+  expect_error([&] { resolve({"depth=0"}); }, {"option depth", "expected 1..100000", "'0'"});
+  expect_error([&] { resolve({"depth=four"}); }, {"option depth", "'four'"});
+  expect_error([&] { resolve({"rank_by=size"}); }, {"option rank_by", "value|confidence", "'size'"});
+  expect_error([&] { resolve({"rerank=maybe"}); }, {"option rerank", "true|false"});
+  EXPECT_NO_THROW(resolve({"total_tokens=auto"}));
+  expect_error([&] { resolve({"total_tokens=often"}); }, {"option total_tokens", "auto", "'often'"});
+
+  // Defaults come from the table; given() tells a default from a given value.
+  const StrategyOptions o = resolve({"top_k=4"});
+  EXPECT_EQ(o.get_int("top_k"), 4);
+  EXPECT_TRUE(o.given("top_k"));
+  EXPECT_EQ(std::to_string(o.get_int("depth")), eagle2.option("depth")->default_value);
+  EXPECT_FALSE(o.given("depth"));
+  EXPECT_EQ(o.get_string("head"), "");
+  expect_error([&] { o.get_int("undeclared"); }, {"undeclared", "not declared"});
+
+  expect_error([&] { resolve_options(find_strategy("chain"), StrategyOptions{}); },
+               {"strategy chain", "option draft is required"});
+  expect_error([&] { find_strategy("eagle3000"); }, {"expected one of", "vanilla", "eagle2", "'eagle3000'"});
+}
+
+TEST(StrategyRegistry, HelpAndReadmeTableListEveryStrategyAndOption) {
+  const std::string help = strategies_help(), table = strategies_markdown();
+  for (const StrategyDescriptor* d : strategy_table()) {
+    EXPECT_NE(help.find("  " + d->name + ": " + d->summary), std::string::npos) << d->name;
+    EXPECT_NE(table.find("| `" + d->name + "` |"), std::string::npos) << d->name;
+    for (const auto& o : d->options) EXPECT_NE(help.find("      " + o.key + " = "), std::string::npos) << o.key;
+  }
+}
+
+TEST(StrategySpec, ParsesNameAndItems) {
+  const StrategySpec s = parse_strategy_spec("eagle2:depth=4,top_k=2", "-s");
+  EXPECT_EQ(s.name, "eagle2");
+  ASSERT_EQ(s.options.size(), 2u);
+  EXPECT_EQ(s.options[1], (std::pair<std::string, std::string>{"top_k", "2"}));
+  EXPECT_TRUE(parse_strategy_spec("pld", "-s").options.empty());
+  expect_error([] { parse_strategy_spec("eagle2:depth", "-s"); }, {"-s eagle2:depth", "key=value", "'depth'"});
+  expect_error([] { parse_strategy_spec(":depth=1", "-s"); }, {"-s", "NAME"});
+}
+
+}  // namespace
+}  // namespace draftlab
