@@ -6,6 +6,7 @@
 # Environment: RESULTS_DIR (default results), MODEL (default data/models/ts-target), HEAD, DRAFT, QUESTIONS
 # (questions per dataset, default 10), NEW_TOKENS (default 64), THREADS (default 2; measure on an idle machine).
 # ablate-inputs and train-data need heads trained by scripts/train_ablation_heads.sh (VARIANT_HEADS_DIR).
+# Then docs/results.md: bash scripts/results_doc.sh [RESULTS_DIR] (or: bash scripts/reproduce.sh && bash scripts/results_doc.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DL=./build/draftlab
@@ -49,3 +50,4 @@ for name in "${NAMES[@]}"; do
   $DL plot "$OUT/$name.h5" --out "$OUT/$name"
   echo "wrote $OUT/$name.h5, $OUT/$name.md, $OUT/$name/"
 done
+echo "docs/results.md from these files: bash scripts/results_doc.sh $OUT"
