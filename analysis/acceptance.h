@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "experiments/results/results_file.h"
+#include "core/results/results_file.h"
 
 namespace draftlab::analysis {
 

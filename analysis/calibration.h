@@ -10,7 +10,7 @@
 #include <map>
 #include <vector>
 
-#include "experiments/results/results_file.h"
+#include "core/results/results_file.h"
 
 namespace draftlab::analysis {
 

@@ -14,7 +14,7 @@
 
 #include "analysis/bootstrap.h"
 #include "analysis/table_format.h"
-#include "experiments/results/results_file.h"
+#include "core/results/results_file.h"
 
 namespace draftlab::analysis {
 

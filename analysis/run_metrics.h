@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "analysis/bootstrap.h"
-#include "experiments/results/results_file.h"
+#include "core/results/results_file.h"
 
 namespace draftlab::analysis {
 

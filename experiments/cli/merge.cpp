@@ -6,7 +6,7 @@
 
 #include "core/base/error.h"
 #include "experiments/cli/commands.h"
-#include "experiments/results/results_file.h"
+#include "core/results/results_file.h"
 
 namespace draftlab::cli {
 

@@ -8,7 +8,7 @@
 #include "core/base/error.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/model_loading.h"
-#include "experiments/results/results_file.h"
+#include "core/results/results_file.h"
 
 namespace po = boost::program_options;
 

@@ -14,7 +14,7 @@
 #include "core/base/platform.h"
 #include "core/base/sha256.h"
 #include "core/training/training_log.h"
-#include "experiments/results/git_revision.h"
+#include "core/results/git_revision.h"
 
 namespace draftlab {
 

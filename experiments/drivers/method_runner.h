@@ -17,7 +17,7 @@
 #include "core/model/llama_model.h"
 #include "core/text/tokenizer.h"
 #include "experiments/drivers/bench_questions.h"
-#include "experiments/results/results_file.h"
+#include "core/results/results_file.h"
 
 namespace draftlab {
 

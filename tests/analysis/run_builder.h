@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "experiments/results/results_file.h"
+#include "core/results/results_file.h"
 
 namespace draftlab::testing {
 

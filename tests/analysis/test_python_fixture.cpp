@@ -9,7 +9,7 @@
 #include "analysis/calibration.h"
 #include "analysis/paper_tables.h"
 #include "analysis/run_metrics.h"
-#include "experiments/results/results_file.h"
+#include "core/results/results_file.h"
 #include "test_paths.h"
 
 using namespace draftlab;

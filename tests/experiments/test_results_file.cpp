@@ -12,7 +12,7 @@
 
 #include "core/base/file_bytes.h"
 #include "core/base/sha256.h"
-#include "experiments/results/results_file.h"
+#include "core/results/results_file.h"
 #include "experiments/results/spec_bench_jsonl.h"
 #include "test_errors.h"
 #include "test_paths.h"

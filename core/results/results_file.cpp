@@ -1,4 +1,4 @@
-#include "experiments/results/results_file.h"
+#include "core/results/results_file.h"
 
 #include <H5Cpp.h>
 #include <unistd.h>
