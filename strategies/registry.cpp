@@ -36,7 +36,8 @@ StrategyOptions resolve_options(const StrategyDescriptor& strategy, const Strate
     const OptionSpec* spec = strategy.option(key);
     if (!spec) {
       std::string keys;
-      for (const auto& o : strategy.options) keys += (keys.empty() ? "" : ", ") + o.key;
+      for (const auto& o : strategy.options)
+        keys += (keys.empty() ? "" : ", ") + o.key + "=" + (o.default_value.empty() ? o.range() : o.default_value);
       throw Error("strategy " + strategy.name + ": unknown option '" + key + "' (options: " +
                   (keys.empty() ? "none" : keys) + ")");
     }
