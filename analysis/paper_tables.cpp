@@ -45,14 +45,14 @@ struct Context {
   const TableOptions& options;
   std::vector<RunSummary> summaries;  // per run
   std::vector<std::string> datasets;  // order of first appearance
-  std::vector<std::string> methods;   // non-vanilla, order of first appearance
+  std::vector<std::string> methods;   // all but the baselines, order of first appearance
   std::vector<double> temperatures;   // ascending
 
   Context(const ResultsFile& r, const TableOptions& o) : results(r), options(o) {
     for (const RunRecord& run : r.runs) {
       summaries.push_back(summarize_run(r, run, o.bootstrap));
       if (std::find(datasets.begin(), datasets.end(), run.dataset) == datasets.end()) datasets.push_back(run.dataset);
-      if (run.strategy != "vanilla" && std::find(methods.begin(), methods.end(), run.method) == methods.end())
+      if (!is_baseline(run) && std::find(methods.begin(), methods.end(), run.method) == methods.end())
         methods.push_back(run.method);
       if (std::find(temperatures.begin(), temperatures.end(), run.temperature) == temperatures.end())
         temperatures.push_back(run.temperature);
@@ -80,7 +80,7 @@ std::vector<std::string> speed_notes(const Context& ctx, double t) {
   for (size_t i = 0; i < ctx.results.runs.size(); ++i) {
     const RunRecord& run = ctx.results.runs[i];
     if (run.temperature != t) continue;
-    if (run.strategy == "vanilla") {
+    if (is_baseline(run)) {
       vanilla += std::string(any ? "," : "") + " " + dataset_display_name(run.dataset) + " " +
                  fixed(ctx.summaries[i].tokens_per_second, 1);
       any = true;
@@ -151,7 +151,7 @@ std::vector<std::string> alpha_headers(int max_n) {
   return out;
 }
 
-// One row per non-vanilla run: T, dataset, method, then the chosen metrics (EAGLE Table 2 / Figure 8).
+// One row per run but the baselines: T, dataset, method, then the chosen metrics (EAGLE Table 2 / Figure 8).
 Table alpha_table(const Context& ctx, bool with_speedup, int max_n) {
   Table table;
   table.columns = {"T", "Dataset", "Method"};
@@ -175,7 +175,7 @@ Table alpha_table(const Context& ctx, bool with_speedup, int max_n) {
   return table;
 }
 
-bool is_chain(const RunRecord& run) { return run.strategy == "eagle-chain" || run.strategy == "chain"; }
+bool is_chain(const RunRecord& run) { return run.draft_shape == draft_shapes::chain; }
 
 // EAGLE Table 5 layout: per dataset and temperature, τ (and speedup) of each method; tree methods show their
 // gain over the first chain method.
@@ -214,7 +214,7 @@ Table tree_vs_chain_table(const Context& ctx) {
       }
       if (found) table.rows.push_back(row);
     }
-  table.notes.push_back("In brackets: the tree's τ gain over the chain draft (strategies chain/eagle-chain).");
+  table.notes.push_back("In brackets: the tree's τ gain over the first chain draft (draft_shape chain).");
   return table;
 }
 
@@ -225,7 +225,7 @@ bool has_confidence(const RunRecord& run) {
 std::vector<Table> calibration_tables(const Context& ctx) {
   std::vector<Table> tables;
   for (const RunRecord& run : ctx.results.runs) {
-    if (run.strategy == "vanilla" || !has_confidence(run)) continue;
+    if (is_baseline(run) || !has_confidence(run)) continue;
     const std::string label = run.method + ", " + dataset_display_name(run.dataset) + ", T = " +
                               temperature_text(run.temperature);
     const Calibration cal = calibrate(run);
@@ -269,7 +269,7 @@ std::vector<Table> calibration_tables(const Context& ctx) {
 std::vector<Table> position_tables(const Context& ctx) {
   std::vector<Table> tables;
   for (const RunRecord& run : ctx.results.runs) {
-    if (run.strategy != "static-tree") continue;
+    if (run.draft_shape != draft_shapes::static_tree) continue;
     const PositionAcceptance pa = position_acceptance(run);
     Table table;
     table.title = run.method + ", " + dataset_display_name(run.dataset) + ", T = " + temperature_text(run.temperature);
@@ -298,7 +298,7 @@ std::vector<Table> position_tables(const Context& ctx) {
   if (tables.empty()) {
     Table none;
     none.columns = {"Note"};
-    none.rows.push_back({"No static-tree run in this file."});
+    none.rows.push_back({"No run with a static tree (draft_shape static_tree) in this file."});
     tables.push_back(none);
   }
   return tables;
@@ -326,14 +326,14 @@ Table sweep_table(const Context& ctx, const std::string& source) {
     } catch (const nlohmann::ordered_json::exception&) {
       throw Error::in_file(source, "runs/" + std::to_string(i) + " grid", "a JSON object", text);
     }
-    if (run.strategy == "vanilla" || !grid[i].is_object() || (!run.grid_json.empty()) != any_grid) continue;
+    if (is_baseline(run) || !grid[i].is_object() || (!run.grid_json.empty()) != any_grid) continue;
     for (const auto& item : grid[i].items())  // "index" numbers the point for sharding; not a setting
       if (item.key() != "index" && std::find(keys.begin(), keys.end(), item.key()) == keys.end())
         keys.push_back(item.key());
   }
   std::vector<size_t> order;
   for (size_t i = 0; i < ctx.results.runs.size(); ++i)
-    if (ctx.results.runs[i].strategy != "vanilla" && (!any_grid || !ctx.results.runs[i].grid_json.empty()))
+    if (!is_baseline(ctx.results.runs[i]) && (!any_grid || !ctx.results.runs[i].grid_json.empty()))
       order.push_back(i);
   auto group = [&](size_t i) { return std::make_pair(ctx.results.runs[i].dataset, ctx.results.runs[i].temperature); };
   auto dataset_rank = [&](size_t i) {
@@ -385,6 +385,40 @@ Table sweep_table(const Context& ctx, const std::string& source) {
                           ", τ " + fixed(ctx.summaries[i].tau.value, 2) + ", " +
                           fixed(ctx.summaries[i].tokens_per_second, 1) + " tokens/s).");
   }
+  return table;
+}
+
+// The one place that maps an experiment to its tables: the `experiment` attribute, what of the papers it
+// reproduces, the heading's description, and the builder. paper_tables(), its error and `draftlab table --help`
+// read it.
+struct ExperimentTables {
+  const char* experiment;
+  const char* paper_item;
+  const char* description;
+  std::vector<Table> (*build)(const Context& ctx, const std::string& source);
+};
+
+const std::vector<ExperimentTables>& experiment_tables() {
+  static const std::vector<ExperimentTables> table = {
+      {"speed", "EAGLE-2 Table 1", "speedup and average acceptance length τ per dataset",
+       [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
+      {"ablate-eagle2", "EAGLE-2 Table 3", "ablation of value and reranking",
+       [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
+      {"train-data", "EAGLE Table 6", "speedup and τ by the head's training data",
+       [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
+      {"alpha", "EAGLE Table 2", "average acceptance length τ and acceptance rate n-α",
+       [](const Context& ctx, const std::string&) { return std::vector<Table>{alpha_table(ctx, false, 4)}; }},
+      {"ablate-inputs", "EAGLE Figure 8", "draft heads with different inputs",
+       [](const Context& ctx, const std::string&) { return std::vector<Table>{alpha_table(ctx, true, 1)}; }},
+      {"tree-vs-chain", "EAGLE Table 5", "τ with tree and chain drafts",
+       [](const Context& ctx, const std::string&) { return std::vector<Table>{tree_vs_chain_table(ctx)}; }},
+      {"calibration", "EAGLE-2 Figure 6", "acceptance rate per draft-confidence bin (width 0.05)",
+       [](const Context& ctx, const std::string&) { return calibration_tables(ctx); }},
+      {"positions", "EAGLE-2 Figure 5", "acceptance rate of static tree positions per question",
+       [](const Context& ctx, const std::string&) { return position_tables(ctx); }},
+      {"sweep", "Sweep", "speedup and τ over the grid (best point in bold)",
+       [](const Context& ctx, const std::string& source) { return std::vector<Table>{sweep_table(ctx, source)}; }},
+  };
   return table;
 }
 
@@ -444,43 +478,24 @@ std::string machine_caption(const ResultsFile& results) {
 Report paper_tables(const ResultsFile& results, const std::string& source, const TableOptions& options) {
   const auto it = results.attributes.find("experiment");
   const std::string experiment = it == results.attributes.end() ? "" : it->second;
-  const Context ctx(results, options);
-  Report report;
-  report.caption = machine_caption(results);
-  if (experiment == "speed") {
-    report.heading = "EAGLE-2 Table 1: speedup and average acceptance length τ per dataset";
-    report.tables = method_by_dataset_tables(ctx);
-  } else if (experiment == "ablate-eagle2") {
-    report.heading = "EAGLE-2 Table 3: ablation of value and reranking";
-    report.tables = method_by_dataset_tables(ctx);
-  } else if (experiment == "train-data") {
-    report.heading = "EAGLE Table 6: speedup and τ by the head's training data";
-    report.tables = method_by_dataset_tables(ctx);
-  } else if (experiment == "alpha") {
-    report.heading = "EAGLE Table 2: average acceptance length τ and acceptance rate n-α";
-    report.tables = {alpha_table(ctx, false, 4)};
-  } else if (experiment == "ablate-inputs") {
-    report.heading = "EAGLE Figure 8: draft heads with different inputs";
-    report.tables = {alpha_table(ctx, true, 1)};
-  } else if (experiment == "tree-vs-chain") {
-    report.heading = "EAGLE Table 5: τ with tree and chain drafts";
-    report.tables = {tree_vs_chain_table(ctx)};
-  } else if (experiment == "calibration") {
-    report.heading = "EAGLE-2 Figure 6: acceptance rate per draft-confidence bin (width 0.05)";
-    report.tables = calibration_tables(ctx);
-  } else if (experiment == "positions") {
-    report.heading = "EAGLE-2 Figure 5: acceptance rate of static-tree positions per question";
-    report.tables = position_tables(ctx);
-  } else if (experiment == "sweep") {
-    report.heading = "Sweep: speedup and τ over the grid (best point in bold)";
-    report.tables = {sweep_table(ctx, source)};
-  } else {
-    throw Error::in_file(source, "experiment",
-                         "one of speed, alpha, calibration, positions, ablate-eagle2, ablate-inputs, tree-vs-chain, "
-                         "train-data, sweep",
-                         "'" + experiment + "'");
+  for (const ExperimentTables& e : experiment_tables()) {
+    if (experiment != e.experiment) continue;
+    const Context ctx(results, options);
+    Report report;
+    report.caption = machine_caption(results);
+    report.heading = std::string(e.paper_item) + ": " + e.description;
+    report.tables = e.build(ctx, source);
+    return report;
   }
-  return report;
+  std::string known;
+  for (const ExperimentTables& e : experiment_tables()) known += (known.empty() ? "" : ", ") + std::string(e.experiment);
+  throw Error::in_file(source, "experiment", "one of " + known, "'" + experiment + "'");
+}
+
+std::vector<PaperTableEntry> paper_table_index() {
+  std::vector<PaperTableEntry> out;
+  for (const ExperimentTables& e : experiment_tables()) out.push_back({e.experiment, e.paper_item});
+  return out;
 }
 
 }  // namespace draftlab::analysis

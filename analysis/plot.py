@@ -20,6 +20,9 @@ import sys
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # results_schema.py beside this file
+from results_schema import DRAFT_SHAPE_NONE, DRAFT_SHAPE_STATIC_TREE, REQUIRED_RUN_ATTRIBUTES, SCHEMA  # noqa: E402
+
 # ---- loading and statistics (the same definitions as analysis/*.h; see docs/results-schema.md) ----
 
 
@@ -37,12 +40,15 @@ def load_results(path):
 
     with h5py.File(path, "r") as f:
         attrs = {k: text(v) for k, v in f.attrs.items()}
-        if attrs.get("schema") != "draftlab-results/1":
-            raise ValueError(f"{path}: schema: expected draftlab-results/1, got {attrs.get('schema')!r}")
+        if attrs.get("schema") != SCHEMA:
+            raise ValueError(f"{path}: schema: expected {SCHEMA}, got {attrs.get('schema')!r}")
         runs = []
         for name in sorted(f["runs"].keys()):
             g = f["runs"][name]
             run = {k: text(v) for k, v in g.attrs.items()}
+            missing = [k for k in REQUIRED_RUN_ATTRIBUTES if k not in run]
+            if missing:
+                raise ValueError(f"{path}: /runs/{name}: attribute {missing[0]}: expected one, got none (missing)")
             for t in ("questions", "cycles", "nodes"):
                 run[t] = table(g[t])
             runs.append(run)
@@ -115,14 +121,21 @@ def n_alpha(run, max_n=4):
     return np.array(out)
 
 
+def is_baseline(run):
+    """A run without drafting (draft_shape none): the baseline speedups divide by."""
+    return run["draft_shape"] == DRAFT_SHAPE_NONE
+
+
 def tau(run):
-    return run["cycles"]["accept_length"].sum() / max(len(run["cycles"]["accept_length"]), 1)
+    """Mean accept length of the run's cycles (bonus token included); NaN without cycles (analysis/run_metrics.h)."""
+    accept = run["cycles"]["accept_length"]
+    return accept.sum() / len(accept) if len(accept) else np.nan
 
 
 def speedup(results, run):
-    """Vanilla's total wall time over this run's, on the question turns both have (same dataset and T)."""
+    """The baseline's total wall time over this run's, on the question turns both have (analysis/run_metrics.h)."""
     for v in results["runs"]:
-        if (v["strategy"] == "vanilla" and v["dataset"] == run["dataset"] and v["temperature"] == run["temperature"]
+        if (is_baseline(v) and v["dataset"] == run["dataset"] and v["temperature"] == run["temperature"]
                 and v.get("shard", "0/1") == run.get("shard", "0/1")):  # same process, interleaved timing
             base = {(i, t): w for i, t, w in zip(v["questions"]["question_id"], v["questions"]["turn"],
                                                  v["questions"]["wall_seconds"])}
@@ -155,7 +168,7 @@ DATASET_NAMES = {"mt_bench": "MT-bench", "humaneval": "HumanEval", "gsm8k": "GSM
 def figure_reliability(results):
     """EAGLE-2 Figure 6: acceptance rate per confidence bin against the diagonal, counts below; per depth."""
     import matplotlib.pyplot as plt
-    runs = [r for r in results["runs"] if r["strategy"] != "vanilla" and (~np.isnan(r["nodes"]["confidence"])).any()]
+    runs = [r for r in results["runs"] if not is_baseline(r) and (~np.isnan(r["nodes"]["confidence"])).any()]
     fig, (ax, ax_count, ax_depth) = plt.subplots(1, 3, figsize=(15, 4.6), gridspec_kw={"width_ratios": [1.2, 1, 1.2]})
     if not runs:
         ax.text(0.5, 0.5, "no draft confidences in this file", ha="center")
@@ -197,10 +210,10 @@ def figure_reliability(results):
 def figure_positions(results, max_positions=6):
     """EAGLE-2 Figure 5: per-question acceptance rate of static-tree positions P1..Pn (one dot per question)."""
     import matplotlib.pyplot as plt
-    runs = [r for r in results["runs"] if r["strategy"] == "static-tree"]
+    runs = [r for r in results["runs"] if r["draft_shape"] == DRAFT_SHAPE_STATIC_TREE]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     if not runs:
-        ax.text(0.5, 0.5, "no static-tree run in this file", ha="center")
+        ax.text(0.5, 0.5, "no run with a static tree (draft shape) in this file", ha="center")
         return fig
     rng = np.random.default_rng(0)  # horizontal jitter only, so overlapping dots stay visible
     width = 0.8 / len(runs)
@@ -216,7 +229,7 @@ def figure_positions(results, max_positions=6):
                       j + 1 + (k - (len(runs) - 1) / 2) * width + width / 2.5, color=f"C{k}", lw=2)
         ax.set_xticks(np.arange(1, len(positions) + 1), [f"P{p}" for p in positions])
     ax.set(ylim=(-0.03, 1.03), xlabel="tree position", ylabel="acceptance rate per question",
-           title="Acceptance of static-tree positions (bar = mean over questions)")
+           title="Acceptance of static tree positions (bar = mean over questions)")
     ax.legend(fontsize=7, loc="best", framealpha=0.85)
     fig.text(0.5, 0.005, machine_caption(results), ha="center", fontsize=7)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
@@ -226,7 +239,7 @@ def figure_positions(results, max_positions=6):
 def figure_speed(results):
     """Speedup and tau per dataset and method (EAGLE-2 Table 1 as bars), one row per temperature."""
     import matplotlib.pyplot as plt
-    runs = [r for r in results["runs"] if r["strategy"] != "vanilla"]
+    runs = [r for r in results["runs"] if not is_baseline(r)]
     temps = sorted({r["temperature"] for r in runs})
     datasets = list(dict.fromkeys(r["dataset"] for r in runs))
     methods = list(dict.fromkeys(r["method"] for r in runs))
@@ -257,7 +270,7 @@ def figure_sweep(results):
     points = []
     any_grid = any(r.get("grid") for r in results["runs"])  # then runs without a grid are baselines, not points
     for r in results["runs"]:
-        if r["strategy"] == "vanilla" or (any_grid and not r.get("grid")):
+        if is_baseline(r) or (any_grid and not r.get("grid")):
             continue
         grid = json.loads(r.get("grid") or r.get("options") or "{}")
         if "total_tokens" not in grid:
@@ -288,7 +301,7 @@ def figure_sweep(results):
 def figure_ablation(results):
     """Bars of speedup, tau and 0..4-alpha per method (EAGLE-2 Table 3, EAGLE Table 5/6, Figure 8)."""
     import matplotlib.pyplot as plt
-    runs = [r for r in results["runs"] if r["strategy"] != "vanilla"]
+    runs = [r for r in results["runs"] if not is_baseline(r)]
     groups = list(dict.fromkeys((r["dataset"], r["temperature"]) for r in runs))
     methods = list(dict.fromkeys(r["method"] for r in runs))
     metrics = [("speedup", lambda r: speedup(results, r)), ("τ", tau)]

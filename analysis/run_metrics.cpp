@@ -11,22 +11,13 @@
 
 namespace draftlab::analysis {
 
-const RunRecord* find_vanilla(const ResultsFile& results, const RunRecord& run) {
-  for (const RunRecord& r : results.runs)
-    if (r.strategy == "vanilla" && r.dataset == run.dataset && r.temperature == run.temperature &&
-        r.shard == run.shard)
-      return &r;
-  return nullptr;
-}
+namespace {
 
-RunSummary summarize_run(const ResultsFile& results, const RunRecord& run, const BootstrapOptions& options) {
-  const QuestionRows& q = run.questions;
-  const auto nq = static_cast<Eigen::Index>(q.size());
-  RunSummary s;
-  s.is_vanilla = run.strategy == "vanilla";
-  s.questions = nq;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-  // tau: per question, tokens emitted by its cycles and the number of cycles.
+// Per question of the run: tokens emitted by its cycles, and its number of cycles.
+std::pair<Eigen::VectorXd, Eigen::VectorXd> emitted_and_cycles(const RunRecord& run) {
+  const auto nq = static_cast<Eigen::Index>(run.questions.size());
   Eigen::VectorXd emitted = Eigen::VectorXd::Zero(nq), cycles = Eigen::VectorXd::Zero(nq);
   for (size_t c = 0; c < run.cycles.size(); ++c) {
     const int32_t qi = run.cycles.question[c];
@@ -36,37 +27,78 @@ RunSummary summarize_run(const ResultsFile& results, const RunRecord& run, const
     emitted[qi] += run.cycles.accept_length[c];
     cycles[qi] += 1;
   }
-  s.tau = bootstrap_ratio(emitted, cycles, options);
+  return {emitted, cycles};
+}
 
+// Wall seconds of the baseline and of the run on the question turns both have, in the run's order.
+std::pair<Eigen::VectorXd, Eigen::VectorXd> paired_wall_seconds(const ResultsFile& results, const RunRecord& run) {
+  const RunRecord* baseline = find_baseline(results, run);
+  if (!baseline) return {};
+  const QuestionRows& b = baseline->questions;
+  std::map<std::pair<int64_t, int32_t>, double> baseline_wall;
+  for (size_t i = 0; i < b.size(); ++i) baseline_wall[{b.question_id[i], b.turn[i]}] = b.wall_seconds[i];
+  std::vector<double> base, mine;
+  const QuestionRows& q = run.questions;
+  for (size_t i = 0; i < q.size(); ++i) {
+    const auto it = baseline_wall.find({q.question_id[i], q.turn[i]});
+    if (it == baseline_wall.end()) continue;
+    base.push_back(it->second);
+    mine.push_back(q.wall_seconds[i]);
+  }
+  const auto n = static_cast<Eigen::Index>(base.size());
+  return {Eigen::Map<Eigen::VectorXd>(base.data(), n), Eigen::Map<Eigen::VectorXd>(mine.data(), n)};
+}
+
+double ratio_of_sums(const Eigen::VectorXd& numerator, const Eigen::VectorXd& denominator) {
+  return numerator.size() == 0 ? kNaN : numerator.sum() / denominator.sum();
+}
+
+}  // namespace
+
+bool is_baseline(const RunRecord& run) { return run.draft_shape == draft_shapes::none; }
+
+const RunRecord* find_baseline(const ResultsFile& results, const RunRecord& run) {
+  for (const RunRecord& r : results.runs)
+    if (is_baseline(r) && r.dataset == run.dataset && r.temperature == run.temperature && r.shard == run.shard)
+      return &r;
+  return nullptr;
+}
+
+double tau(const RunRecord& run) {
+  const auto [emitted, cycles] = emitted_and_cycles(run);
+  return cycles.sum() > 0 ? emitted.sum() / cycles.sum() : kNaN;
+}
+
+Estimate tau_estimate(const RunRecord& run, const BootstrapOptions& options) {
+  const auto [emitted, cycles] = emitted_and_cycles(run);
+  return bootstrap_ratio(emitted, cycles, options);
+}
+
+double speedup(const ResultsFile& results, const RunRecord& run) {
+  const auto [base, mine] = paired_wall_seconds(results, run);
+  return ratio_of_sums(base, mine);
+}
+
+Estimate speedup_estimate(const ResultsFile& results, const RunRecord& run, const BootstrapOptions& options) {
+  const auto [base, mine] = paired_wall_seconds(results, run);
+  return bootstrap_ratio(base, mine, options);
+}
+
+RunSummary summarize_run(const ResultsFile& results, const RunRecord& run, const BootstrapOptions& options) {
+  const QuestionRows& q = run.questions;
+  RunSummary s;
+  s.is_baseline = is_baseline(run);
+  s.questions = static_cast<int64_t>(q.size());
+  s.tau = tau_estimate(run, options);
+  s.speedup = speedup_estimate(results, run, options);
   double tokens = 0, seconds = 0;
-  for (Eigen::Index i = 0; i < nq; ++i) {
+  for (size_t i = 0; i < q.size(); ++i) {
     tokens += q.new_tokens[i];
     seconds += q.wall_seconds[i];
     if (q.identical[i] != -1) ++s.checked;
     if (q.identical[i] == 1) ++s.identical;
   }
-  s.tokens_per_second = seconds > 0 ? tokens / seconds : std::numeric_limits<double>::quiet_NaN();
-
-  // speedup: paired by (question_id, turn) with the vanilla run, resampling the pairs.
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  s.speedup = {nan, nan, nan};
-  if (const RunRecord* vanilla = find_vanilla(results, run)) {
-    std::map<std::pair<int64_t, int32_t>, double> vanilla_wall;
-    for (size_t i = 0; i < vanilla->questions.size(); ++i)
-      vanilla_wall[{vanilla->questions.question_id[i], vanilla->questions.turn[i]}] =
-          vanilla->questions.wall_seconds[i];
-    std::vector<double> base, mine;
-    for (Eigen::Index i = 0; i < nq; ++i) {
-      const auto it = vanilla_wall.find({q.question_id[i], q.turn[i]});
-      if (it == vanilla_wall.end()) continue;
-      base.push_back(it->second);
-      mine.push_back(q.wall_seconds[i]);
-    }
-    if (!base.empty())
-      s.speedup = bootstrap_ratio(Eigen::Map<Eigen::VectorXd>(base.data(), static_cast<Eigen::Index>(base.size())),
-                                  Eigen::Map<Eigen::VectorXd>(mine.data(), static_cast<Eigen::Index>(mine.size())),
-                                  options);
-  }
+  s.tokens_per_second = seconds > 0 ? tokens / seconds : kNaN;
   return s;
 }
 

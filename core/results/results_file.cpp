@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <type_traits>
 
 #include "core/base/error.h"
 
@@ -15,44 +16,26 @@ namespace draftlab {
 
 namespace {
 
+// For DRAFTLAB_ROOT_ATTRIBUTES(S, I) where only the integer attributes (ResultsFile members) matter.
+#define DRAFTLAB_NO_STRING(name, presence, meaning)
+
 // ---- HDF5 types: little-endian in the file, native in memory -------------------------------------------------
 
+// The HDF5 types of a numeric schema type (results_schema.h), chosen by its class and size.
 template <typename T>
-struct H5Types;
-template <>
-struct H5Types<int8_t> {
-  static H5::PredType file() { return H5::PredType::STD_I8LE; }
-  static H5::PredType mem() { return H5::PredType::NATIVE_INT8; }
-  static constexpr H5T_class_t cls = H5T_INTEGER;
-  static constexpr const char* name = "int8";
-};
-template <>
-struct H5Types<int32_t> {
-  static H5::PredType file() { return H5::PredType::STD_I32LE; }
-  static H5::PredType mem() { return H5::PredType::NATIVE_INT32; }
-  static constexpr H5T_class_t cls = H5T_INTEGER;
-  static constexpr const char* name = "int32";
-};
-template <>
-struct H5Types<int64_t> {
-  static H5::PredType file() { return H5::PredType::STD_I64LE; }
-  static H5::PredType mem() { return H5::PredType::NATIVE_INT64; }
-  static constexpr H5T_class_t cls = H5T_INTEGER;
-  static constexpr const char* name = "int64";
-};
-template <>
-struct H5Types<float> {
-  static H5::PredType file() { return H5::PredType::IEEE_F32LE; }
-  static H5::PredType mem() { return H5::PredType::NATIVE_FLOAT; }
-  static constexpr H5T_class_t cls = H5T_FLOAT;
-  static constexpr const char* name = "float32";
-};
-template <>
-struct H5Types<double> {
-  static H5::PredType file() { return H5::PredType::IEEE_F64LE; }
-  static H5::PredType mem() { return H5::PredType::NATIVE_DOUBLE; }
-  static constexpr H5T_class_t cls = H5T_FLOAT;
-  static constexpr const char* name = "float64";
+struct H5Type {
+  static_assert(std::is_arithmetic_v<T> && (sizeof(T) == 1 || sizeof(T) == 4 || sizeof(T) == 8),
+                "not a numeric type of the results schema");
+  static constexpr bool is_float = std::is_floating_point_v<T>;
+  static constexpr H5T_class_t cls = is_float ? H5T_FLOAT : H5T_INTEGER;
+  static H5::PredType file() {
+    if constexpr (is_float) return sizeof(T) == 4 ? H5::PredType::IEEE_F32LE : H5::PredType::IEEE_F64LE;
+    else return sizeof(T) == 1 ? H5::PredType::STD_I8LE : sizeof(T) == 4 ? H5::PredType::STD_I32LE : H5::PredType::STD_I64LE;
+  }
+  static H5::PredType mem() {
+    if constexpr (is_float) return sizeof(T) == 4 ? H5::PredType::NATIVE_FLOAT : H5::PredType::NATIVE_DOUBLE;
+    else return sizeof(T) == 1 ? H5::PredType::NATIVE_INT8 : sizeof(T) == 4 ? H5::PredType::NATIVE_INT32 : H5::PredType::NATIVE_INT64;
+  }
 };
 
 H5::StrType utf8_string_type() {
@@ -77,8 +60,8 @@ template <typename T>
 void write_column(H5::Group& g, const std::string& name, const std::vector<T>& values) {
   const hsize_t dims[1] = {values.size()};
   H5::DataSpace space(1, dims);
-  H5::DataSet set = g.createDataSet(name, H5Types<T>::file(), space);
-  if (!values.empty()) set.write(values.data(), H5Types<T>::mem());
+  H5::DataSet set = g.createDataSet(name, H5Type<T>::file(), space);
+  if (!values.empty()) set.write(values.data(), H5Type<T>::mem());
 }
 
 void write_column(H5::Group& g, const std::string& name, const std::vector<std::string>& values) {
@@ -100,58 +83,23 @@ void write_attr(H5::H5Object& obj, const std::string& name, const std::string& v
 
 template <typename T>
 void write_attr(H5::H5Object& obj, const std::string& name, T value) {
-  H5::Attribute a = obj.createAttribute(name, H5Types<T>::file(), H5::DataSpace(H5S_SCALAR));
-  a.write(H5Types<T>::mem(), &value);
+  H5::Attribute a = obj.createAttribute(name, H5Type<T>::file(), H5::DataSpace(H5S_SCALAR));
+  a.write(H5Type<T>::mem(), &value);
 }
+
+bool is_empty_string(const std::string& v) { return v.empty(); }
+template <typename T>
+bool is_empty_string(const T&) { return false; }
 
 void write_run(H5::Group& runs, size_t index, const RunRecord& r) {
   H5::Group g = runs.createGroup(run_name(index));
-  write_attr(g, "method", r.method);
-  write_attr(g, "strategy", r.strategy);
-  write_attr(g, "options", r.options_json);
-  write_attr(g, "dataset", r.dataset);
-  write_attr(g, "temperature", r.temperature);
-  write_attr(g, "repeats", r.repeats);
-  write_attr(g, "warmup", r.warmup);
-  write_attr(g, "tokens_per_second", r.tokens_per_second);
-  write_attr(g, "tau", r.tau);
-  write_attr(g, "shard", r.shard);
-  if (!r.grid_json.empty()) write_attr(g, "grid", r.grid_json);
-
-  H5::Group q = g.createGroup("questions");
-  const QuestionRows& qr = r.questions;
-  write_column(q, "question_id", qr.question_id);
-  write_column(q, "category", qr.category);
-  write_column(q, "turn", qr.turn);
-  write_column(q, "prompt_tokens", qr.prompt_tokens);
-  write_column(q, "new_tokens", qr.new_tokens);
-  write_column(q, "wall_seconds", qr.wall_seconds);
-  write_column(q, "cycles", qr.cycles);
-  write_column(q, "draft_seconds", qr.draft_seconds);
-  write_column(q, "verify_seconds", qr.verify_seconds);
-  write_column(q, "cycle_offset", qr.cycle_offset);
-  write_column(q, "identical", qr.identical);
-  write_column(q, "answer", qr.answer);
-
-  H5::Group c = g.createGroup("cycles");
-  const CycleRows& cr = r.cycles;
-  write_column(c, "question", cr.question);
-  write_column(c, "accept_length", cr.accept_length);
-  write_column(c, "drafted", cr.drafted);
-  write_column(c, "draft_seconds", cr.draft_seconds);
-  write_column(c, "verify_seconds", cr.verify_seconds);
-  write_column(c, "node_offset", cr.node_offset);
-
-  H5::Group n = g.createGroup("nodes");
-  const NodeRows& nr = r.nodes;
-  write_column(n, "cycle", nr.cycle);
-  write_column(n, "depth", nr.depth);
-  write_column(n, "tree_index", nr.tree_index);
-  write_column(n, "parent", nr.parent);
-  write_column(n, "sibling_rank", nr.sibling_rank);
-  write_column(n, "confidence", nr.confidence);
-  write_column(n, "value", nr.value);
-  write_column(n, "accepted", nr.accepted);
+  r.for_each_attribute([&](const char* name, Presence presence, const auto& value) {
+    if (presence == Presence::required || !is_empty_string(value)) write_attr(g, name, value);
+  });
+  r.for_each_table([&](const char* table, const auto& rows) {
+    H5::Group t = g.createGroup(table);
+    rows.for_each_column([&](const char* name, const auto& column) { write_column(t, name, column); });
+  });
 }
 
 void write_training(H5::Group& parent, const std::string& label, const TrainingRecord& t) {
@@ -167,8 +115,8 @@ void write_training(H5::Group& parent, const std::string& label, const TrainingR
   if (!t.eval_alpha.empty()) {
     const hsize_t dims[2] = {t.eval_alpha.size() / 5, 5};
     H5::DataSpace space(2, dims);
-    H5::DataSet set = eval.createDataSet("alpha", H5Types<double>::file(), space);
-    set.write(t.eval_alpha.data(), H5Types<double>::mem());
+    H5::DataSet set = eval.createDataSet("alpha", H5Type<double>::file(), space);
+    set.write(t.eval_alpha.data(), H5Type<double>::mem());
   }
   for (const auto& [key, value] : t.attributes) write_attr(g, key, value);
 }
@@ -176,52 +124,40 @@ void write_training(H5::Group& parent, const std::string& label, const TrainingR
 // ---- validation ---------------------------------------------------------------------------------------------
 
 void check_length(const std::string& source, const std::string& table, const std::string& column, size_t got,
-                  size_t want) {
+                  size_t want, const std::string& first_column) {
   if (got != want)
     throw Error::in_file(source, table + "/" + column,
-                         std::to_string(want) + " rows (like " + table + "/" + "its first column)",
+                         std::to_string(want) + " rows (like " + table + "/" + first_column + ")",
                          std::to_string(got) + " rows");
 }
 
+// Every column of the table as long as its first one.
+template <class Rows>
+void check_lengths(const Rows& rows, const std::string& source, const std::string& table) {
+  const char* first = nullptr;
+  rows.for_each_column([&](const char* name, const auto& column) {
+    if (!first) first = name;
+    check_length(source, table, name, column.size(), rows.size(), first);
+  });
+}
+
 void validate_run(const RunRecord& r, const std::string& source, const std::string& where) {
-  if (r.method.empty()) throw Error::in_file(source, where + " attribute method", "a non-empty label", "\"\"");
-  if (r.strategy.empty()) throw Error::in_file(source, where + " attribute strategy", "a strategy name", "\"\"");
-  if (r.dataset.empty()) throw Error::in_file(source, where + " attribute dataset", "a dataset name", "\"\"");
+  r.for_each_attribute([&](const char* name, Presence presence, const auto& value) {
+    if (presence == Presence::required && is_empty_string(value))
+      throw Error::in_file(source, where + " attribute " + name, "a non-empty string", "\"\"");
+  });
+  if (!is_draft_shape(r.draft_shape)) {
+    std::string shapes;
+    for (const DraftShapeSpec& s : draft_shape_specs()) shapes += (shapes.empty() ? "" : ", ") + s.value;
+    throw Error::in_file(source, where + " attribute draft_shape", "one of " + shapes, "'" + r.draft_shape + "'");
+  }
+  r.for_each_table([&](const char* table, const auto& rows) { check_lengths(rows, source, where + "/" + table); });
 
   const QuestionRows& q = r.questions;
-  const std::string qt = where + "/questions";
-  const size_t nq = q.size();
-  check_length(source, qt, "category", q.category.size(), nq);
-  check_length(source, qt, "turn", q.turn.size(), nq);
-  check_length(source, qt, "prompt_tokens", q.prompt_tokens.size(), nq);
-  check_length(source, qt, "new_tokens", q.new_tokens.size(), nq);
-  check_length(source, qt, "wall_seconds", q.wall_seconds.size(), nq);
-  check_length(source, qt, "cycles", q.cycles.size(), nq);
-  check_length(source, qt, "draft_seconds", q.draft_seconds.size(), nq);
-  check_length(source, qt, "verify_seconds", q.verify_seconds.size(), nq);
-  check_length(source, qt, "cycle_offset", q.cycle_offset.size(), nq);
-  check_length(source, qt, "identical", q.identical.size(), nq);
-  check_length(source, qt, "answer", q.answer.size(), nq);
-
   const CycleRows& c = r.cycles;
-  const std::string ct = where + "/cycles";
-  const size_t nc = c.size();
-  check_length(source, ct, "accept_length", c.accept_length.size(), nc);
-  check_length(source, ct, "drafted", c.drafted.size(), nc);
-  check_length(source, ct, "draft_seconds", c.draft_seconds.size(), nc);
-  check_length(source, ct, "verify_seconds", c.verify_seconds.size(), nc);
-  check_length(source, ct, "node_offset", c.node_offset.size(), nc);
-
   const NodeRows& n = r.nodes;
-  const std::string nt = where + "/nodes";
-  const size_t nn = n.size();
-  check_length(source, nt, "depth", n.depth.size(), nn);
-  check_length(source, nt, "tree_index", n.tree_index.size(), nn);
-  check_length(source, nt, "parent", n.parent.size(), nn);
-  check_length(source, nt, "sibling_rank", n.sibling_rank.size(), nn);
-  check_length(source, nt, "confidence", n.confidence.size(), nn);
-  check_length(source, nt, "value", n.value.size(), nn);
-  check_length(source, nt, "accepted", n.accepted.size(), nn);
+  const std::string qt = where + "/questions", ct = where + "/cycles", nt = where + "/nodes";
+  const size_t nq = q.size(), nc = c.size(), nn = n.size();
 
   // questions -> cycles: contiguous blocks in order, each cycle pointing back at its question.
   int64_t next_cycle = 0;
@@ -278,11 +214,11 @@ void validate_run(const RunRecord& r, const std::string& source, const std::stri
 }
 
 void validate_training(const TrainingRecord& t, const std::string& source, const std::string& where) {
-  check_length(source, where + "/train", "loss", t.train_loss.size(), t.train_step.size());
-  check_length(source, where + "/train", "learning_rate", t.learning_rate.size(), t.train_step.size());
-  check_length(source, where + "/eval", "loss", t.eval_loss.size(), t.eval_step.size());
+  check_length(source, where + "/train", "loss", t.train_loss.size(), t.train_step.size(), "step");
+  check_length(source, where + "/train", "learning_rate", t.learning_rate.size(), t.train_step.size(), "step");
+  check_length(source, where + "/eval", "loss", t.eval_loss.size(), t.eval_step.size(), "step");
   if (!t.eval_accuracy.empty())
-    check_length(source, where + "/eval", "accuracy", t.eval_accuracy.size(), t.eval_step.size());
+    check_length(source, where + "/eval", "accuracy", t.eval_accuracy.size(), t.eval_step.size(), "step");
   if (!t.eval_alpha.empty() && t.eval_alpha.size() % 5 != 0)
     throw Error::in_file(source, where + "/eval/alpha", "[passes, 5] values (0-alpha .. 4-alpha)",
                          std::to_string(t.eval_alpha.size()) + " values");
@@ -292,14 +228,29 @@ void validate_root(const ResultsFile& results, const std::string& source) {
   auto it = results.attributes.find("schema");
   if (it != results.attributes.end() && it->second != kResultsSchema)
     throw Error::in_file(source, "attribute schema", kResultsSchema, "'" + it->second + "'");
-  it = results.attributes.find("experiment");
-  if (it == results.attributes.end() || it->second.empty())
-    throw Error::in_file(source, "attribute experiment", "a driver name", "none");
+  for (const AttributeSpec& a : root_attribute_specs()) {
+    // schema may be left out in memory: the writer writes kResultsSchema. Integer ones are members.
+    if (a.presence != Presence::required || a.type != "string" || a.name == "schema") continue;
+    it = results.attributes.find(a.name);
+    if (it == results.attributes.end() || it->second.empty())
+      throw Error::in_file(source, "attribute " + a.name, "a non-empty string (" + a.meaning + ")", "none");
+  }
   for (const auto& [label, t] : results.training) {
     if (label.empty() || label.find('/') != std::string::npos)
       throw Error::in_file(source, "/training/" + label, "a label without '/'", "'" + label + "'");
     validate_training(t, source, "/training/" + label);
   }
+}
+
+// The writer only writes root attributes the schema declares, so docs/results-schema.md lists every one.
+void check_root_attributes_declared(const ResultsFile& results, const std::string& path) {
+  std::string declared;
+  for (const AttributeSpec& a : root_attribute_specs())
+    if (a.type == "string") declared += (declared.empty() ? "" : ", ") + a.name;
+  for (const auto& [key, value] : results.attributes)
+    if ((", " + declared + ",").find(", " + key + ",") == std::string::npos)
+      throw Error::in_file(path, "attribute " + key,
+                           "a root attribute of core/results/results_schema.h (" + declared + ")", "'" + key + "'");
 }
 
 // ---- reading ------------------------------------------------------------------------------------------------
@@ -336,20 +287,27 @@ struct Reader {
 
   template <typename T>
   std::vector<T> column(const H5::Group& g, const std::string& name, const std::string& where) const {
-    H5::DataSet set = dataset(g, name, where, H5Types<T>::cls, H5Types<T>::name, sizeof(T));
+    if constexpr (std::is_same_v<T, std::string>) {
+      return strings(g, name, where);
+    } else {
+      H5::DataSet set = dataset(g, name, where, H5Type<T>::cls, schema_type_name<T>(), sizeof(T));
+      std::vector<T> values(rows_1d(set, name, where));
+      if (!values.empty()) set.read(values.data(), H5Type<T>::mem());
+      return values;
+    }
+  }
+
+  hsize_t rows_1d(const H5::DataSet& set, const std::string& name, const std::string& where) const {
     const hsize_t n = rows(set, 1);
     if (n == static_cast<hsize_t>(-1)) throw Error::in_file(path, where + "/" + name, "a 1-D dataset", "another rank");
-    std::vector<T> values(n);
-    if (n > 0) set.read(values.data(), H5Types<T>::mem());
-    return values;
+    return n;
   }
 
   std::vector<std::string> strings(const H5::Group& g, const std::string& name, const std::string& where) const {
     H5::DataSet set = dataset(g, name, where, H5T_STRING, "string", 0);
     if (!set.getStrType().isVariableStr())
       throw Error::in_file(path, where + "/" + name, "variable-length strings", "fixed-length strings");
-    const hsize_t n = rows(set, 1);
-    if (n == static_cast<hsize_t>(-1)) throw Error::in_file(path, where + "/" + name, "a 1-D dataset", "another rank");
+    const hsize_t n = rows_1d(set, name, where);
     std::vector<std::string> out(n);
     if (n == 0) return out;
     std::vector<char*> buf(n, nullptr);
@@ -404,57 +362,25 @@ struct Reader {
     return out;
   }
 
+  template <typename T>
+  T attr(const H5::H5Object& obj, const std::string& name, const std::string& where) const {
+    if constexpr (std::is_same_v<T, std::string>) return string_attr(obj, name, where);
+    else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(double_attr(obj, name, where));
+    else return static_cast<T>(int_attr(obj, name, where));
+  }
+
   RunRecord run(const H5::Group& g, const std::string& where) const {
     RunRecord r;
-    r.method = string_attr(g, "method", where);
-    r.strategy = string_attr(g, "strategy", where);
-    r.options_json = string_attr(g, "options", where);
-    r.dataset = string_attr(g, "dataset", where);
-    r.temperature = double_attr(g, "temperature", where);
-    r.repeats = int_attr(g, "repeats", where);
-    r.warmup = int_attr(g, "warmup", where);
-    r.tokens_per_second = double_attr(g, "tokens_per_second", where);
-    r.tau = double_attr(g, "tau", where);
-    if (H5Aexists(g.getId(), "shard") > 0) r.shard = string_attr(g, "shard", where);
-    if (H5Aexists(g.getId(), "grid") > 0) r.grid_json = string_attr(g, "grid", where);
-
-    const std::string qw = where + "/questions";
-    H5::Group q = group(g, "questions", where);
-    QuestionRows& qr = r.questions;
-    qr.question_id = column<int64_t>(q, "question_id", qw);
-    qr.category = strings(q, "category", qw);
-    qr.turn = column<int32_t>(q, "turn", qw);
-    qr.prompt_tokens = column<int32_t>(q, "prompt_tokens", qw);
-    qr.new_tokens = column<int32_t>(q, "new_tokens", qw);
-    qr.wall_seconds = column<double>(q, "wall_seconds", qw);
-    qr.cycles = column<int32_t>(q, "cycles", qw);
-    qr.draft_seconds = column<double>(q, "draft_seconds", qw);
-    qr.verify_seconds = column<double>(q, "verify_seconds", qw);
-    qr.cycle_offset = column<int64_t>(q, "cycle_offset", qw);
-    qr.identical = column<int8_t>(q, "identical", qw);
-    qr.answer = strings(q, "answer", qw);
-
-    const std::string cw = where + "/cycles";
-    H5::Group c = group(g, "cycles", where);
-    CycleRows& cr = r.cycles;
-    cr.question = column<int32_t>(c, "question", cw);
-    cr.accept_length = column<int32_t>(c, "accept_length", cw);
-    cr.drafted = column<int32_t>(c, "drafted", cw);
-    cr.draft_seconds = column<double>(c, "draft_seconds", cw);
-    cr.verify_seconds = column<double>(c, "verify_seconds", cw);
-    cr.node_offset = column<int64_t>(c, "node_offset", cw);
-
-    const std::string nw = where + "/nodes";
-    H5::Group n = group(g, "nodes", where);
-    NodeRows& nr = r.nodes;
-    nr.cycle = column<int64_t>(n, "cycle", nw);
-    nr.depth = column<int32_t>(n, "depth", nw);
-    nr.tree_index = column<int32_t>(n, "tree_index", nw);
-    nr.parent = column<int32_t>(n, "parent", nw);
-    nr.sibling_rank = column<int32_t>(n, "sibling_rank", nw);
-    nr.confidence = column<float>(n, "confidence", nw);
-    nr.value = column<float>(n, "value", nw);
-    nr.accepted = column<int8_t>(n, "accepted", nw);
+    r.for_each_attribute([&](const char* name, Presence presence, auto& value) {
+      if (presence == Presence::optional && H5Aexists(g.getId(), name) <= 0) return;  // keeps the default
+      value = attr<std::decay_t<decltype(value)>>(g, name, where);
+    });
+    r.for_each_table([&](const char* table, auto& rows) {
+      const H5::Group t = group(g, table, where);
+      rows.for_each_column([&](const char* name, auto& column) {
+        column = this->column<typename std::decay_t<decltype(column)>::value_type>(t, name, where + "/" + table);
+      });
+    });
     return r;
   }
 
@@ -501,6 +427,7 @@ void validate_results(const ResultsFile& results, const std::string& source) {
 void write_results(const std::string& path, const ResultsFile& results) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   validate_root(results, path);
+  check_root_attributes_declared(results, path);
   try {
     H5::Exception::dontPrint();  // errors become our Error below, not a stack dump on stderr
     {
@@ -509,8 +436,9 @@ void write_results(const std::string& path, const ResultsFile& results) {
       write_attr(root, "schema", std::string(kResultsSchema));
       for (const auto& [key, value] : results.attributes)
         if (key != "schema") write_attr(root, key, value);
-      write_attr(root, "threads", results.threads);
-      write_attr(root, "seed", results.seed);
+#define DRAFTLAB_WRITE_ROOT_INT(name, default_value, presence, meaning) write_attr(root, #name, results.name);
+      DRAFTLAB_ROOT_ATTRIBUTES(DRAFTLAB_NO_STRING, DRAFTLAB_WRITE_ROOT_INT)
+#undef DRAFTLAB_WRITE_ROOT_INT
       H5::Group runs = file.createGroup("/runs");
       for (size_t i = 0; i < results.runs.size(); ++i) {
         // Checked run by run as it is written: a bad run found late still leaves no file behind.
@@ -544,10 +472,14 @@ ResultsFile read_results(const std::string& path) {
     ResultsFile out;
     const std::string schema = rd.string_attr(root, "schema", "/");
     if (schema != kResultsSchema) throw Error::in_file(path, "attribute schema", kResultsSchema, "'" + schema + "'");
-    rd.string_attr(root, "experiment", "/");  // required
+    for (const AttributeSpec& a : root_attribute_specs())
+      if (a.presence == Presence::required && a.type == "string") rd.string_attr(root, a.name, "/");
     out.attributes = rd.all_string_attrs(root);
-    out.threads = rd.int_attr(root, "threads", "/");
-    out.seed = rd.int_attr(root, "seed", "/");
+#define DRAFTLAB_READ_ROOT_INT(name, default_value, presence, meaning)                 \
+  if (Presence::presence == Presence::required || H5Aexists(root.getId(), #name) > 0) \
+    out.name = rd.int_attr(root, #name, "/");
+    DRAFTLAB_ROOT_ATTRIBUTES(DRAFTLAB_NO_STRING, DRAFTLAB_READ_ROOT_INT)
+#undef DRAFTLAB_READ_ROOT_INT
 
     H5::Group runs = rd.group(root, "runs", "");
     std::vector<std::string> names;

@@ -10,69 +10,88 @@
 #include <string>
 #include <vector>
 
+#include "core/results/results_schema.h"
+
 namespace draftlab {
 
-inline constexpr const char* kResultsSchema = "draftlab-results/1";
+// A table of a run: one std::vector per column of COLUMNS (results_schema.h), in the schema's order, and
+// for_each_column(f) calling f(name, column) on each in that order.
+#define DRAFTLAB_COLUMN_MEMBER(name, type, unit, meaning) std::vector<type> name;
+#define DRAFTLAB_VISIT_COLUMN(name, type, unit, meaning) f(#name, name);
+#define DRAFTLAB_TABLE_MEMBERS(COLUMNS)                                           \
+  COLUMNS(DRAFTLAB_COLUMN_MEMBER)                                                 \
+  template <class F>                                                              \
+  void for_each_column(F&& f) {                                                   \
+    COLUMNS(DRAFTLAB_VISIT_COLUMN)                                                \
+  }                                                                               \
+  template <class F>                                                              \
+  void for_each_column(F&& f) const {                                             \
+    COLUMNS(DRAFTLAB_VISIT_COLUMN)                                                \
+  }                                                                               \
+  /* Rows = the length of the first column (the validator checks the others). */ \
+  size_t size() const {                                                           \
+    size_t n = 0;                                                                 \
+    bool first = true;                                                            \
+    for_each_column([&](const char*, const auto& column) {                        \
+      if (first) n = column.size();                                               \
+      first = false;                                                              \
+    });                                                                           \
+    return n;                                                                     \
+  }
 
-// questions/ table of a run (one row per question turn).
+// questions/: one row per question turn (identical: 1, 0, or -1 = not checked).
 struct QuestionRows {
-  std::vector<int64_t> question_id;
-  std::vector<std::string> category;
-  std::vector<int32_t> turn;
-  std::vector<int32_t> prompt_tokens;
-  std::vector<int32_t> new_tokens;
-  std::vector<double> wall_seconds;
-  std::vector<int32_t> cycles;
-  std::vector<double> draft_seconds;
-  std::vector<double> verify_seconds;
-  std::vector<int64_t> cycle_offset;
-  std::vector<int8_t> identical;  // 1, 0, or -1 = not checked
-  std::vector<std::string> answer;
-  size_t size() const { return question_id.size(); }
+  DRAFTLAB_TABLE_MEMBERS(DRAFTLAB_QUESTION_COLUMNS)
 };
 
-// cycles/ table of a run (one row per draft/verify cycle, questions concatenated).
+// cycles/: one row per draft/verify cycle, questions concatenated.
 struct CycleRows {
-  std::vector<int32_t> question;
-  std::vector<int32_t> accept_length;
-  std::vector<int32_t> drafted;
-  std::vector<double> draft_seconds;
-  std::vector<double> verify_seconds;
-  std::vector<int64_t> node_offset;
-  size_t size() const { return question.size(); }
+  DRAFTLAB_TABLE_MEMBERS(DRAFTLAB_CYCLE_COLUMNS)
 };
 
-// nodes/ table of a run (one row per drafted node, flat tree order within a cycle).
+// nodes/: one row per drafted node, flat tree order within a cycle (confidence, value: NaN = none).
 struct NodeRows {
-  std::vector<int64_t> cycle;
-  std::vector<int32_t> depth;
-  std::vector<int32_t> tree_index;
-  std::vector<int32_t> parent;
-  std::vector<int32_t> sibling_rank;
-  std::vector<float> confidence;  // NaN = none
-  std::vector<float> value;       // NaN = none
-  std::vector<int8_t> accepted;
-  size_t size() const { return cycle.size(); }
+  DRAFTLAB_TABLE_MEMBERS(DRAFTLAB_NODE_COLUMNS)
 };
 
-// One /runs/NNNN group: a method on a dataset at a temperature.
+#undef DRAFTLAB_TABLE_MEMBERS
+#undef DRAFTLAB_VISIT_COLUMN
+#undef DRAFTLAB_COLUMN_MEMBER
+
+// One /runs/NNNN group: a method on a dataset at a temperature. Its attributes (method, strategy, draft_shape,
+// options_json, dataset, temperature, repeats, warmup, tokens_per_second, tau, grid_json, shard) and tables
+// (questions, cycles, nodes) are the members DRAFTLAB_RUN_ATTRIBUTES and DRAFTLAB_RUN_TABLES declare.
+// draft_shape has no default: a run must say what it drafts (draft_shapes::none for the baseline).
 struct RunRecord {
-  std::string method;
-  std::string strategy;
-  std::string options_json = "{}";
-  std::string dataset;
-  double temperature = 0.0;
-  int64_t repeats = 1;
-  int64_t warmup = 0;
-  double tokens_per_second = 0.0;
-  double tau = 0.0;
-  std::string grid_json;  // sweeps only; empty = attribute absent
-  // The shard (process) that produced the run, "i/n" ("0/1" unless sharded). Kept unchanged by merge_results, so
-  // a reader pairs each run with the vanilla run of the same dataset, temperature AND shard (same process).
-  std::string shard = "0/1";
-  QuestionRows questions;
-  CycleRows cycles;
-  NodeRows nodes;
+#define DRAFTLAB_RUN_ATTRIBUTE_MEMBER(field, name, type, default_value, presence, meaning) type field = default_value;
+#define DRAFTLAB_RUN_TABLE_MEMBER(member, Rows, COLUMNS, meaning) Rows member;
+  DRAFTLAB_RUN_ATTRIBUTES(DRAFTLAB_RUN_ATTRIBUTE_MEMBER)
+  DRAFTLAB_RUN_TABLES(DRAFTLAB_RUN_TABLE_MEMBER)
+#undef DRAFTLAB_RUN_TABLE_MEMBER
+#undef DRAFTLAB_RUN_ATTRIBUTE_MEMBER
+
+  // f(name, presence, value) per attribute, f(name, rows) per table, in the schema's order.
+#define DRAFTLAB_VISIT_RUN_ATTRIBUTE(field, name, type, default_value, presence, meaning) \
+  f(name, Presence::presence, field);
+#define DRAFTLAB_VISIT_RUN_TABLE(member, Rows, COLUMNS, meaning) f(#member, member);
+  template <class F>
+  void for_each_attribute(F&& f) {
+    DRAFTLAB_RUN_ATTRIBUTES(DRAFTLAB_VISIT_RUN_ATTRIBUTE)
+  }
+  template <class F>
+  void for_each_attribute(F&& f) const {
+    DRAFTLAB_RUN_ATTRIBUTES(DRAFTLAB_VISIT_RUN_ATTRIBUTE)
+  }
+  template <class F>
+  void for_each_table(F&& f) {
+    DRAFTLAB_RUN_TABLES(DRAFTLAB_VISIT_RUN_TABLE)
+  }
+  template <class F>
+  void for_each_table(F&& f) const {
+    DRAFTLAB_RUN_TABLES(DRAFTLAB_VISIT_RUN_TABLE)
+  }
+#undef DRAFTLAB_VISIT_RUN_TABLE
+#undef DRAFTLAB_VISIT_RUN_ATTRIBUTE
 };
 
 // One /training/LABEL group (copies of a training log).
@@ -88,17 +107,21 @@ struct TrainingRecord {
 };
 
 struct ResultsFile {
-  // Root attributes. String-valued ones by name ("schema", "experiment", "git_commit", "command_line", "date",
-  // "host", "cpu", "blas", "device", "dtype", "models", "shard", "settings"); the two integer ones separately.
+  // Root attributes (DRAFTLAB_ROOT_ATTRIBUTES): the string ones by name ("schema", "experiment", "git_commit",
+  // ...), the integer ones (threads, seed) as members.
   std::map<std::string, std::string> attributes;
-  int64_t threads = 1;
-  int64_t seed = 0;
+#define DRAFTLAB_ROOT_STRING_NONE(name, presence, meaning)
+#define DRAFTLAB_ROOT_INT_MEMBER(name, default_value, presence, meaning) int64_t name = default_value;
+  DRAFTLAB_ROOT_ATTRIBUTES(DRAFTLAB_ROOT_STRING_NONE, DRAFTLAB_ROOT_INT_MEMBER)
+#undef DRAFTLAB_ROOT_INT_MEMBER
+#undef DRAFTLAB_ROOT_STRING_NONE
   std::vector<RunRecord> runs;                      // written as /runs/0000, /runs/0001, ... in order
   std::map<std::string, TrainingRecord> training;  // /training/LABEL
 };
 
-// Checks the tables of every run (equal column lengths, offsets contiguous and in range, back-references
-// matching, identical in {-1, 0, 1}) and the schema attribute. Throws Error naming `source`, the run and the field.
+// Checks the attributes (required ones present and non-empty, draft_shape one of the draft shapes, the schema
+// version) and the tables of every run (equal column lengths, offsets contiguous and in range, back-references
+// matching, identical in {-1, 0, 1}). Throws Error naming `source`, the run and the field.
 void validate_results(const ResultsFile& results, const std::string& source);
 
 // Writes `path` atomically. Throws Error naming the path (and the run/dataset) on failure or on inconsistent

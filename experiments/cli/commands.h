@@ -18,5 +18,6 @@ int run_exp(int argc, char** argv);
 int run_merge(int argc, char** argv);
 int run_table(int argc, char** argv);
 int run_plot(int argc, char** argv);
+int run_schema(int argc, char** argv);
 
 }  // namespace draftlab::cli

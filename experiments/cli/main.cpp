@@ -29,7 +29,8 @@ void print_usage() {
                "  exp        run an experiment driver (speed, alpha, calibration, ..., sweep) into an HDF5 results file\n"
                "  merge      combine results files of one experiment (sweep shards)\n"
                "  table      the papers' tables (Markdown or LaTeX) from an experiment's results file\n"
-               "  plot       the papers' figures (PNG + SVG) from an experiment's results file\n\n"
+               "  plot       the papers' figures (PNG + SVG) from an experiment's results file\n"
+               "  schema     the results schema as Markdown (docs/results-schema.md) or Python (analysis/results_schema.py)\n\n"
                "Run 'draftlab <command> --help' for the options of a command.\n";
 }
 
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
     if (command == "merge") return draftlab::cli::run_merge(argc - 1, argv + 1);
     if (command == "table") return draftlab::cli::run_table(argc - 1, argv + 1);
     if (command == "plot") return draftlab::cli::run_plot(argc - 1, argv + 1);
+    if (command == "schema") return draftlab::cli::run_schema(argc - 1, argv + 1);
     std::cerr << "draftlab: unknown command '" << command << "'\n";
     print_usage();
     return 2;

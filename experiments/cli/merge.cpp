@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "core/base/error.h"
-#include "experiments/cli/commands.h"
 #include "core/results/results_file.h"
+#include "experiments/cli/commands.h"
 
 namespace draftlab::cli {
 

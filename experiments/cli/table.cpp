@@ -6,9 +6,9 @@
 
 #include "analysis/paper_tables.h"
 #include "core/base/error.h"
+#include "core/results/results_file.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/model_loading.h"
-#include "core/results/results_file.h"
 
 namespace po = boost::program_options;
 
@@ -17,11 +17,12 @@ namespace draftlab::cli {
 int run_table(int argc, char** argv) {
   std::string path, format = "md";
   analysis::TableOptions options;
+  std::string experiments;
+  for (const analysis::PaperTableEntry& e : analysis::paper_table_index())
+    experiments += "\n  " + e.experiment + " -> " + e.paper_item;
   po::options_description desc(
-      "draftlab table RESULTS.h5: print the paper table(s) of the file's experiment with its numbers\n"
-      "(speed -> EAGLE-2 Table 1, ablate-eagle2 -> EAGLE-2 Table 3, alpha -> EAGLE Table 2, tree-vs-chain ->\n"
-      "EAGLE Table 5, train-data -> EAGLE Table 6, ablate-inputs -> EAGLE Figure 8, calibration -> EAGLE-2\n"
-      "Figure 6, positions -> EAGLE-2 Figure 5, sweep -> the grid with the best point)\n\noptions");
+      "draftlab table RESULTS.h5: print the paper table(s) of the file's experiment with its numbers:" + experiments +
+      "\n\noptions");
   desc.add_options()
       ("help,h", "show this help")
       ("results", po::value(&path)->required(), "results file (draftlab exp ... --out FILE.h5)")

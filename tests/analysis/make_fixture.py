@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""Writes a small draftlab results file (docs/results-schema.md, schema draftlab-results/1) with h5py.
+"""Writes a small draftlab results file (docs/results-schema.md) with h5py.
 
 A second, independent writer of the schema: the C++ reader (read_results) must read what this writes, and the
-analysis tests know every number in it by construction (comments give the hand-computed values).
+analysis tests know every number in it by construction (comments give the hand-computed values). The column
+types, the schema version and the draft shapes come from analysis/results_schema.py (generated from
+core/results/results_schema.h); this file only fills the columns by name.
 
     /usr/bin/python3 tests/analysis/make_fixture.py OUT.h5 [--experiment speed|alpha|calibration|...|sweep]
     /usr/bin/python3 tests/analysis/make_fixture.py --all DIR     # DIR/fixture-EXPERIMENT.h5 for every experiment
@@ -24,14 +26,22 @@ import argparse
 import json
 import os
 
+import sys
+
 import h5py
 import numpy as np
 
-STR = h5py.string_dtype("utf-8")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "analysis"))
+from results_schema import (DRAFT_SHAPE_CHAIN, DRAFT_SHAPE_DYNAMIC_TREE, DRAFT_SHAPE_NONE,  # noqa: E402
+                            DRAFT_SHAPE_STATIC_TREE, SCHEMA, TABLES)
+
+DTYPES = {"int8": np.int8, "int32": np.int32, "int64": np.int64, "float32": np.float32, "float64": np.float64,
+          "string": h5py.string_dtype("utf-8")}
 DATASETS = {"mt_bench": [(81, 0, "writing"), (81, 1, "writing"), (82, 0, "roleplay"), (82, 1, "roleplay")],
             "gsm8k": [(1, 0, ""), (2, 0, ""), (3, 0, ""), (4, 0, "")]}
 EXPERIMENTS = ["speed", "alpha", "calibration", "positions", "ablate-eagle2", "ablate-inputs", "tree-vs-chain",
                "train-data", "sweep"]
+# The node columns the *_cycle() rows fill, in the order of their tuples (d, i, p, r, c, value, accepted).
 NODE_FIELDS = ["depth", "tree_index", "parent", "sibling_rank", "confidence", "value", "accepted"]
 
 
@@ -62,10 +72,11 @@ def chain_cycle(q, k):
     return [(d, d, d - 1, 0, 0.98 - 0.1 * d, int(d <= accepted)) for d in range(1, 6)]
 
 
-def write_run(group, method, strategy, dataset, temperature, wall, cycle_fn, cycles_per_question, options,
-              grid=None):
+def write_run(group, method, strategy, draft_shape, dataset, temperature, wall, cycle_fn, cycles_per_question,
+              options, grid=None):
     group.attrs["method"] = method
     group.attrs["strategy"] = strategy
+    group.attrs["draft_shape"] = draft_shape
     group.attrs["options"] = json.dumps(options)
     group.attrs["dataset"] = dataset
     group.attrs["temperature"] = float(temperature)
@@ -74,11 +85,7 @@ def write_run(group, method, strategy, dataset, temperature, wall, cycle_fn, cyc
     group.attrs["shard"] = "0/1"
     if grid is not None:
         group.attrs["grid"] = json.dumps(grid)
-    questions = {k: [] for k in ["question_id", "category", "turn", "prompt_tokens", "new_tokens", "wall_seconds",
-                                 "cycles", "draft_seconds", "verify_seconds", "cycle_offset", "identical", "answer"]}
-    cycles = {k: [] for k in ["question", "accept_length", "drafted", "draft_seconds", "verify_seconds",
-                              "node_offset"]}
-    nodes = {k: [] for k in ["cycle"] + NODE_FIELDS}
+    questions, cycles, nodes = ({k: [] for k in TABLES[t]} for t in ("questions", "cycles", "nodes"))
     for q, (qid, turn, category) in enumerate(DATASETS[dataset]):
         questions["cycle_offset"].append(len(cycles["question"]))
         emitted = 0
@@ -106,20 +113,14 @@ def write_run(group, method, strategy, dataset, temperature, wall, cycle_fn, cyc
         questions["cycles"].append(cycles_per_question)
         questions["draft_seconds"].append(sum(cycles["draft_seconds"][-cycles_per_question:]))
         questions["verify_seconds"].append(sum(cycles["verify_seconds"][-cycles_per_question:]))
-        questions["identical"].append(-1 if strategy == "vanilla" or temperature > 0 else 1)
+        questions["identical"].append(-1 if draft_shape == DRAFT_SHAPE_NONE or temperature > 0 else 1)
         questions["answer"].append(f"{method} answer to {qid} turn {turn}")
-    types = {"question_id": np.int64, "category": STR, "turn": np.int32, "prompt_tokens": np.int32,
-             "new_tokens": np.int32, "wall_seconds": np.float64, "cycles": np.int32, "draft_seconds": np.float64,
-             "verify_seconds": np.float64, "cycle_offset": np.int64, "identical": np.int8, "answer": STR,
-             "question": np.int32, "accept_length": np.int32, "drafted": np.int32, "node_offset": np.int64,
-             "cycle": np.int64, "depth": np.int32, "tree_index": np.int32, "parent": np.int32,
-             "sibling_rank": np.int32, "confidence": np.float32, "value": np.float32, "accepted": np.int8}
     for table_name, table in (("questions", questions), ("cycles", cycles), ("nodes", nodes)):
         sub = group.create_group(table_name)
         for name, values in table.items():
-            dtype = types[name]
-            if table_name == "cycles" and name in ("draft_seconds", "verify_seconds"):
-                dtype = np.float64
+            if len(values) != len(table[next(iter(table))]):
+                raise SystemExit(f"make_fixture.py: {table_name}/{name} is not filled (a column new in the schema?)")
+            dtype = DTYPES[TABLES[table_name][name].type]
             sub.create_dataset(name, data=np.array(values, dtype=dtype), dtype=dtype)
     total_tokens = sum(questions["new_tokens"])
     group.attrs["tokens_per_second"] = float(total_tokens / sum(questions["wall_seconds"]))
@@ -159,7 +160,7 @@ def main():
 def write_fixture(out, experiment):
     tmp = f"{out}.tmp.{os.getpid()}"
     with h5py.File(tmp, "w") as f:
-        attrs = {"schema": "draftlab-results/1", "experiment": experiment, "git_commit": "fixture",
+        attrs = {"schema": SCHEMA, "experiment": experiment, "git_commit": "fixture",
                  "command_line": "make_fixture.py", "date": "2024-06-01T00:00:00Z", "host": "fixture-host",
                  "cpu": "Fixture CPU (avx2)", "blas": "OpenBLAS fixture", "device": "cpu", "dtype": "float32",
                  "models": json.dumps({"target": {"path": "data/models/ts-tiny", "sha256": "ab" * 32},
@@ -179,16 +180,18 @@ def write_fixture(out, experiment):
 
         for t in (0.0, 1.0):
             for dataset in DATASETS:
-                run("vanilla", "vanilla", dataset, t, 2.0, None, 16, {})
+                run("vanilla", "vanilla", DRAFT_SHAPE_NONE, dataset, t, 2.0, None, 16, {})
                 if experiment == "sweep":
                     for total, wall in ((20, 1.25), (40, 1.0), (60, 1.6)):
                         grid = {"total_tokens": total, "depth": 5, "top_k": 8}
-                        run(f"eagle2 total_tokens={total}", "eagle2", dataset, t, wall, eagle2_cycle, 4,
+                        run(f"eagle2 total_tokens={total}", "eagle2", DRAFT_SHAPE_DYNAMIC_TREE, dataset, t, wall,
+                            eagle2_cycle, 4,
                             {k: str(v) for k, v in grid.items()}, grid=grid)
                 else:
-                    run("eagle2", "eagle2", dataset, t, 1.0 if t == 0 else 1.25, eagle2_cycle, 4, {"total_tokens": "5"})
-                run("static-tree", "static-tree", dataset, t, 1.6, static_tree_cycle, 4, {})
-                run("EAGLE chain", "eagle-chain", dataset, t, 1.25, chain_cycle, 4, {"depth": "5"})
+                    run("eagle2", "eagle2", DRAFT_SHAPE_DYNAMIC_TREE, dataset, t, 1.0 if t == 0 else 1.25, eagle2_cycle,
+                        4, {"total_tokens": "5"})
+                run("static-tree", "static-tree", DRAFT_SHAPE_STATIC_TREE, dataset, t, 1.6, static_tree_cycle, 4, {})
+                run("EAGLE chain", "eagle-chain", DRAFT_SHAPE_CHAIN, dataset, t, 1.25, chain_cycle, 4, {"depth": "5"})
         write_training(f.create_group("training/eagle-head"))
     os.replace(tmp, out)
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -32,11 +33,21 @@ struct QuestionSpec {
   int8_t identical = -1;
 };
 
+// The draft shape the experiment runner records for each strategy the tests use (analysis reads only the shape).
+inline std::string draft_shape_of(const std::string& strategy) {
+  if (strategy == "vanilla") return draft_shapes::none;
+  if (strategy == "chain" || strategy == "eagle-chain" || strategy == "pld") return draft_shapes::chain;
+  if (strategy == "static-tree") return draft_shapes::static_tree;
+  if (strategy == "eagle2") return draft_shapes::dynamic_tree;
+  throw std::invalid_argument("run_builder.h: no draft shape for strategy '" + strategy + "'");
+}
+
 inline RunRecord make_run(const std::string& method, const std::string& strategy, const std::string& dataset,
                           double temperature, const std::vector<QuestionSpec>& questions) {
   RunRecord run;
   run.method = method;
   run.strategy = strategy;
+  run.draft_shape = draft_shape_of(strategy);
   run.dataset = dataset;
   run.temperature = temperature;
   for (size_t q = 0; q < questions.size(); ++q) {

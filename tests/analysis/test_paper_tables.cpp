@@ -139,7 +139,7 @@ TEST(PaperTables, CalibrationAndPositionsTables) {
 
   f.attributes["experiment"] = "positions";
   for (RunRecord& run : f.runs)
-    if (run.method == "EAGLE chain") run.strategy = "static-tree";
+    if (run.method == "EAGLE chain") run.draft_shape = draft_shapes::static_tree;  // the shape, not the name, counts
   const Report pos = paper_tables(f, "p.h5");
   ASSERT_EQ(pos.tables.size(), 2u);  // the two static-tree runs
   ASSERT_EQ(pos.tables[0].rows.size(), 4u);
@@ -150,5 +150,27 @@ TEST(PaperTables, CalibrationAndPositionsTables) {
 
 TEST(PaperTables, UnknownExperimentNamesFileAndField) {
   draftlab::testing::expect_error([] { paper_tables(speed_file("frobnicate"), "x.h5"); },
-                                  {"x.h5", "experiment", "speed", "frobnicate"});
+                                  {"x.h5", "experiment", "speed", "sweep", "frobnicate"});
+}
+
+TEST(PaperTables, EveryExperimentOfTheIndexHasTables) {
+  const std::vector<PaperTableEntry> index = paper_table_index();
+  ASSERT_EQ(index.size(), 9u);
+  EXPECT_EQ(index[0].experiment, "speed");
+  EXPECT_EQ(index[0].paper_item, "EAGLE-2 Table 1");
+  for (const PaperTableEntry& e : index) {
+    const Report r = paper_tables(speed_file(e.experiment), "x.h5");
+    EXPECT_EQ(r.heading.rfind(e.paper_item + ": ", 0), 0u) << r.heading;
+    EXPECT_FALSE(r.tables.empty()) << e.experiment;
+  }
+}
+
+TEST(PaperTables, BaselineIsFoundByDraftShapeNotByName) {
+  ResultsFile f = speed_file("speed");
+  for (RunRecord& run : f.runs) {
+    if (run.strategy == "vanilla") run.strategy = "plain-decoding";  // any name: draft_shape none marks the baseline
+  }
+  const Report r = paper_tables(f, "x.h5");
+  ASSERT_EQ(r.tables[0].rows.size(), 2u);
+  EXPECT_EQ(r.tables[0].rows[0][1].text, "2.00x");
 }

@@ -39,7 +39,7 @@ TEST(PythonFixture, ReadResultsReadsEveryTable) {
   const std::string path = fixture("speed");
   REQUIRE_FIXTURE(path);
   const ResultsFile f = read_results(path);
-  EXPECT_EQ(f.attributes.at("schema"), "draftlab-results/1");
+  EXPECT_EQ(f.attributes.at("schema"), kResultsSchema);
   EXPECT_EQ(f.attributes.at("experiment"), "speed");
   EXPECT_EQ(f.attributes.at("host"), "fixture-host");
   EXPECT_EQ(f.threads, 2);
@@ -48,6 +48,10 @@ TEST(PythonFixture, ReadResultsReadsEveryTable) {
   const RunRecord& e = f.runs[1];
   EXPECT_EQ(e.method, "eagle2");
   EXPECT_EQ(e.strategy, "eagle2");
+  EXPECT_EQ(e.draft_shape, draft_shapes::dynamic_tree);
+  EXPECT_EQ(f.runs[0].draft_shape, draft_shapes::none);
+  EXPECT_EQ(f.runs[2].draft_shape, draft_shapes::static_tree);
+  EXPECT_EQ(f.runs[3].draft_shape, draft_shapes::chain);
   EXPECT_EQ(e.dataset, "mt_bench");
   EXPECT_EQ(e.temperature, 0.0);
   EXPECT_EQ(e.questions.size(), 4u);
@@ -102,12 +106,11 @@ TEST(PythonFixture, AnalysisFindsTheBuiltInNumbers) {
 }
 
 TEST(PythonFixture, EveryExperimentHasATable) {
-  for (const std::string e : {"speed", "alpha", "calibration", "positions", "ablate-eagle2", "ablate-inputs",
-                              "tree-vs-chain", "train-data", "sweep"}) {
-    const std::string path = fixture(e);
+  for (const PaperTableEntry& e : paper_table_index()) {
+    const std::string path = fixture(e.experiment);
     REQUIRE_FIXTURE(path);
     const Report r = paper_tables(read_results(path), path);
-    EXPECT_FALSE(r.tables.empty()) << e;
-    EXPECT_FALSE(r.tables[0].rows.empty()) << e;
+    EXPECT_FALSE(r.tables.empty()) << e.experiment;
+    EXPECT_FALSE(r.tables[0].rows.empty()) << e.experiment;
   }
 }

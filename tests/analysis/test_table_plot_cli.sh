@@ -79,6 +79,11 @@ expect_error() {  # name, expected-substring, command...
 }
 echo "not hdf5" >"$TMP/notes.txt"
 $PY -c "import h5py, sys; f = h5py.File(sys.argv[1], 'w'); f.attrs['schema'] = 'something-else/2'" "$TMP/other.h5"
+# A run that does not say what it drafts (draft_shape, schema version 2): both readers name the attribute.
+cp "$TMP/fixture-speed.h5" "$TMP/no-shape.h5"
+$PY -c "import h5py, sys; del h5py.File(sys.argv[1], 'r+')['runs/0001'].attrs['draft_shape']" "$TMP/no-shape.h5"
+expect_error "table: run without draft_shape" "/runs/0001 attribute draft_shape" "$BIN" table "$TMP/no-shape.h5"
+expect_error "plot: run without draft_shape" "/runs/0001: attribute draft_shape" "$BIN" plot "$TMP/no-shape.h5" --out "$TMP/fig-bad"
 expect_error "table: text file" "notes.txt" "$BIN" table "$TMP/notes.txt"
 expect_error "table: other HDF5 names the schema" "schema" "$BIN" table "$TMP/other.h5"
 expect_error "table: missing file" "no/such.h5" "$BIN" table "$TMP/no/such.h5"

@@ -31,6 +31,7 @@ RunRecord make_run(const std::string& method, int questions, double temperature,
   RunRecord r;
   r.method = method;
   r.strategy = method == "vanilla" ? "vanilla" : "eagle2";
+  r.draft_shape = method == "vanilla" ? draft_shapes::none : draft_shapes::dynamic_tree;
   r.options_json = R"({"total_tokens": "60", "depth": "6"})";
   r.dataset = "mt_bench";
   r.temperature = temperature;
@@ -116,6 +117,7 @@ void expect_same_column(const std::vector<T>& a, const std::vector<T>& b, const 
 void expect_same_run(const RunRecord& a, const RunRecord& b) {
   EXPECT_EQ(a.method, b.method);
   EXPECT_EQ(a.strategy, b.strategy);
+  EXPECT_EQ(a.draft_shape, b.draft_shape);
   EXPECT_EQ(a.options_json, b.options_json);
   EXPECT_EQ(a.dataset, b.dataset);
   EXPECT_EQ(a.temperature, b.temperature);
@@ -247,7 +249,8 @@ TEST(ResultsFile, InconsistentTablesAreRefusedNamingRunAndField) {
   {
     ResultsFile f = make_results("speed");
     f.runs[1].questions.turn.pop_back();
-    expect_error([&] { write_results(dir + "/x.h5", f); }, {dir + "/x.h5", "/runs/0001/questions/turn", "4 rows", "3 rows"});
+    expect_error([&] { write_results(dir + "/x.h5", f); },
+                 {dir + "/x.h5", "/runs/0001/questions/turn", "4 rows", "like /runs/0001/questions/question_id", "3 rows"});
   }
   {
     ResultsFile f = make_results("speed");
@@ -272,7 +275,25 @@ TEST(ResultsFile, InconsistentTablesAreRefusedNamingRunAndField) {
   {
     ResultsFile f = make_results("speed");
     f.attributes["schema"] = "draftlab-results/0";
-    expect_error([&] { write_results(dir + "/x.h5", f); }, {"schema", "draftlab-results/1", "draftlab-results/0"});
+    expect_error([&] { write_results(dir + "/x.h5", f); }, {"schema", "draftlab-results/2", "draftlab-results/0"});
+  }
+  {
+    ResultsFile f = make_results("speed");
+    f.runs[2].draft_shape = "";  // a run that does not say what it drafts
+    expect_error([&] { write_results(dir + "/x.h5", f); }, {"/runs/0002 attribute draft_shape", "non-empty"});
+    f.runs[2].draft_shape = "eagle2";  // a strategy name is not a shape
+    expect_error([&] { write_results(dir + "/x.h5", f); },
+                 {"/runs/0002 attribute draft_shape", "one of none, chain, static_tree, dynamic_tree", "'eagle2'"});
+  }
+  {
+    ResultsFile f = make_results("speed");
+    f.runs[1].nodes.value.push_back(0.5f);  // the last column of the last table
+    expect_error([&] { write_results(dir + "/x.h5", f); }, {"/runs/0001/nodes/value", "like /runs/0001/nodes/cycle"});
+  }
+  {
+    ResultsFile f = make_results("speed");
+    f.attributes["gpu"] = "x";  // not declared in results_schema.h: docs/results-schema.md would not list it
+    expect_error([&] { write_results(dir + "/x.h5", f); }, {dir + "/x.h5", "attribute gpu", "results_schema.h"});
   }
   EXPECT_TRUE(fs::is_empty(dir)) << "a refused write left a file behind";
 }
@@ -311,7 +332,15 @@ TEST(ResultsFile, ReaderNamesFileAndFieldOfBadFiles) {
     H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
     root.createAttribute("schema", t, H5::DataSpace(H5S_SCALAR)).write(t, std::string("draftlab-results/0"));
   });
-  expect_error([&] { read_results(path); }, {path, "schema", "draftlab-results/1", "draftlab-results/0"});
+  expect_error([&] { read_results(path); }, {path, "schema", "draftlab-results/2", "draftlab-results/0"});
+
+  fresh();
+  edit_file(path, [](H5::H5File& file) { file.openGroup("/runs/0002").removeAttr("draft_shape"); });
+  expect_error([&] { read_results(path); }, {path, "/runs/0002 attribute draft_shape", "missing"});
+
+  fresh();  // optional attributes: absent = the default
+  edit_file(path, [](H5::H5File& file) { file.openGroup("/runs/0000").removeAttr("shard"); });
+  EXPECT_EQ(read_results(path).runs[0].shard, "0/1");
 
   fresh();
   edit_file(path, [](H5::H5File& file) { file.unlink("/runs/0001/nodes/value"); });

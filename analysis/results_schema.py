@@ -1,0 +1,154 @@
+"""The draftlab results schema (docs/results-schema.md) as Python data.
+
+Generated from core/results/results_schema.h by `draftlab schema --python --out analysis/results_schema.py`;
+do not edit (the analysis.schema_files test fails while this file differs from what draftlab prints).
+"""
+import collections
+
+Column = collections.namedtuple("Column", "type unit meaning")
+Attribute = collections.namedtuple("Attribute", "type required default meaning")
+
+SCHEMA = "draftlab-results/2"
+
+ROOT_ATTRIBUTES = {
+    "schema": Attribute("string", True, None,
+              "the schema version (readers refuse any other value, naming the file and the value)"),
+    "experiment": Attribute("string", True, None,
+              "driver name: `speed`, `alpha`, `calibration`, `positions`, `ablate-eagle2`, `ablate-inputs`, `tree-vs-chain`, `train-data`, `sweep`"),
+    "git_commit": Attribute("string", False, None,
+              "`git describe --always --dirty` of the source tree the binary was built from (`unknown` if none)"),
+    "command_line": Attribute("string", False, None,
+              "the full command line"),
+    "date": Attribute("string", False, None,
+              "UTC start time, ISO 8601"),
+    "host": Attribute("string", False, None,
+              "host name"),
+    "cpu": Attribute("string", False, None,
+              "CPU model and the flags that matter (avx2, avx512f)"),
+    "threads": Attribute("int64", True, None,
+              "intra-op threads used"),
+    "blas": Attribute("string", False, None,
+              "BLAS library and core type (`blas_description()`), ending in a `[WARNING: ...]` when the environment presets an OPENBLAS_CORETYPE without AVX-512 kernels on an AVX-512 CPU"),
+    "device": Attribute("string", False, None,
+              "`cpu` / `cuda:0`"),
+    "dtype": Attribute("string", False, None,
+              "compute dtype (`float32`, ...)"),
+    "forward": Attribute("string", False, None,
+              "which forward ran: `native avx512 kernels, float16 weights` or `reference (libtorch), float32 on cpu` (`LlamaModel::path_description()`)"),
+    "seed": Attribute("int64", True, None,
+              "base seed of sampling"),
+    "models": Attribute("string", False, None,
+              "JSON object: role -> `{\"path\": ..., \"sha256\": ...}` (roles `target`, `head`, `draft`, ... as used); the checksum is of the weights file"),
+    "shard": Attribute("string", False, None,
+              "`i/n` for a shard of a sweep, `0/1` otherwise; a merged file records `merged:n`"),
+    "settings": Attribute("string", False, None,
+              "JSON object of the driver's settings (datasets, questions per set, max_new_tokens, warmup, repeats, temperatures, ...)"),
+}
+
+RUN_ATTRIBUTES = {
+    "method": Attribute("string", True, None,
+              "label shown in tables and plots (`eagle2`, `eagle2 w/o value`, `EAGLE chain`, ...)"),
+    "strategy": Attribute("string", True, None,
+              "registry name of the strategy; a label for people: analysis never branches on it (see `draft_shape`)"),
+    "draft_shape": Attribute("string", True, None,
+              "what the strategy drafts, one of the draft shapes below; `none` marks the baseline every speedup divides by"),
+    "options": Attribute("string", True, None,
+              "JSON object of the strategy options as given (`{\"total_tokens\": \"60\", \"depth\": \"6\"}`)"),
+    "dataset": Attribute("string", True, None,
+              "`mt_bench`, `humaneval`, `gsm8k`, `alpaca`, `sum`, `qa`, or a file name"),
+    "temperature": Attribute("float64", True, None,
+              "0 = greedy"),
+    "repeats": Attribute("int64", True, None,
+              "timed repeats per question (times are medians over them)"),
+    "warmup": Attribute("int64", True, None,
+              "untimed warm-up runs"),
+    "tokens_per_second": Attribute("float64", True, None,
+              "derived for convenience: sum(new_tokens) / sum(wall_seconds)"),
+    "tau": Attribute("float64", True, None,
+              "derived for convenience: mean accept length of the cycles (bonus token included)"),
+    "grid": Attribute("string", False, "",
+              "sweeps only: JSON object of the grid point with its index in the whole grid (`{\"index\": 5, \"total_tokens\": 60, \"depth\": 6, \"top_k\": 10}`); shard `i/n` runs the points with index % n == i"),
+    "shard": Attribute("string", False, "0/1",
+              "the shard (process) that produced the run, `i/n`; `draftlab merge` keeps it, so a merged sweep still pairs each run with the baseline of the same dataset, temperature and shard"),
+}
+
+REQUIRED_RUN_ATTRIBUTES = ("method", "strategy", "draft_shape", "options", "dataset", "temperature", "repeats", "warmup", "tokens_per_second", "tau", )
+
+# table -> column -> Column; the order is the order of the datasets in the file.
+TABLES = {
+    "questions": {
+        "question_id": Column("int64", "",
+                   "`question_id` of the bench JSONL (or the line number for plain prompt files)"),
+        "category": Column("string", "",
+                   "the JSONL `category` (empty when absent)"),
+        "turn": Column("int32", "",
+                   "0-based turn (MT-bench has two; later turns see earlier turns' answers in the prompt)"),
+        "prompt_tokens": Column("int32", "tokens",
+                   "prompt length after the chat template and any truncation"),
+        "new_tokens": Column("int32", "tokens",
+                   "tokens generated"),
+        "wall_seconds": Column("float64", "s",
+                   "median over `repeats` of the wall time of the whole generation (prefill included)"),
+        "cycles": Column("int32", "cycles",
+                   "draft/verify cycles of the last repeat (no drafting: one per token)"),
+        "draft_seconds": Column("float64", "s",
+                   "of the last repeat: time in the strategy"),
+        "verify_seconds": Column("float64", "s",
+                   "of the last repeat: time in the target forward + acceptance"),
+        "cycle_offset": Column("int64", "row",
+                   "index of this question's first row in `cycles/` (its rows are `[cycle_offset, +cycles)`)"),
+        "identical": Column("int8", "",
+                   "T = 0: 1 if the tokens equal the baseline's on this question, 0 if not; -1 when not checked (T > 0 or the baseline itself)"),
+        "answer": Column("string", "",
+                   "the decoded answer text, valid UTF-8 (a character cut by the token budget is U+FFFD); later turns see this text; used for the Spec-Bench JSONL"),
+    },
+    "cycles": {
+        "question": Column("int32", "row",
+                   "row index in `questions/`"),
+        "accept_length": Column("int32", "tokens",
+                   "tokens this cycle emitted (accepted draft nodes + 1)"),
+        "drafted": Column("int32", "nodes",
+                   "nodes in the draft tree"),
+        "draft_seconds": Column("float64", "s",
+                   "time in the strategy in this cycle"),
+        "verify_seconds": Column("float64", "s",
+                   "time in the target forward + acceptance in this cycle"),
+        "node_offset": Column("int64", "row",
+                   "index of this cycle's first row in `nodes/` (its rows are `[node_offset, +drafted)`)"),
+    },
+    "nodes": {
+        "cycle": Column("int64", "row",
+                   "row index in `cycles/`"),
+        "depth": Column("int32", "",
+                   "1 = child of the root"),
+        "tree_index": Column("int32", "",
+                   "flat index in the tree (1-based: the root is 0); for draft_shape `static_tree` the tree position (P1 = 1, ...)"),
+        "parent": Column("int32", "",
+                   "flat index of the parent (0 = root)"),
+        "sibling_rank": Column("int32", "",
+                   "0 = the parent's most probable child"),
+        "confidence": Column("float32", "probability",
+                   "the draft's probability of this token given its parent (EAGLE-2's confidence); NaN when the strategy has none"),
+        "value": Column("float32", "probability",
+                   "product of confidences along the path (EAGLE-2's value); NaN when none"),
+        "accepted": Column("int8", "",
+                   "1 = the verifier accepted this node"),
+    },
+}
+
+TABLE_MEANINGS = {
+    "questions": "one row per question turn",
+    "cycles": "one row per draft/verify cycle of the last repeat, questions concatenated in order",
+    "nodes": "one row per drafted node of every cycle, in the tree's flat order: parents before children",
+}
+
+DRAFT_SHAPES = {
+    "none": "no drafting (plain decoding): the baseline every speedup divides by",
+    "chain": "one drafted path per cycle (a chain: EAGLE chain, a small draft model, prompt lookup)",
+    "static_tree": "a tree of fixed shape, the same positions every cycle (tree_index = position)",
+    "dynamic_tree": "a tree chosen anew every cycle (EAGLE-2)",
+}
+DRAFT_SHAPE_NONE = "none"
+DRAFT_SHAPE_CHAIN = "chain"
+DRAFT_SHAPE_STATIC_TREE = "static_tree"
+DRAFT_SHAPE_DYNAMIC_TREE = "dynamic_tree"
