@@ -418,6 +418,8 @@ const std::vector<ExperimentTables>& experiment_tables() {
        [](const Context& ctx, const std::string&) { return position_tables(ctx); }},
       {"sweep", "Sweep", "speedup and τ over the grid (best point in bold)",
        [](const Context& ctx, const std::string& source) { return std::vector<Table>{sweep_table(ctx, source)}; }},
+      {"compare", "Compare", "speedup and average acceptance length τ of the methods compared",
+       [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
   };
   return table;
 }

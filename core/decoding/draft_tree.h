@@ -18,7 +18,8 @@ struct DraftNode {
   int32_t parent = -1;       // flat index of the parent node; -1 = child of the root
   int32_t depth = 1;         // 1 for children of the root
   int32_t sibling_rank = 0;  // order among the parent's children (0 = added first = tried first by the verifier)
-  float confidence = 1.0f;   // draft probability of this token given its path (1 for model-free drafts)
+  float confidence = 1.0f;   // draft probability of this token given its path (1 for model-free drafts, whose
+                             // results-file rows say NaN: StrategyDescriptor::has_confidence)
   float value = 1.0f;        // product of confidences from the root down to this node (EAGLE-2 section 4.1)
   // Which DraftTree::distributions entry this token was *sampled* from, or -1 when it was chosen
   // deterministically (argmax / top-k / lookup): the verifier then treats the draft as a point mass.

@@ -1,28 +1,22 @@
-// draftlab compare: draft strategies beside vanilla decoding on the same prompts, in one run.
-//
-// Method: every prompt is decoded by every method `--repeats` times after `--warmup` untimed runs, methods
-// interleaved within each repeat (so drift in machine speed hits all methods alike); a method's time on a
-// prompt is the median of its repeats (prefill included), its speed is total tokens / total median time, and
-// speedup is vanilla's total time / its total time. At T = 0 each method's tokens are checked against vanilla's.
+// draftlab compare: draft strategies beside the baseline on the same prompts, in one run. A thin front end over
+// the experiment runner (experiments/drivers): the experiment "compare" with the methods given by -s, the same
+// warm-up, interleaved repeats, medians, prompt cut and lossless check as every `draftlab exp` driver, the same
+// summary table, and optionally the same HDF5 results file (-o).
 #include <ATen/Parallel.h>
 
 #include <boost/program_options.hpp>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
-#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
 #include "core/base/platform.h"
-#include "core/decoding/speculative_decoder.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/model_loading.h"
-#include "strategies/registry.h"
+#include "experiments/drivers/drivers.h"
 
 namespace po = boost::program_options;
 
@@ -30,215 +24,109 @@ namespace draftlab::cli {
 
 namespace {
 
-struct Method {
-  std::string label;  // as given: "eagle2:total_tokens=40,depth=5"
-  std::string name;
-  std::vector<std::string> options;
-  std::unique_ptr<DraftStrategy> strategy;
-  // Per prompt: median seconds, tokens, and the last run's statistics.
-  std::vector<double> seconds;
-  std::vector<std::vector<int64_t>> tokens;
-  int64_t cycles = 0, accepted = 0, drafted = 0;
-  double draft_s = 0, verify_s = 0;
-  int identical = 0;
-};
-
-Method parse_method(const std::string& spec) {
-  Method m;
-  m.label = spec;
-  auto colon = spec.find(':');
-  m.name = spec.substr(0, colon);
-  if (colon != std::string::npos) {
-    std::string rest = spec.substr(colon + 1);
-    size_t pos = 0;
-    while (pos <= rest.size()) {
-      auto comma = rest.find(',', pos);
-      if (comma == std::string::npos) comma = rest.size();
-      if (comma > pos) m.options.push_back(rest.substr(pos, comma - pos));
-      pos = comma + 1;
-    }
-  }
-  return m;
-}
-
-std::vector<std::string> bench_first_turns(const std::string& set, int count) {
-  const char* env = std::getenv("DRAFTLAB_SHARED");
-  const std::string shared = env && *env ? env : "../shared";
-  const std::string path = shared + "/data/bench/" + set + "/question.jsonl";
-  std::ifstream in(path);
-  if (!in) throw Error::at(path, "cannot open (set DRAFTLAB_SHARED to the shared folder; sets: mt_bench, humaneval, "
-                                 "gsm8k, alpaca, sum, qa)");
-  std::vector<std::string> out;
-  std::string line;
-  for (int lineno = 1; static_cast<int>(out.size()) < count && std::getline(in, line); ++lineno) {
-    try {
-      out.push_back(nlohmann::json::parse(line).at("turns").at(0).get<std::string>());
-    } catch (const std::exception& e) {
-      throw Error::at(path, "line " + std::to_string(lineno) + ": expected a JSON object with turns[0]: " + e.what());
-    }
-  }
-  return out;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+// The summary rows and the environment as JSON (bench/vs_llama_cpp.py reads it).
+nlohmann::json summary_json(const ResultsFile& results) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const SummaryRow& r : summary_rows(results))
+    rows.push_back({{"method", r.method},
+                    {"dataset", r.dataset},
+                    {"temperature", r.temperature},
+                    {"tokens_per_second", r.tokens_per_second},
+                    {"speedup", r.speedup},
+                    {"tau", r.tau},
+                    {"drafted_per_cycle", r.drafted_per_cycle},
+                    {"draft_share", r.draft_share},
+                    {"verify_share", r.verify_share},
+                    {"identical_to_baseline", r.checked ? nlohmann::json(r.identical) : nlohmann::json(nullptr)},
+                    {"compared", r.checked}});
+  nlohmann::json j = {{"command", "compare"}, {"threads", results.threads}, {"methods", rows}};
+  for (const char* key : {"command_line", "date", "cpu", "blas", "forward", "dtype", "models", "settings"})
+    if (results.attributes.count(key)) j[key] = results.attributes.at(key);
+  return j;
 }
 
 }  // namespace
 
 int run_compare(int argc, char** argv) {
   ModelOptions model_opts;
-  std::vector<std::string> prompts, benches, specs;
-  std::string chat_template = "plain", json_path;
-  int num_prompts = 5, repeats = 3, warmup = 1;
-  int64_t max_prompt_tokens = 0;
-  GenerationConfig gen;
-  gen.max_new_tokens = 64;
+  ExperimentConfig c;
+  c.experiment = "compare";
+  std::vector<std::string> benches;
+  std::string json_path, out_path;
+  int64_t seed = 0;
+  double temperature = 0.0;
 
   po::options_description desc(
-      "draftlab compare: strategies beside vanilla on the same prompts (speed, speedup, tau, identical output)\n\n"
+      "draftlab compare: strategies beside the baseline (vanilla) on the same prompts: speed, speedup, tau,\n"
+      "identical output. Every prompt: --warmup untimed runs per method, then --repeats timed runs with the methods\n"
+      "interleaved; a prompt's time is the median; speedup = the baseline's total time / the method's.\n\n"
       "options");
   add_model_options(desc, model_opts);
   desc.add_options()
       ("help,h", "show this help")
-      ("strategy,s", po::value(&specs)->composing(),
-       "a method to compare, NAME or NAME:key=value,key=value (repeatable); vanilla always runs as the baseline")
-      ("prompt,p", po::value(&prompts)->composing(), "a prompt (repeatable)")
+      ("strategy,s", po::value(&c.strategy_specs)->composing(),
+       "a method to compare, NAME or NAME:key=value,... (label=TEXT names it) (repeatable; `draftlab strategies` "
+       "lists them); the baseline always runs first")
+      ("head", po::value<std::string>()->notifier([&](const std::string& h) { c.heads.push_back({"", h}); }),
+       "EAGLE head folder for strategies that need one and were given no head=")
+      ("draft", po::value(&c.draft_path), "draft model for strategies that need one and were given no draft=")
+      ("prompt,p", po::value(&c.prompts)->composing(), "a prompt (repeatable)")
       ("bench", po::value(&benches)->composing(),
-       "a bench set from $DRAFTLAB_SHARED/data/bench (mt_bench, humaneval, gsm8k, alpaca, sum, qa): its first "
-       "--num-prompts questions, first turn (repeatable)")
-      ("num-prompts", po::value(&num_prompts)->default_value(num_prompts), "questions per --bench set")
-      ("max-prompt-tokens", po::value(&max_prompt_tokens)->default_value(0),
-       "cut longer prompts to this many tokens (0 = half the context)")
-      ("chat-template", po::value(&chat_template)->default_value(chat_template), "plain, vicuna, llama2-chat, llama3-instruct")
-      ("max-new-tokens,n", po::value(&gen.max_new_tokens)->default_value(gen.max_new_tokens), "tokens per prompt at most")
-      ("temperature,t", po::value(&gen.sampling.temperature)->default_value(0.0), "0 = greedy")
-      ("top-p", po::value(&gen.sampling.top_p)->default_value(1.0), "nucleus sampling mass")
-      ("seed", po::value(&gen.seed)->default_value(0), "random seed")
-      ("repeats", po::value(&repeats)->default_value(repeats), "timed runs per prompt and method (median)")
-      ("warmup", po::value(&warmup)->default_value(warmup), "untimed runs per method first")
-      ("json", po::value(&json_path), "also write the results and environment to this JSON file");
+       "a bench set from $DRAFTLAB_SHARED/data/bench (mt_bench, humaneval, gsm8k, alpaca, sum, qa) or a .jsonl "
+       "file: its first --num-prompts questions, every turn (repeatable)")
+      ("num-prompts", po::value(&c.questions)->default_value(5), "questions per --bench set (0 = all)")
+      ("max-prompt-tokens", po::value(&c.runner.max_prompt_tokens)->default_value(0),
+       "cut longer prompts from the left to this many tokens (0 = the context less --max-new-tokens)")
+      ("chat-template", po::value(&c.runner.chat_template)->default_value("plain"),
+       "plain, vicuna, llama2-chat, llama3-instruct")
+      ("max-new-tokens,n", po::value(&c.runner.max_new_tokens)->default_value(64), "tokens per prompt at most")
+      ("ignore-eos", po::bool_switch(&c.runner.ignore_eos),
+       "generate --max-new-tokens on every prompt, past end-of-sequence tokens (story models end chat questions "
+       "at once)")
+      ("temperature,t", po::value(&temperature)->default_value(0.0), "0 = greedy")
+      ("top-p", po::value(&c.runner.top_p)->default_value(1.0), "nucleus sampling mass")
+      ("seed", po::value(&seed)->default_value(0), "random seed")
+      ("repeats", po::value(&c.runner.repeats)->default_value(3), "timed runs per prompt and method (median)")
+      ("warmup", po::value(&c.runner.warmup)->default_value(1), "untimed runs per prompt and method first")
+      ("out,o", po::value(&out_path), "also write an HDF5 results file (docs/results-schema.md; draftlab table/plot)")
+      ("json", po::value(&json_path), "also write the summary and environment to this JSON file");
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "compare", vm)) return 0;
-  check(repeats >= 1, "--repeats: expected >= 1, got " + std::to_string(repeats));
-  check(warmup >= 0, "--warmup: expected >= 0, got " + std::to_string(warmup));
+  check(seed >= 0, "--seed: expected >= 0");
+  check(!c.prompts.empty() || !benches.empty(), "no prompts: give --prompt TEXT or --bench SET");
+  c.datasets = benches;
+  c.temperatures = {temperature};
+  c.runner.seed = static_cast<uint64_t>(seed);
+  c.target_path = model_opts.model_path;
+  c.dtype = model_opts.dtype;
+  c.device = model_opts.device;
+  c.command_line = "draftlab";
+  for (int i = 0; i < argc; ++i) c.command_line += std::string(" ") + argv[i];
+  apply_driver_defaults(c);
+  experiment_methods(c);  // option errors before the model loads
 
   LoadedModel loaded = load_model_and_tokenizer(model_opts);
-  const LlamaModel& target = *loaded.model;
-  for (const auto& b : benches)
-    for (auto& t : bench_first_turns(b, num_prompts)) prompts.push_back(t);
-  check(!prompts.empty(), "no prompts: give --prompt TEXT or --bench SET");
-  const int64_t context = target.config().max_position_embeddings;
-  if (max_prompt_tokens <= 0) max_prompt_tokens = context / 2;
-  std::vector<std::vector<int64_t>> prompt_ids;
-  int cut = 0;
-  for (const auto& p : prompts) {
-    auto ids = encode_prompt(*loaded.tokenizer, p, chat_template);
-    if (static_cast<int64_t>(ids.size()) > max_prompt_tokens) {
-      ids.resize(max_prompt_tokens);
-      ++cut;
-    }
-    prompt_ids.push_back(ids);
-  }
-  for (int32_t eos : target.config().eos_token_ids) gen.stop_tokens.push_back(eos);
+  const bool tty = isatty(fileno(stderr));
+  const ResultsFile results = run_experiment(*loaded.model, *loaded.tokenizer, c, [&](const std::string& line) {
+    if (tty) std::fprintf(stderr, "\r\033[K%s", line.substr(0, 160).c_str());
+  });
+  if (tty) std::fprintf(stderr, "\r\033[K");
 
-  std::vector<Method> methods;
-  methods.push_back(parse_method("vanilla"));
-  for (const auto& s : specs) methods.push_back(parse_method(s));
-  for (auto& m : methods) {
-    m.strategy = make_strategy(m.name, StrategyContext{target}, StrategyOptions::parse(m.options));
-    m.seconds.resize(prompt_ids.size());
-    m.tokens.resize(prompt_ids.size());
-  }
-
-  auto run_once = [&](Method& m, const std::vector<int64_t>& ids) {
-    SpeculativeDecoder decoder(target, *m.strategy);
-    return decoder.generate(ids, gen);
-  };
-  for (auto& m : methods)
-    for (int w = 0; w < warmup; ++w) run_once(m, prompt_ids[0]);
-
-  for (size_t p = 0; p < prompt_ids.size(); ++p) {
-    std::vector<std::vector<double>> times(methods.size());
-    for (int r = 0; r < repeats; ++r) {
-      for (size_t k = 0; k < methods.size(); ++k) {
-        Method& m = methods[k];
-        auto res = run_once(m, prompt_ids[p]);
-        times[k].push_back(res.prefill_seconds + res.decode_seconds);
-        if (r == repeats - 1) {
-          m.tokens[p] = res.tokens;
-          m.cycles += static_cast<int64_t>(res.cycles.size());
-          for (const auto& c : res.cycles) {
-            m.accepted += c.accepted;
-            m.drafted += c.drafted;
-          }
-          m.draft_s += res.draft_seconds();
-          m.verify_s += res.verify_seconds();
-        }
-      }
-    }
-    for (size_t k = 0; k < methods.size(); ++k) {
-      methods[k].seconds[p] = median(times[k]);
-      if (methods[k].tokens[p] == methods[0].tokens[p]) ++methods[k].identical;
-    }
-    if (isatty(fileno(stderr)))
-      std::fprintf(stderr, "\rprompt %zu/%zu", p + 1, prompt_ids.size());
-  }
-  if (isatty(fileno(stderr))) std::fprintf(stderr, "\r\033[K");
-
-  const bool greedy = gen.sampling.greedy();
-  auto total = [](const std::vector<double>& v) {
-    double s = 0;
-    for (double x : v) s += x;
-    return s;
-  };
-  const double vanilla_s = total(methods[0].seconds);
   std::printf("model: %s (%.2fM parameters, %s, %d threads)\nforward: %s\nblas: %s\ncpu: %s\n",
-              model_opts.model_path.c_str(), target.num_parameters() / 1e6, model_opts.dtype.c_str(),
-              at::get_num_threads(), target.path_description().c_str(), blas_description().c_str(),
+              model_opts.model_path.c_str(), loaded.model->num_parameters() / 1e6, model_opts.dtype.c_str(),
+              at::get_num_threads(), loaded.model->path_description().c_str(), blas_description().c_str(),
               cpu_model_name().c_str());
-  std::printf("%zu prompts (%d cut to %ld tokens), max %ld new tokens, T=%.2f, %d repeats (median) after %d warm-up\n\n",
-              prompt_ids.size(), cut, (long)max_prompt_tokens, (long)gen.max_new_tokens, gen.sampling.temperature,
-              repeats, warmup);
-  std::printf("%-34s %10s %8s %6s %9s %7s %7s %10s\n", "method", "tokens/s", "speedup", "tau", "drafted/c", "draft%",
-              "verify%", "identical");
-  nlohmann::json rows = nlohmann::json::array();
-  for (auto& m : methods) {
-    int64_t ntok = 0;
-    for (const auto& t : m.tokens) ntok += static_cast<int64_t>(t.size());
-    const double secs = total(m.seconds);
-    const double tau = m.cycles ? static_cast<double>(m.accepted + m.cycles) / m.cycles : 0.0;
-    const double busy = m.draft_s + m.verify_s;
-    const std::string ident = greedy ? std::to_string(m.identical) + "/" + std::to_string(prompt_ids.size()) : "n/a (T>0)";
-    std::printf("%-34s %10.1f %7.2fx %6.2f %9.1f %6.1f%% %6.1f%% %10s\n", m.label.c_str(), ntok / secs, vanilla_s / secs,
-                tau, m.cycles ? static_cast<double>(m.drafted) / m.cycles : 0.0, busy > 0 ? 100 * m.draft_s / busy : 0.0,
-                busy > 0 ? 100 * m.verify_s / busy : 0.0, ident.c_str());
-    rows.push_back({{"method", m.label}, {"tokens", ntok}, {"seconds", secs}, {"tokens_per_second", ntok / secs},
-                    {"speedup", vanilla_s / secs}, {"tau", tau}, {"cycles", m.cycles}, {"drafted", m.drafted},
-                    {"accepted", m.accepted}, {"draft_seconds", m.draft_s}, {"verify_seconds", m.verify_s},
-                    {"identical_to_vanilla", greedy ? nlohmann::json(m.identical) : nlohmann::json(nullptr)}});
-  }
-  bool all_identical = true;
-  for (const auto& m : methods) all_identical = all_identical && m.identical == static_cast<int>(prompt_ids.size());
-  if (greedy) std::printf("\noutput identical to vanilla: %s\n", all_identical ? "yes, every method, every prompt" : "NO");
+  std::printf("max %ld new tokens, T=%g, %d repeats (median) after %d warm-up\n\n%s",
+              static_cast<long>(c.runner.max_new_tokens), temperature, c.runner.repeats, c.runner.warmup,
+              summary_table(results).c_str());
+  const bool greedy = temperature == 0.0;
+  const bool identical = all_identical(results);
+  if (greedy) std::printf("\noutput identical to vanilla: %s\n", identical ? "yes, every method, every prompt" : "NO");
 
-  if (!json_path.empty()) {
-    std::time_t now = std::time(nullptr);
-    char date[64];
-    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    nlohmann::json j = {{"command", "compare"},     {"model", model_opts.model_path},
-                        {"dtype", model_opts.dtype}, {"threads", at::get_num_threads()},
-                        {"forward", target.path_description()},
-                        {"blas", blas_description()}, {"cpu", cpu_model_name()},
-                        {"date", date},             {"prompts", prompt_ids.size()},
-                        {"max_new_tokens", gen.max_new_tokens}, {"temperature", gen.sampling.temperature},
-                        {"repeats", repeats},        {"warmup", warmup},
-                        {"methods", rows}};
-    write_file_atomically(json_path, j.dump(2) + "\n");
-  }
+  if (!out_path.empty()) write_results(out_path, results);
+  if (!json_path.empty()) write_file_atomically(json_path, summary_json(results).dump(2) + "\n");
   // A lossless method that changes greedy output is a bug: make it visible to scripts.
-  return greedy && !all_identical ? 3 : 0;
+  return greedy && !identical ? 3 : 0;
 }
 
 }  // namespace draftlab::cli

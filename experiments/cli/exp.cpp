@@ -63,18 +63,10 @@ int run_exp(int argc, char** argv) {
   for (const auto& n : experiment_names()) names += (names.empty() ? "" : ", ") + n;
 
   po::options_description desc(
-      "draftlab exp NAME [options]: run an experiment driver and write its results (HDF5, docs/results-schema.md)\n\n"
-      "  speed          EAGLE-2 Table 1: vanilla, chain (--draft), pld, static-tree, eagle-chain, eagle2; six sets, T 0 and 1\n"
-      "  alpha          EAGLE Table 2: eagle-chain chain drafts (depth 5): tau, n-alpha\n"
-      "  calibration    EAGLE-2 Figure 6: eagle2 draft confidence vs acceptance\n"
-      "  positions      EAGLE-2 Figure 5: acceptance of each static-tree position\n"
-      "  ablate-eagle2  EAGLE-2 Table 3: eagle2 w/o value, w/o reranking, w/o both\n"
-      "  ablate-inputs  EAGLE Figure 8: one head per input variant (--head LABEL=DIR, repeated)\n"
-      "  tree-vs-chain  EAGLE Table 5: static tree vs chain with the same head\n"
-      "  train-data     EAGLE Table 6: --head fixed=DIR --head generated=DIR\n"
-      "  sweep          eagle2 over --total-tokens x --depth x --top-k; --shard i/n splits the grid\n\n"
+      ("draftlab exp NAME [options]: run an experiment driver and write its results (HDF5, docs/results-schema.md)\n\n" +
+       experiments_help() + "\n"
       "Every question turn: --warmup untimed runs, then --repeats timed runs with the methods interleaved (median).\n"
-      "The results file appears only when the run is complete.\n\noptions");
+      "The results file appears only when the run is complete.\n\noptions").c_str());
   add_model_options(desc, model_opts);
   desc.add_options()
       ("help,h", "show this help")
@@ -99,8 +91,8 @@ int run_exp(int argc, char** argv) {
       ("strategy,s", po::value(&c.strategy_specs)->composing(),
        "NAME:key=value,... adds a method; NAME = a preset method's label overrides its options; "
        "label=TEXT names it (a new method, or the preset it overrides) (repeatable)")
-      ("head-strategy", po::value(&c.head_strategy)->default_value("eagle2"),
-       "ablate-inputs, train-data: the strategy each head drives (eagle2, eagle-chain, static-tree)")
+      ("head-strategy", po::value(&c.head_strategy),
+       "ablate-inputs, train-data: the strategy each head drives (one that needs an EAGLE head; default EAGLE-2)")
       ("total-tokens", po::value(&total_tokens)->composing(), "sweep: comma-separated total_tokens values (20,40,60)")
       ("depth", po::value(&depth)->composing(), "sweep: comma-separated depths (4,6)")
       ("top-k", po::value(&top_k)->composing(), "sweep: comma-separated top_k values (4,8)")
@@ -143,10 +135,7 @@ int run_exp(int argc, char** argv) {
   if (!jsonl_dir.empty()) write_spec_bench_jsonl(results, jsonl_dir, static_cast<double>(std::time(nullptr)));
 
   std::printf("%s\n%s", out_path.c_str(), summary_table(results).c_str());
-  bool all_identical = true;
-  for (const auto& r : results.runs)
-    for (int8_t v : r.questions.identical) all_identical = all_identical && v != 0;
-  if (!all_identical) {
+  if (!all_identical(results)) {
     std::printf("\nWARNING: a method's greedy output differs from vanilla's (a lossless method must not)\n");
     return 3;
   }

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -15,6 +17,8 @@
 #include "core/base/sha256.h"
 #include "core/training/training_log.h"
 #include "core/results/git_revision.h"
+#include "analysis/run_metrics.h"
+#include "strategies/registry.h"
 
 namespace draftlab {
 
@@ -22,42 +26,9 @@ namespace {
 
 const std::vector<std::string> kAllSets = {"mt_bench", "humaneval", "gsm8k", "alpaca", "sum", "qa"};
 
-bool needs_head(const std::string& strategy) {
-  return strategy == "eagle2" || strategy == "eagle-chain" || strategy == "static-tree";
-}
-
-MethodSpec method(const std::string& label, const std::string& strategy,
-                  std::vector<std::pair<std::string, std::string>> options = {}) {
-  return MethodSpec{label, strategy, std::move(options), ""};
-}
-
-// "NAME" or "NAME:k=v,k=v".
-MethodSpec parse_strategy_spec(const std::string& spec) {
-  MethodSpec m;
-  m.label = spec;
-  const auto colon = spec.find(':');
-  m.strategy = spec.substr(0, colon);
-  check(!m.strategy.empty(), "--strategy: expected NAME or NAME:key=value,..., got '" + spec + "'");
-  if (colon == std::string::npos) return m;
-  const std::string rest = spec.substr(colon + 1);
-  size_t pos = 0;
-  while (pos <= rest.size()) {
-    size_t comma = rest.find(',', pos);
-    if (comma == std::string::npos) comma = rest.size();
-    const std::string item = rest.substr(pos, comma - pos);
-    if (!item.empty()) {
-      const auto eq = item.find('=');
-      check(eq != std::string::npos && eq > 0,
-            "--strategy " + spec + ": expected key=value items, got '" + item + "'");
-      // `label` names the method in tables instead of the spec itself; it is not a strategy option.
-      if (item.substr(0, eq) == "label")
-        m.label = item.substr(eq + 1);
-      else
-        m.options.emplace_back(item.substr(0, eq), item.substr(eq + 1));
-    }
-    pos = comma + 1;
-  }
-  return m;
+MethodSpec method(const StrategyDescriptor& strategy, std::vector<std::pair<std::string, std::string>> options = {},
+                  const std::string& label = "") {
+  return MethodSpec{label.empty() ? strategy.name : label, strategy.name, std::move(options), ""};
 }
 
 const HeadSpec* find_head(const ExperimentConfig& c, const std::string& label) {
@@ -95,13 +66,6 @@ std::string host_name() {
 
 }  // namespace
 
-const std::vector<std::string>& experiment_names() {
-  static const std::vector<std::string> names = {"speed",         "alpha",         "calibration",
-                                                 "positions",     "ablate-eagle2", "ablate-inputs",
-                                                 "tree-vs-chain", "train-data",    "sweep"};
-  return names;
-}
-
 HeadSpec parse_head_spec(const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos) return {"", text};
@@ -125,94 +89,166 @@ void parse_shard(const std::string& text, int& index, int& count) {
         "--shard: expected i/n with 0 <= i < n, got '" + text + "'");
 }
 
-void apply_driver_defaults(ExperimentConfig& c) {
-  const auto& names = experiment_names();
-  if (std::find(names.begin(), names.end(), c.experiment) == names.end()) {
-    std::string known;
-    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-    throw Error("exp: expected an experiment name (" + known + "), got '" + c.experiment + "'");
+namespace {
+
+// One method per labelled head (ablate-inputs, train-data), each driving --head-strategy.
+std::vector<MethodSpec> one_method_per_head(const ExperimentConfig& c, const std::vector<std::string>& labels) {
+  const StrategyDescriptor& strategy = c.head_strategy.empty() ? eagle2_strategy() : find_strategy(c.head_strategy);
+  check(strategy.needs == StrategyNeeds::Head,
+        "--head-strategy: expected a strategy that drafts with an EAGLE head, got '" + c.head_strategy + "'");
+  std::vector<MethodSpec> m;
+  if (labels.empty()) {  // every head, each labelled
+    for (const auto& h : c.heads) {
+      if (h.label.empty())
+        throw Error("exp " + c.experiment + ": expected every --head as LABEL=DIR (one per input variant), got '" +
+                    h.path + "'");
+      m.push_back(method(strategy, {{"head", h.path}}, h.label));
+    }
+    check(!c.heads.empty(), "exp " + c.experiment + ": --head LABEL=DIR is required, once per input variant");
   }
-  if (c.datasets.empty()) c.datasets = c.experiment == "speed" ? kAllSets : std::vector<std::string>{"mt_bench"};
-  if (c.temperatures.empty())
-    c.temperatures = c.experiment == "speed" ? std::vector<double>{0.0, 1.0} : std::vector<double>{0.0};
+  for (const auto& label : labels) {
+    const HeadSpec* h = find_head(c, label);
+    if (!h)
+      throw Error("exp " + c.experiment + ": --head " + label + "=DIR is required (heads trained on fixed and on " +
+                  "target-generated data)");
+    m.push_back(method(strategy, {{"head", h->path}}, label));
+  }
+  return m;
+}
+
+std::vector<MethodSpec> eagle2_grid(const ExperimentConfig& c) {
+  const std::string head = require_head(c);
+  check(!c.grid_total_tokens.empty() && !c.grid_depth.empty() && !c.grid_top_k.empty(),
+        "exp sweep: --total-tokens, --depth and --top-k need at least one value each");
+  std::vector<MethodSpec> m;
+  int64_t index = 0;
+  for (int64_t tt : c.grid_total_tokens)
+    for (int64_t d : c.grid_depth)
+      for (int64_t k : c.grid_top_k) {
+        if (index % c.shard_count == c.shard_index) {
+          MethodSpec s = method(eagle2_strategy(),
+                                {{"total_tokens", std::to_string(tt)}, {"depth", std::to_string(d)},
+                                 {"top_k", std::to_string(k)}, {"head", head}},
+                                "eagle2 tt=" + std::to_string(tt) + " d=" + std::to_string(d) + " k=" + std::to_string(k));
+          s.grid_json = nlohmann::ordered_json{{"index", index}, {"total_tokens", tt}, {"depth", d}, {"top_k", k}}.dump();
+          m.push_back(std::move(s));
+        }
+        ++index;
+      }
+  return m;
+}
+
+// Every registered strategy whose needs the config meets (--head, --draft), in registry order.
+std::vector<MethodSpec> every_strategy(const ExperimentConfig& c) {
+  std::vector<MethodSpec> m;
+  for (const StrategyDescriptor* s : strategy_table()) {
+    if (s->shape == DraftShape::None) continue;  // the baseline comes first anyway
+    if (s->needs == StrategyNeeds::Head) {
+      if (const HeadSpec* h = main_head(c)) m.push_back(method(*s, {{"head", h->path}}));
+    } else if (s->needs == StrategyNeeds::DraftModel) {
+      if (!c.draft_path.empty()) m.push_back(method(*s, {{needs_option(s->needs), c.draft_path}}));
+    } else {
+      m.push_back(method(*s));
+    }
+  }
+  return m;
+}
+
+}  // namespace
+
+const std::vector<ExperimentDescriptor>& experiment_table() {
+  using Methods = std::vector<MethodSpec>;
+  static const std::vector<ExperimentDescriptor> table = {
+      {"speed", "EAGLE-2 Table 1", "every strategy whose model is given (--head, --draft); six sets, T 0 and 1",
+       kAllSets, {0.0, 1.0}, every_strategy},
+      {"alpha", "EAGLE Table 2", "EAGLE chain drafts of depth 5: tau and n-alpha", {"mt_bench"}, {0.0},
+       [](const ExperimentConfig& c) { return Methods{method(eagle_chain_strategy(), {{"depth", "5"}, {"head", require_head(c)}})}; }},
+      {"calibration", "EAGLE-2 Figure 6", "EAGLE-2 draft confidence vs acceptance", {"mt_bench"}, {0.0},
+       [](const ExperimentConfig& c) { return Methods{method(eagle2_strategy(), {{"head", require_head(c)}})}; }},
+      {"positions", "EAGLE-2 Figure 5", "acceptance of each static-tree position", {"mt_bench"}, {0.0},
+       [](const ExperimentConfig& c) { return Methods{method(static_tree_strategy(), {{"head", require_head(c)}})}; }},
+      {"ablate-eagle2", "EAGLE-2 Table 3", "EAGLE-2 w/o value, w/o reranking, w/o both", {"mt_bench"}, {0.0},
+       [](const ExperimentConfig& c) {
+         const std::string head = require_head(c);
+         const StrategyDescriptor& e = eagle2_strategy();
+         return Methods{method(e, {{"head", head}}),
+                        method(e, {{"rank_by", "confidence"}, {"head", head}}, e.name + " w/o value"),
+                        method(e, {{"rerank", "false"}, {"head", head}}, e.name + " w/o reranking"),
+                        method(e, {{"rank_by", "confidence"}, {"rerank", "false"}, {"head", head}}, e.name + " w/o both")};
+       }},
+      {"ablate-inputs", "EAGLE Figure 8", "one head per input variant (--head LABEL=DIR, repeated)", {"mt_bench"},
+       {0.0}, [](const ExperimentConfig& c) { return one_method_per_head(c, {}); }},
+      {"tree-vs-chain", "EAGLE Table 5", "static tree vs chain with the same head", {"mt_bench"}, {0.0},
+       [](const ExperimentConfig& c) {
+         const std::string head = require_head(c);
+         return Methods{method(static_tree_strategy(), {{"head", head}}), method(eagle_chain_strategy(), {{"head", head}})};
+       }},
+      {"train-data", "EAGLE Table 6", "heads trained on fixed vs target-generated data (--head fixed=DIR "
+       "--head generated=DIR)", {"mt_bench"}, {0.0},
+       [](const ExperimentConfig& c) { return one_method_per_head(c, {"fixed", "generated"}); }},
+      {"sweep", "", "EAGLE-2 over --total-tokens x --depth x --top-k; --shard i/n splits the grid", {"mt_bench"},
+       {0.0}, eagle2_grid},
+      {"compare", "", "the methods given with -s beside the baseline (draftlab compare)", {}, {0.0},
+       [](const ExperimentConfig&) { return Methods{}; }},
+  };
+  return table;
+}
+
+const ExperimentDescriptor& find_experiment(const std::string& name) {
+  for (const auto& e : experiment_table())
+    if (e.name == name) return e;
+  std::string known;
+  for (const auto& n : experiment_names()) known += (known.empty() ? "" : ", ") + n;
+  throw Error("exp: expected an experiment name (" + known + "), got '" + name + "'");
+}
+
+std::vector<std::string> experiment_names() {
+  std::vector<std::string> names;
+  for (const auto& e : experiment_table()) names.push_back(e.name);
+  return names;
+}
+
+std::string experiments_help() {
+  std::string s;
+  for (const auto& e : experiment_table()) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "  %-15s", e.name.c_str());
+    s += buf + (e.paper_item.empty() ? "" : e.paper_item + ": ") + e.summary + "\n";
+  }
+  return s;
+}
+
+void apply_driver_defaults(ExperimentConfig& c) {
+  const ExperimentDescriptor& e = find_experiment(c.experiment);
+  if (c.datasets.empty() && c.prompts.empty()) c.datasets = e.datasets;
+  if (c.temperatures.empty()) c.temperatures = e.temperatures;
 }
 
 std::vector<MethodSpec> experiment_methods(const ExperimentConfig& c) {
-  const std::string& e = c.experiment;
-  std::vector<MethodSpec> m{method("vanilla", "vanilla")};
-  if (e == "speed") {
-    if (!c.draft_path.empty()) m.push_back(method("chain", "chain", {{"draft", c.draft_path}}));
-    m.push_back(method("pld", "pld"));
-    if (const HeadSpec* h = main_head(c)) {
-      m.push_back(method("static-tree", "static-tree", {{"head", h->path}}));
-      m.push_back(method("eagle-chain", "eagle-chain", {{"head", h->path}}));
-      m.push_back(method("eagle2", "eagle2", {{"head", h->path}}));
-    }
-  } else if (e == "alpha") {
-    m.push_back(method("eagle-chain", "eagle-chain", {{"depth", "5"}, {"head", require_head(c)}}));
-  } else if (e == "calibration") {
-    m.push_back(method("eagle2", "eagle2", {{"head", require_head(c)}}));
-  } else if (e == "positions") {
-    m.push_back(method("static-tree", "static-tree", {{"head", require_head(c)}}));
-  } else if (e == "ablate-eagle2") {
-    const std::string head = require_head(c);
-    m.push_back(method("eagle2", "eagle2", {{"head", head}}));
-    m.push_back(method("eagle2 w/o value", "eagle2", {{"rank_by", "confidence"}, {"head", head}}));
-    m.push_back(method("eagle2 w/o reranking", "eagle2", {{"rerank", "false"}, {"head", head}}));
-    m.push_back(method("eagle2 w/o both", "eagle2", {{"rank_by", "confidence"}, {"rerank", "false"}, {"head", head}}));
-  } else if (e == "ablate-inputs") {
-    for (const auto& h : c.heads) {
-      if (h.label.empty())
-        throw Error("exp ablate-inputs: expected every --head as LABEL=DIR (one per input variant), got '" + h.path + "'");
-      m.push_back(method(h.label, c.head_strategy, {{"head", h.path}}));
-    }
-    check(!c.heads.empty(), "exp ablate-inputs: --head LABEL=DIR is required, once per input variant");
-  } else if (e == "tree-vs-chain") {
-    const std::string head = require_head(c);
-    m.push_back(method("static-tree", "static-tree", {{"head", head}}));
-    m.push_back(method("eagle-chain", "eagle-chain", {{"head", head}}));
-  } else if (e == "train-data") {
-    for (const char* label : {"fixed", "generated"}) {
-      const HeadSpec* h = find_head(c, label);
-      if (!h)
-        throw Error(std::string("exp train-data: --head ") + label + "=DIR is required (heads trained on fixed and "
-                    "on target-generated data)");
-      m.push_back(method(label, c.head_strategy, {{"head", h->path}}));
-    }
-  } else if (e == "sweep") {
-    const std::string head = require_head(c);
-    check(!c.grid_total_tokens.empty() && !c.grid_depth.empty() && !c.grid_top_k.empty(),
-          "exp sweep: --total-tokens, --depth and --top-k need at least one value each");
-    int64_t index = 0;
-    for (int64_t tt : c.grid_total_tokens)
-      for (int64_t d : c.grid_depth)
-        for (int64_t k : c.grid_top_k) {
-          if (index % c.shard_count == c.shard_index) {
-            MethodSpec s = method("eagle2 tt=" + std::to_string(tt) + " d=" + std::to_string(d) + " k=" + std::to_string(k),
-                                  "eagle2", {{"total_tokens", std::to_string(tt)}, {"depth", std::to_string(d)},
-                                             {"top_k", std::to_string(k)}, {"head", head}});
-            s.grid_json = nlohmann::ordered_json{{"index", index}, {"total_tokens", tt}, {"depth", d}, {"top_k", k}}.dump();
-            m.push_back(std::move(s));
-          }
-          ++index;
-        }
-  } else {
-    ExperimentConfig copy = c;
-    apply_driver_defaults(copy);  // throws for the unknown name
-  }
+  std::vector<MethodSpec> m{method(baseline_strategy())};
+  for (auto& x : find_experiment(c.experiment).methods(c)) m.push_back(std::move(x));
 
   // --strategy: override the options of the preset method with that label, or add a method.
-  for (const auto& spec : c.strategy_specs) {
-    MethodSpec s = parse_strategy_spec(spec);
+  for (const auto& text : c.strategy_specs) {
+    MethodSpec s = parse_method_spec(text, "--strategy");
+    find_strategy(s.strategy);  // an unknown name fails here, before any model loads
     auto it = std::find_if(m.begin(), m.end(), [&](const MethodSpec& x) {
-      return x.label == (s.label == spec ? s.strategy : s.label);
+      return x.label == (s.label == text ? s.strategy : s.label);
     });
-    if (it != m.end() && it->label != "vanilla") {
+    if (it != m.end() && it != m.begin()) {
       for (const auto& [k, v] : s.options) it->set_option(k, v);
       continue;
     }
-    if (needs_head(s.strategy) && s.option("head").empty())
-      if (const HeadSpec* h = main_head(c)) s.set_option("head", h->path);
+    // The model it needs, from --head / --draft, unless the spec names one.
+    const StrategyDescriptor& d = find_strategy(s.strategy);
+    const std::string key = needs_option(d.needs);
+    if (!key.empty() && s.option(key).empty()) {
+      if (d.needs == StrategyNeeds::Head) {
+        if (const HeadSpec* h = main_head(c)) s.set_option(key, h->path);
+      } else if (!c.draft_path.empty()) {
+        s.set_option(key, c.draft_path);
+      }
+    }
     m.push_back(std::move(s));
   }
   return m;
@@ -279,68 +315,96 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
   for (const auto& m : methods)
     jm.push_back({{"label", m.label}, {"strategy", m.strategy}, {"options", nlohmann::ordered_json::parse(m.options_json())}});
   settings["methods"] = jm;
-  if (c.experiment == "sweep")
+  if (c.grid_total_tokens.size() * c.grid_depth.size() * c.grid_top_k.size() > 0 &&
+      std::any_of(methods.begin(), methods.end(), [](const MethodSpec& m) { return !m.grid_json.empty(); }))
     settings["grid"] = {{"total_tokens", c.grid_total_tokens}, {"depth", c.grid_depth}, {"top_k", c.grid_top_k}};
   a["settings"] = settings.dump();
 
-  for (const auto& dataset : c.datasets) {
-    const auto questions = load_bench_questions(dataset, c.questions);
+  auto run_dataset = [&](const std::string& name, const std::vector<BenchQuestion>& questions) {
     for (double t : c.temperatures)
-      for (auto& run : run_methods(target, tokenizer, methods, bench_dataset_name(dataset), questions, t, runner, progress))
+      for (auto& run : run_methods(target, tokenizer, methods, name, questions, t, runner, progress))
         out.runs.push_back(std::move(run));
+  };
+  if (!c.prompts.empty()) {
+    std::vector<BenchQuestion> questions;
+    for (size_t i = 0; i < c.prompts.size(); ++i) questions.push_back({static_cast<int64_t>(i + 1), "", {c.prompts[i]}});
+    run_dataset("prompts", questions);
+  }
+  for (const auto& dataset : c.datasets) run_dataset(bench_dataset_name(dataset), load_bench_questions(dataset, c.questions));
+  return out;
+}
+
+std::vector<SummaryRow> summary_rows(const ResultsFile& results) {
+  std::vector<SummaryRow> rows;
+  std::map<std::string, size_t> best;  // sweeps: the fastest grid point per dataset and temperature
+  for (const RunRecord& r : results.runs) {
+    SummaryRow row;
+    row.method = r.method;
+    row.dataset = r.dataset;
+    row.temperature = r.temperature;
+    row.speedup = analysis::speedup(results, r);
+    row.tau = analysis::tau(r);
+    double tokens = 0, seconds = 0, draft = 0, verify = 0;
+    for (size_t i = 0; i < r.questions.size(); ++i) {
+      tokens += r.questions.new_tokens[i];
+      seconds += r.questions.wall_seconds[i];
+      draft += r.questions.draft_seconds[i];
+      verify += r.questions.verify_seconds[i];
+      if (r.questions.identical[i] >= 0) {
+        ++row.checked;
+        row.identical += r.questions.identical[i];
+      }
+    }
+    row.tokens_per_second = seconds > 0 ? tokens / seconds : 0.0;
+    // Nothing generated (every answer ended at once): a time ratio of prefills is no speedup.
+    if (tokens == 0) row.speedup = std::numeric_limits<double>::quiet_NaN();
+    row.drafted_per_cycle = r.cycles.size() ? static_cast<double>(r.nodes.size()) / r.cycles.size() : 0.0;
+    row.draft_share = draft + verify > 0 ? draft / (draft + verify) : 0.0;
+    row.verify_share = draft + verify > 0 ? verify / (draft + verify) : 0.0;
+    if (!r.grid_json.empty()) {
+      const std::string key = r.dataset + "|" + std::to_string(r.temperature);
+      if (!best.count(key) || row.speedup > rows[best[key]].speedup) best[key] = rows.size();
+    }
+    rows.push_back(row);
+  }
+  for (const auto& [key, index] : best) rows[index].best = true;
+  return rows;
+}
+
+std::string summary_table(const ResultsFile& results) {
+  const std::vector<SummaryRow> rows = summary_rows(results);
+  int width = 6, data_width = 7;  // the longest label sets the column, so rows stay aligned
+  for (const SummaryRow& r : rows) {
+    width = std::max(width, static_cast<int>(r.method.size()));
+    data_width = std::max(data_width, static_cast<int>(r.dataset.size()));
+  }
+  std::string out;
+  char line[1024];
+  std::snprintf(line, sizeof line, "%-*s %-*s %4s %9s %8s %6s %9s %6s %7s %9s\n", width, "method", data_width,
+                "dataset", "T", "tok/s", "speedup", "tau", "drafted/c", "draft%", "verify%", "identical");
+  out += line;
+  auto number = [](double x, const char* format) {
+    if (!std::isfinite(x)) return std::string("-");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, format, x);
+    return std::string(buf);
+  };
+  for (const SummaryRow& r : rows) {
+    const std::string ident = r.checked ? std::to_string(r.identical) + "/" + std::to_string(r.checked) : "-";
+    std::snprintf(line, sizeof line, "%-*s %-*s %4g %9.1f %8s %6s %9.1f %5.1f%% %6.1f%% %9s%s\n", width,
+                  r.method.c_str(), data_width, r.dataset.c_str(), r.temperature, r.tokens_per_second,
+                  number(r.speedup, "%.2fx").c_str(), number(r.tau, "%.2f").c_str(), r.drafted_per_cycle,
+                  100 * r.draft_share, 100 * r.verify_share, ident.c_str(), r.best ? "  <- best" : "");
+    out += line;
   }
   return out;
 }
 
-std::string summary_table(const ResultsFile& results) {
-  auto seconds_of = [](const RunRecord& r) {
-    double s = 0;
-    for (double x : r.questions.wall_seconds) s += x;
-    return s;
-  };
-  auto key = [](const RunRecord& r) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "|%g|", r.temperature);
-    return r.dataset + buf + r.shard;
-  };
-  std::map<std::string, double> vanilla_seconds;
+bool all_identical(const ResultsFile& results) {
   for (const auto& r : results.runs)
-    if (r.strategy == "vanilla") vanilla_seconds[key(r)] = seconds_of(r);
-  std::vector<double> speedup(results.runs.size(), 0.0);
-  std::map<std::string, size_t> best;  // sweeps: the fastest grid point per dataset and temperature
-  for (size_t i = 0; i < results.runs.size(); ++i) {
-    const RunRecord& r = results.runs[i];
-    auto it = vanilla_seconds.find(key(r));
-    const double s = seconds_of(r);
-    speedup[i] = it != vanilla_seconds.end() && s > 0 ? it->second / s : 0.0;
-    if (!r.grid_json.empty()) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "|%g", r.temperature);
-      const std::string k = r.dataset + buf;
-      if (!best.count(k) || speedup[i] > speedup[best[k]]) best[k] = i;
-    }
-  }
-  std::string out;
-  char line[256];
-  std::snprintf(line, sizeof line, "%-28s %-10s %5s %9s %8s %6s %10s\n", "method", "dataset", "T", "tok/s", "speedup",
-                "tau", "identical");
-  out += line;
-  for (size_t i = 0; i < results.runs.size(); ++i) {
-    const RunRecord& r = results.runs[i];
-    int same = 0, checked = 0;
     for (int8_t v : r.questions.identical)
-      if (v >= 0) {
-        ++checked;
-        same += v;
-      }
-    const std::string ident = checked ? std::to_string(same) + "/" + std::to_string(checked) : "-";
-    bool is_best = false;
-    for (const auto& [k, idx] : best) is_best = is_best || idx == i;
-    std::snprintf(line, sizeof line, "%-28s %-10s %5g %9.1f %7.2fx %6.2f %10s%s\n", r.method.c_str(), r.dataset.c_str(),
-                  r.temperature, r.tokens_per_second, speedup[i], r.tau, ident.c_str(), is_best ? "  <- best" : "");
-    out += line;
-  }
-  return out;
+      if (v == 0) return false;
+  return true;
 }
 
 }  // namespace draftlab

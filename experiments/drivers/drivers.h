@@ -1,17 +1,10 @@
-// The `draftlab exp NAME` drivers: each is a preset of methods and settings over the one runner
-// (method_runner.h), reproducing a table or figure of the EAGLE / EAGLE-2 papers on our models:
-//   speed          EAGLE-2 Table 1: vanilla, chain (with --draft), pld, static-tree, eagle-chain, eagle2; six sets, T 0/1
-//   alpha          EAGLE Table 2: eagle-chain chain drafts (depth 5): tau and n-alpha
-//   calibration    EAGLE-2 Figure 6: eagle2 nodes' confidence vs acceptance
-//   positions      EAGLE-2 Figure 5: acceptance per static-tree position
-//   ablate-eagle2  EAGLE-2 Table 3: eagle2 w/o value, w/o reranking, w/o both
-//   ablate-inputs  EAGLE Figure 8: one head per input variant (--head LABEL=DIR, repeated)
-//   tree-vs-chain  EAGLE Table 5: static tree vs chain, same head
-//   train-data     EAGLE Table 6: heads trained on fixed vs target-generated data (--head fixed=DIR --head generated=DIR)
-//   sweep          total_tokens x depth x top_k grid of eagle2, shardable (--shard i/n)
+// The `draftlab exp NAME` drivers: each is a row of experiment_table() (name, the paper item it reproduces,
+// default datasets and temperatures, and the methods it runs) over the one measurement loop (method_runner.h).
+// `draftlab compare` is the row "compare": the methods given with -s, on prompts or bench sets.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,19 +27,36 @@ struct ExperimentConfig {
   std::vector<HeadSpec> heads;  // --head [LABEL=]DIR
   std::string draft_path;       // --draft (speed: the classic chain method)
   std::vector<std::string> datasets;  // empty: the driver's default
+  std::vector<std::string> prompts;   // compare: prompt texts, run as the dataset "prompts" (first)
   int questions = 0;                  // per dataset; 0 = all
   std::vector<double> temperatures;   // empty: the driver's default
   RunnerSettings runner;
   std::vector<std::string> strategy_specs;  // --strategy NAME:k=v,... (add, or override a preset method of that label)
-  std::string head_strategy = "eagle2";     // ablate-inputs, train-data: the strategy each head drives
+  std::string head_strategy;                // ablate-inputs, train-data: the strategy each head drives ("": EAGLE-2)
   // sweep
   std::vector<int64_t> grid_total_tokens{20, 40, 60}, grid_depth{4, 6}, grid_top_k{4, 8};
   int shard_index = 0, shard_count = 1;
   std::string command_line;
 };
 
-// The driver names, in the order of the help text.
-const std::vector<std::string>& experiment_names();
+// One experiment: what it reproduces and which methods it runs.
+struct ExperimentDescriptor {
+  std::string name;
+  std::string paper_item;  // "EAGLE-2 Table 1"; empty for compare
+  std::string summary;     // one line for --help: what it measures
+  std::vector<std::string> datasets;   // defaults
+  std::vector<double> temperatures;
+  // The methods after the baseline; throws Error naming what the config lacks (--head, labelled heads).
+  std::function<std::vector<MethodSpec>(const ExperimentConfig&)> methods;
+};
+
+const std::vector<ExperimentDescriptor>& experiment_table();
+// Throws Error for an unknown name, listing the known ones.
+const ExperimentDescriptor& find_experiment(const std::string& name);
+// The driver names, in table order.
+std::vector<std::string> experiment_names();
+// "  NAME  PAPER ITEM: SUMMARY" lines for --help.
+std::string experiments_help();
 
 // Parses "[LABEL=]DIR" of --head.
 HeadSpec parse_head_spec(const std::string& text);
@@ -58,7 +68,7 @@ void parse_shard(const std::string& text, int& index, int& count);
 // unknown driver name.
 void apply_driver_defaults(ExperimentConfig& config);
 
-// The methods of the driver (vanilla first), after --strategy additions/overrides. Throws Error naming the missing
+// The methods of the driver (the baseline first), after --strategy additions/overrides. Throws Error naming the missing
 // option (--head, labelled heads) or a malformed --strategy.
 std::vector<MethodSpec> experiment_methods(const ExperimentConfig& config);
 
@@ -67,9 +77,20 @@ std::vector<MethodSpec> experiment_methods(const ExperimentConfig& config);
 ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer, const ExperimentConfig& config,
                            const ProgressCallback& progress = {});
 
-// The summary printed at the end: method, dataset, T, tok/s, speedup (vs the vanilla run of the same dataset,
-// temperature and shard), tau, identical (k/n at T = 0). Sweeps mark the fastest grid point per dataset and T.
+// The summary `exp` and `compare` print: one row per run with method, dataset, T, tok/s, speedup and tau
+// (analysis/run_metrics.h), drafted nodes per cycle, the draft / verify time split and identical (k/n at T = 0).
+// Sweeps mark the fastest grid point per dataset and T.
+struct SummaryRow {
+  std::string method, dataset;
+  double temperature = 0, tokens_per_second = 0, speedup = 0, tau = 0, drafted_per_cycle = 0;
+  double draft_share = 0, verify_share = 0;  // of draft + verify time
+  int64_t identical = 0, checked = 0;        // question turns equal to the baseline's, of those compared
+  bool best = false;
+};
+std::vector<SummaryRow> summary_rows(const ResultsFile& results);
 std::string summary_table(const ResultsFile& results);
+// Whether every greedy question turn equals the baseline's (nothing compared counts as true).
+bool all_identical(const ResultsFile& results);
 
 // The checksum recorded for a model: its weights file (model.safetensors, else the single .bin / .safetensors /
 // .gguf in the folder, or the path itself when it is a file). "none" when there is no such file.

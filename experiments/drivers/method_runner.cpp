@@ -11,6 +11,7 @@
 #include "core/decoding/speculative_decoder.h"
 #include "core/text/chat_template.h"
 #include "core/text/text_stream.h"
+#include "analysis/run_metrics.h"
 #include "strategies/registry.h"
 
 namespace draftlab {
@@ -36,6 +37,19 @@ std::string MethodSpec::options_json() const {
   return j.dump();
 }
 
+MethodSpec parse_method_spec(const std::string& text, const std::string& flag) {
+  const StrategySpec spec = parse_strategy_spec(text, flag);
+  MethodSpec m{text, spec.name, {}, ""};
+  for (const auto& [k, v] : spec.options) {
+    // `label` names the method in tables instead of the text itself; it is not a strategy option.
+    if (k == "label")
+      m.label = v;
+    else
+      m.options.emplace_back(k, v);
+  }
+  return m;
+}
+
 namespace {
 
 double median(std::vector<double> v) {
@@ -43,9 +57,6 @@ double median(std::vector<double> v) {
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
-
-// Strategies that draft without a model have no draft probabilities: their nodes record NaN confidence/value.
-bool model_free(const std::string& strategy) { return strategy == "pld"; }
 
 // One method while it runs: its strategy, its own answers so far (for later turns) and its growing run record.
 struct MethodState {
@@ -55,7 +66,7 @@ struct MethodState {
 };
 
 void append_result(RunRecord& run, const BenchQuestion& q, int turn, int32_t prompt_tokens, double wall,
-                   const SpeculativeResult& res, int8_t identical, const std::string& answer, bool no_confidence) {
+                   const SpeculativeResult& res, int8_t identical, const std::string& answer, bool has_confidence) {
   QuestionRows& qr = run.questions;
   CycleRows& cr = run.cycles;
   NodeRows& nr = run.nodes;
@@ -87,25 +98,25 @@ void append_result(RunRecord& run, const BenchQuestion& q, int turn, int32_t pro
       const NodeRecord& n = res.records[k];
       nr.cycle.push_back(first_cycle + static_cast<int64_t>(c));
       nr.depth.push_back(n.depth);
-      nr.tree_index.push_back(n.tree_index + 1);  // the schema counts the root as 0
-      nr.parent.push_back(n.parent + 1);
+      nr.tree_index.push_back(n.tree_index);
+      nr.parent.push_back(n.parent);
       nr.sibling_rank.push_back(n.sibling_rank);
-      nr.confidence.push_back(no_confidence ? std::numeric_limits<float>::quiet_NaN() : n.confidence);
-      nr.value.push_back(no_confidence ? std::numeric_limits<float>::quiet_NaN() : n.value);
+      // Strategies that declare no draft probabilities (model-free drafts) record NaN, not their placeholder.
+      nr.confidence.push_back(has_confidence ? n.confidence : std::numeric_limits<float>::quiet_NaN());
+      nr.value.push_back(has_confidence ? n.value : std::numeric_limits<float>::quiet_NaN());
       nr.accepted.push_back(n.accepted ? 1 : 0);
     }
   }
 }
 
 void finish_run(RunRecord& run) {
-  double tokens = 0, seconds = 0, accepted = 0;
+  double tokens = 0, seconds = 0;
   for (size_t i = 0; i < run.questions.size(); ++i) {
     tokens += run.questions.new_tokens[i];
     seconds += run.questions.wall_seconds[i];
   }
-  for (int32_t a : run.cycles.accept_length) accepted += a;
   run.tokens_per_second = seconds > 0 ? tokens / seconds : 0.0;
-  run.tau = run.cycles.size() ? accepted / static_cast<double>(run.cycles.size()) : 0.0;
+  run.tau = run.cycles.size() ? analysis::tau(run) : 0.0;
 }
 
 }  // namespace
@@ -114,15 +125,19 @@ std::vector<RunRecord> run_methods(const LlamaModel& target, const Tokenizer& to
                                    const std::vector<MethodSpec>& methods, const std::string& dataset,
                                    const std::vector<BenchQuestion>& questions, double temperature,
                                    const RunnerSettings& settings, const ProgressCallback& progress) {
-  check(!methods.empty() && methods[0].strategy == "vanilla", "experiment: the first method must be vanilla");
+  check(!methods.empty() && methods[0].strategy == baseline_strategy().name,
+        "experiment: the first method must be the baseline, " + baseline_strategy().name);
   check(settings.repeats >= 1, "--repeats: expected >= 1, got " + std::to_string(settings.repeats));
   check(settings.warmup >= 0, "--warmup: expected >= 0, got " + std::to_string(settings.warmup));
   check(settings.max_new_tokens >= 1, "--max-new-tokens: expected >= 1, got " + std::to_string(settings.max_new_tokens));
   const int64_t context = target.config().max_position_embeddings;
-  const int64_t prompt_limit = context - settings.max_new_tokens;
-  if (prompt_limit < 1)
+  if (context - settings.max_new_tokens < 1)
     throw Error("--max-new-tokens: expected less than the model's context (" + std::to_string(context) +
                 " positions) to leave room for a prompt, got " + std::to_string(settings.max_new_tokens));
+  check(settings.max_prompt_tokens >= 0, "--max-prompt-tokens: expected >= 0, got " + std::to_string(settings.max_prompt_tokens));
+  const int64_t prompt_limit = settings.max_prompt_tokens > 0
+                                   ? std::min(settings.max_prompt_tokens, context - settings.max_new_tokens)
+                                   : context - settings.max_new_tokens;
   const ChatTemplate chat = parse_chat_template(settings.chat_template);
 
   GenerationConfig gen;
@@ -135,8 +150,11 @@ std::vector<RunRecord> run_methods(const LlamaModel& target, const Tokenizer& to
   const bool greedy = gen.sampling.greedy();
 
   std::vector<MethodState> state(methods.size());
+  std::vector<bool> has_confidence(methods.size());
   for (size_t m = 0; m < methods.size(); ++m) {
     const MethodSpec& spec = methods[m];
+    const StrategyDescriptor& strategy = find_strategy(spec.strategy);
+    has_confidence[m] = strategy.has_confidence;
     std::vector<std::string> items;
     for (const auto& [k, v] : spec.options) items.push_back(k + "=" + v);
     state[m].spec = &spec;
@@ -144,6 +162,7 @@ std::vector<RunRecord> run_methods(const LlamaModel& target, const Tokenizer& to
     RunRecord& r = state[m].run;
     r.method = spec.label;
     r.strategy = spec.strategy;
+    r.draft_shape = shape_name(strategy.shape);
     r.options_json = spec.options_json();
     r.dataset = dataset;
     r.temperature = temperature;
@@ -190,7 +209,6 @@ std::vector<RunRecord> run_methods(const LlamaModel& target, const Tokenizer& to
       std::snprintf(buf, sizeof buf, "%s T=%g question %zu/%zu turn %zu:", dataset.c_str(), temperature, qi + 1,
                     questions.size(), t + 1);
       line = buf;
-      const double vanilla_s = median(times[0]);
       for (size_t m = 0; m < methods.size(); ++m) {
         const SpeculativeResult& res = last[m];
         const int8_t identical = greedy && m > 0 ? (res.tokens == last[0].tokens ? 1 : 0) : -1;
@@ -201,10 +219,10 @@ std::vector<RunRecord> run_methods(const LlamaModel& target, const Tokenizer& to
         history[m].push_back({"assistant", answer});
         const double wall = median(times[m]);
         append_result(state[m].run, q, static_cast<int>(t), static_cast<int32_t>(prompts[m].size()), wall, res,
-                      identical, answer, model_free(methods[m].strategy));
+                      identical, answer, has_confidence[m]);
         if (m > 0) {
-          std::snprintf(buf, sizeof buf, " %s %.2fx tau %.2f%s", methods[m].label.c_str(), wall > 0 ? vanilla_s / wall : 0.0,
-                        res.mean_accept_length(), identical == 0 ? " DIFFERS" : "");
+          std::snprintf(buf, sizeof buf, " %s tau %.2f%s", methods[m].label.c_str(), res.tau(),
+                        identical == 0 ? " DIFFERS" : "");
           line += buf;
         }
       }

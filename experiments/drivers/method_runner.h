@@ -3,9 +3,9 @@
 //
 // Per question turn: every method's `warmup` untimed generations, then `repeats` timed ones with the methods
 // interleaved (machine drift hits all alike); the turn's wall time is the median, its cycles and nodes those of the
-// last repeat. At T = 0 every method's tokens are compared with vanilla's (methods[0]) on the fly. Later turns of
-// a multi-turn question (MT-bench) see the earlier turns and the method's own answers through the chat template.
-// Prompts longer than the context allows are cut from the left to leave room for max_new_tokens.
+// last repeat. At T = 0 every method's tokens are compared with the baseline's (methods[0]) on the fly. Later turns
+// of a multi-turn question (MT-bench) see the earlier turns and the method's own answers through the chat
+// template. Prompts longer than max_prompt_tokens are cut from the left (their end is what the answer continues).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,7 @@ namespace draftlab {
 
 struct MethodSpec {
   std::string label;     // shown in tables: "eagle2 w/o value"
-  std::string strategy;  // registry name
+  std::string strategy;  // registry name (strategies/registry.h)
   std::vector<std::pair<std::string, std::string>> options;  // in the order given
   std::string grid_json;  // sweeps: the grid point; empty otherwise
 
@@ -32,8 +32,13 @@ struct MethodSpec {
   std::string options_json() const;  // {"key": "value", ...}
 };
 
+// "NAME" or "NAME:key=value,..." as -s / --strategy take it; the item label=TEXT names the method in tables
+// (default: the text itself). Throws Error naming `flag` for a malformed item.
+MethodSpec parse_method_spec(const std::string& text, const std::string& flag);
+
 struct RunnerSettings {
   int64_t max_new_tokens = 64;
+  int64_t max_prompt_tokens = 0;  // 0: the context less max_new_tokens
   int warmup = 1;
   int repeats = 3;
   uint64_t seed = 0;  // question turn r of a dataset samples with seed + r, the same for every method and repeat
@@ -48,7 +53,7 @@ struct RunnerSettings {
 // Called after each question turn with a short progress line.
 using ProgressCallback = std::function<void(const std::string& line)>;
 
-// Runs every method over the questions; methods[0] must be vanilla. Returns one RunRecord per method, in order.
+// Runs every method over the questions; methods[0] must be the baseline (strategies/registry.h). Returns one RunRecord per method, in order.
 // Throws Error for an unknown strategy or option, or when max_new_tokens leaves no room for a prompt.
 std::vector<RunRecord> run_methods(const LlamaModel& target, const Tokenizer& tokenizer,
                                    const std::vector<MethodSpec>& methods, const std::string& dataset,

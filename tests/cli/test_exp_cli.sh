@@ -48,7 +48,26 @@ rc=$?
 [ $rc = 0 ] && grep -q "4 runs from 2 files" "$TMP/out" && ok "merge: 4 runs (2 grid points + 2 baselines)" \
   || bad "merge exit $rc: $(cat "$TMP/out" "$TMP/err")"
 
-# 4. Bad input: exit 1, a message naming the problem, no output file.
+# 4. compare: the same runner and results file as exp (experiment "compare"), its table from that file; output
+# identical to the baseline; a label longer than the column keeps the table aligned.
+LONG_LABEL="eagle2:total_tokens=10,depth=4,top_k=2,rank_by=value,rerank=true"
+"$BIN" compare --model "$MODEL" -p "Once upon a time" -p "Tom had a red ball." -n 8 --repeats 1 --warmup 0 \
+  -s pld -s "$LONG_LABEL" --head "$HEAD" -o "$TMP/compare.h5" --json "$TMP/compare.json" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc = 0 ] && ok "compare exits 0" || { bad "compare exit $rc"; cat "$TMP/err"; }
+grep -q "output identical to vanilla: yes" "$TMP/out" && ok "compare: identical output" || bad "compare: $(cat "$TMP/out")"
+row=$(grep -F "$LONG_LABEL " "$TMP/out" | awk '{print index($0, " prompts ")}')
+[ -n "$row" ] && [ "$(grep "^vanilla " "$TMP/out" | awk '{print index($0, " prompts ")}')" = "$row" ] \
+  && ok "compare: columns aligned under a long label" || bad "compare: misaligned table: $(cat "$TMP/out")"
+"$BIN" table "$TMP/compare.h5" >"$TMP/table" 2>"$TMP/err" && grep -q "pld" "$TMP/table" \
+  && ok "compare -o: draftlab table reads it" || bad "table of compare.h5: $(cat "$TMP/err")"
+python3 -c "import json,sys; j=json.load(open('$TMP/compare.json')); sys.exit(0 if [m['method'] for m in j['methods']][:2]==['vanilla','pld'] else 1)" \
+  && ok "compare --json: methods in order" || bad "compare --json: $(cat "$TMP/compare.json")"
+"$BIN" compare --model "$MODEL" -p "x" -s "eagle2:deph=4" >"$TMP/o" 2>"$TMP/e"
+[ $? = 1 ] && grep -q "unknown option 'deph'" "$TMP/e" && ok "compare: unknown option is a clear error" \
+  || bad "compare unknown option: $(cat "$TMP/e")"
+
+# 5. Bad input: exit 1, a message naming the problem, no output file.
 expect_error() {  # name, expected-substring, command...
   local name=$1 want=$2
   shift 2

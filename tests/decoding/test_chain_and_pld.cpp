@@ -35,8 +35,8 @@ void expect_chain(const DraftTree& tree) {
 }
 
 DraftTree propose(DraftStrategy& s, const std::vector<int64_t>& seq, Sampler& sampler, int32_t max_nodes = 1000,
-                  int32_t max_depth = 1000) {
-  return s.propose(DraftRequest{seq, max_nodes, max_depth, sampler});
+                  int32_t tokens_wanted = 1000) {
+  return s.propose(DraftRequest{seq, max_nodes, tokens_wanted, sampler});
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -48,10 +48,10 @@ class PromptLookup : public ::testing::Test {
     return make_strategy("pld", StrategyContext{*target}, StrategyOptions::parse(options));
   }
   std::vector<int64_t> lookup(const std::vector<int64_t>& seq, std::vector<std::string> options = {},
-                              int32_t max_nodes = 1000, int32_t max_depth = 1000) {
+                              int32_t max_nodes = 1000, int32_t tokens_wanted = 1000) {
     auto s = make(options);
     s->begin(seq, {}, seq.back());
-    DraftTree tree = propose(*s, seq, sampler, max_nodes, max_depth);
+    DraftTree tree = propose(*s, seq, sampler, max_nodes, tokens_wanted);
     expect_chain(tree);
     for (const auto& n : tree.nodes()) {
       EXPECT_EQ(n.distribution, -1);
@@ -96,7 +96,7 @@ TEST_F(PromptLookup, RespectsTheBudget) {
   const std::vector<int64_t> seq{5, 6, 7, 8, 9, 1, 2, 5, 6, 7};
   EXPECT_EQ(lookup(seq, {}).size(), 10u);  // default num_tokens
   EXPECT_EQ(lookup(seq, {}, /*max_nodes=*/3).size(), 3u);
-  EXPECT_EQ(lookup(seq, {}, 1000, /*max_depth=*/2).size(), 2u);
+  EXPECT_EQ(lookup(seq, {}, 1000, /*tokens_wanted=*/2).size(), 2u);
   EXPECT_TRUE(lookup(seq, {}, 0).empty());
 }
 
@@ -288,7 +288,7 @@ TEST(ChainDraft, RespectsTheBudgetAndTheDraftsContext) {
   strategy->begin(kPrompt, {}, 300);
   const auto seq = concat(kPrompt, {300});
   EXPECT_EQ(propose(*strategy, seq, sampler, /*max_nodes=*/2).size(), 2);
-  EXPECT_EQ(propose(*strategy, seq, sampler, 1000, /*max_depth=*/3).size(), 3);
+  EXPECT_EQ(propose(*strategy, seq, sampler, 1000, /*tokens_wanted=*/3).size(), 3);
   EXPECT_TRUE(propose(*strategy, seq, sampler, 0).empty());
 
   // aidreams260K has a context of 128 positions. Drafting k tokens feeds n + k - 1 of them.

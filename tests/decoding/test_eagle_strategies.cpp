@@ -188,8 +188,8 @@ class EagleStrategies : public ::testing::Test {
     return s;
   }
 
-  DraftTree propose(DraftStrategy& s, int32_t max_nodes = 1000, int32_t max_depth = 1000, Sampler* sampler = nullptr) {
-    DraftRequest request{sequence, max_nodes, max_depth, sampler ? *sampler : greedy};
+  DraftTree propose(DraftStrategy& s, int32_t max_nodes = 1000, int32_t tokens_wanted = 1000, Sampler* sampler = nullptr) {
+    DraftRequest request{sequence, max_nodes, tokens_wanted, sampler ? *sampler : greedy};
     return s.propose(request);
   }
 
