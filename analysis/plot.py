@@ -96,7 +96,7 @@ def calibration(runs, depth=None, width=0.05):
 
 
 def position_acceptance(run):
-    """(positions, rate[questions, positions]) of a static-tree run; NaN where a position was never drafted."""
+    """(positions, rate[questions, positions]) of a run with draft_shape static_tree; NaN where a position was never drafted."""
     nodes = run["nodes"]
     question = run["cycles"]["question"][nodes["cycle"]]
     positions = np.unique(nodes["tree_index"])
@@ -208,7 +208,7 @@ def figure_reliability(results):
 
 
 def figure_positions(results, max_positions=6):
-    """EAGLE-2 Figure 5: per-question acceptance rate of static-tree positions P1..Pn (one dot per question)."""
+    """EAGLE-2 Figure 5: per-question acceptance rate of static tree positions P1..Pn (one dot per question)."""
     import matplotlib.pyplot as plt
     runs = [r for r in results["runs"] if r["draft_shape"] == DRAFT_SHAPE_STATIC_TREE]
     fig, ax = plt.subplots(figsize=(7, 4.5))
