@@ -5,8 +5,6 @@
 #include <ATen/Parallel.h>
 
 #include <boost/program_options.hpp>
-#include <unistd.h>
-
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -15,8 +13,7 @@
 #include "core/base/file_bytes.h"
 #include "core/base/platform.h"
 #include "experiments/cli/commands.h"
-#include "experiments/cli/model_loading.h"
-#include "experiments/drivers/drivers.h"
+#include "experiments/cli/experiment_cli.h"
 
 namespace po = boost::program_options;
 
@@ -97,24 +94,13 @@ int run_compare(int argc, char** argv) {
   c.datasets = benches;
   c.temperatures = {temperature};
   c.runner.seed = static_cast<uint64_t>(seed);
-  c.target_path = model_opts.model_path;
-  c.dtype = model_opts.dtype;
-  c.device = model_opts.device;
-  c.command_line = "draftlab";
-  for (int i = 0; i < argc; ++i) c.command_line += std::string(" ") + argv[i];
-  apply_driver_defaults(c);
-  experiment_methods(c);  // option errors before the model loads
-
-  LoadedModel loaded = load_model_and_tokenizer(model_opts);
-  const bool tty = isatty(fileno(stderr));
-  const ResultsFile results = run_experiment(*loaded.model, *loaded.tokenizer, c, [&](const std::string& line) {
-    if (tty) std::fprintf(stderr, "\r\033[K%s", line.substr(0, 160).c_str());
-  });
-  if (tty) std::fprintf(stderr, "\r\033[K");
+  const ExperimentRun run = run_experiment_from_cli(c, model_opts, argc, argv);
+  const ResultsFile& results = run.results;
+  const LlamaModel& target = *run.loaded.model;
 
   std::printf("model: %s (%.2fM parameters, %s, %d threads)\nforward: %s\nblas: %s\ncpu: %s\n",
-              model_opts.model_path.c_str(), loaded.model->num_parameters() / 1e6, model_opts.dtype.c_str(),
-              at::get_num_threads(), loaded.model->path_description().c_str(), blas_description().c_str(),
+              model_opts.model_path.c_str(), target.num_parameters() / 1e6, model_opts.dtype.c_str(),
+              at::get_num_threads(), target.path_description().c_str(), blas_description().c_str(),
               cpu_model_name().c_str());
   std::printf("max %ld new tokens, T=%g, %d repeats (median) after %d warm-up\n\n%s",
               static_cast<long>(c.runner.max_new_tokens), temperature, c.runner.repeats, c.runner.warmup,

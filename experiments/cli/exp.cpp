@@ -9,7 +9,7 @@
 
 #include "core/base/error.h"
 #include "experiments/cli/commands.h"
-#include "experiments/cli/model_loading.h"
+#include "experiments/cli/experiment_cli.h"
 #include "experiments/drivers/drivers.h"
 #include "experiments/results/spec_bench_jsonl.h"
 
@@ -52,6 +52,24 @@ std::vector<T> parse_numbers(const std::vector<std::string>& values, const std::
 }
 
 }  // namespace
+
+ExperimentRun run_experiment_from_cli(ExperimentConfig& c, const ModelOptions& model, int argc, char** argv) {
+  c.target_path = model.model_path;
+  c.dtype = model.dtype;
+  c.device = model.device;
+  c.command_line = "draftlab";
+  for (int i = 0; i < argc; ++i) c.command_line += std::string(" ") + argv[i];
+  apply_driver_defaults(c);
+  experiment_methods(c);  // option errors before the model loads
+
+  ExperimentRun run{load_model_and_tokenizer(model), {}};
+  const bool tty = isatty(fileno(stderr));
+  run.results = run_experiment(*run.loaded.model, *run.loaded.tokenizer, c, [&](const std::string& line) {
+    if (tty) std::fprintf(stderr, "\r\033[K%s", line.substr(0, 160).c_str());
+  });
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  return run;
+}
 
 int run_exp(int argc, char** argv) {
   ModelOptions model_opts;
@@ -117,20 +135,7 @@ int run_exp(int argc, char** argv) {
   if (!depth.empty()) c.grid_depth = parse_numbers<int64_t>(depth, "--depth");
   if (!top_k.empty()) c.grid_top_k = parse_numbers<int64_t>(top_k, "--top-k");
   parse_shard(shard, c.shard_index, c.shard_count);
-  c.target_path = model_opts.model_path;
-  c.dtype = model_opts.dtype;
-  c.device = model_opts.device;
-  c.command_line = "draftlab";
-  for (int i = 0; i < argc; ++i) c.command_line += std::string(" ") + argv[i];
-  apply_driver_defaults(c);
-  experiment_methods(c);  // option errors before the model loads
-
-  LoadedModel loaded = load_model_and_tokenizer(model_opts);
-  const bool tty = isatty(fileno(stderr));
-  ResultsFile results = run_experiment(*loaded.model, *loaded.tokenizer, c, [&](const std::string& line) {
-    if (tty) std::fprintf(stderr, "\r\033[K%s", line.substr(0, 160).c_str());
-  });
-  if (tty) std::fprintf(stderr, "\r\033[K");
+  const ResultsFile results = run_experiment_from_cli(c, model_opts, argc, argv).results;
   write_results(out_path, results);
   if (!jsonl_dir.empty()) write_spec_bench_jsonl(results, jsonl_dir, static_cast<double>(std::time(nullptr)));
 

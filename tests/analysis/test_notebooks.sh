@@ -5,18 +5,13 @@
 set -u
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "ok: $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL: $1"; }
+source "$(dirname "$0")/../test_lib.sh"
 
 if ! $PY -c 'import h5py, matplotlib, numpy, nbformat, nbconvert, ipykernel' 2>/dev/null || ! command -v jupyter-nbconvert >/dev/null; then
   echo "skipped: needs python3-h5py python3-matplotlib python3-nbformat jupyter-nbconvert python3-ipykernel"
   echo "0 passed, 0 failed"
   exit 0
 fi
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
 
 $PY "$SRC/scripts/export_notebooks.py" --check && ok "notebooks match analysis/plot.py" ||
   bad "notebooks out of date: run $PY scripts/export_notebooks.py"

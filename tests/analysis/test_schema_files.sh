@@ -5,12 +5,7 @@
 set -u
 BIN=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "ok: $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL: $1"; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/../test_lib.sh"
 
 # The block between the markers, markers included (the prose around it is hand-written).
 "$BIN" schema --markdown >"$TMP/want.md" || bad "draftlab schema --markdown failed"

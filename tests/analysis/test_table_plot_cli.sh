@@ -7,15 +7,10 @@ set -u
 BIN=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "ok: $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL: $1"; }
+source "$(dirname "$0")/../test_lib.sh"
 if ! $PY -c 'import h5py, matplotlib, numpy' 2>/dev/null; then
   echo "skipped: needs /usr/bin/python3 with h5py, matplotlib, numpy"; echo "0 passed, 0 failed"; exit 0
 fi
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
 $PY "$SRC/tests/analysis/make_fixture.py" --all "$TMP" || { echo "FAIL: make_fixture.py"; exit 1; }
 
 has() {  # name, file, fixed string

@@ -6,18 +6,13 @@ set -u
 BIN=$1
 export DRAFTLAB_SHARED=${DRAFTLAB_SHARED:-$2}
 SRC=$3
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "ok: $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL: $1"; }
+source "$(dirname "$0")/../test_lib.sh"
 
 MODEL=$SRC/data/models/ts-tiny
 HEAD=$SRC/data/models/ts-tiny-eagle-head
 if [ ! -f "$DRAFTLAB_SHARED/data/bench/mt_bench/question.jsonl" ]; then
   echo "skipped: $DRAFTLAB_SHARED/data/bench missing (set DRAFTLAB_SHARED)"; echo "0 passed, 0 failed"; exit 0
 fi
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
 TINY=(--model "$MODEL" --questions 2 -n 8 --repeats 1 --warmup 0)
 
 # 1. A tiny run: exit 0, the results file, the summary, Spec-Bench files.

@@ -6,12 +6,7 @@ set -u
 BIN=$1
 SHARED=${DRAFTLAB_SHARED:-$2}
 SRC=$3
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "ok: $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL: $1"; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/../test_lib.sh"
 
 # generate NAME ARGS...: the text and ids of a greedy run, into $TMP/NAME.
 generate() {

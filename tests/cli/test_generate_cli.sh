@@ -6,17 +6,12 @@
 set -u
 BIN=$1
 SHARED=${DRAFTLAB_SHARED:-$2}
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "ok: $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL: $1"; }
+source "$(dirname "$0")/../test_lib.sh"
 
 MODEL=$SHARED/models/aidreams260K/aidreams260K.bin
 TOK=$SHARED/models/aidreams260K/tok512.bin
 GOLD=$SHARED/golden/llama2c
 if [ ! -f "$MODEL" ]; then echo "skipped: $MODEL missing (set DRAFTLAB_SHARED)"; echo "0 passed, 0 failed"; exit 0; fi
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
 
 # 1. Same ids and text as run.c for a prompt (run.c -n 128 = our --context 128).
 "$BIN" generate --model "$MODEL" --tokenizer "$TOK" --prompt "once upon a time" --context 128 \

@@ -5,12 +5,7 @@
 set -u
 BIN=$1
 SRC=$2
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "ok: $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL: $1"; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/../test_lib.sh"
 README=$SRC/README.md
 
 "$BIN" strategies --markdown >"$TMP/want" || bad "draftlab strategies --markdown failed"
@@ -25,7 +20,7 @@ else
 $(head -20 "$TMP/diff")"
 fi
 
-for cmd in $(grep -o 'draftlab [a-z][a-z0-9-]*' "$README" | awk '{print $2}' | sort -u); do
+for cmd in $(grep -o 'build/draftlab [a-z][a-z0-9-]*' "$README" | awk '{print $2}' | sort -u); do
   "$BIN" "$cmd" --help >/dev/null 2>&1 && ok "README's 'draftlab $cmd' exists" || bad "README shows 'draftlab $cmd', which fails with --help"
 done
 
