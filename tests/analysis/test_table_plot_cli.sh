@@ -61,17 +61,6 @@ done
 [ -z "$(find "$TMP" -name '*.tmp.*')" ] && ok "no temporary files left" || bad "temporary files left: $(find "$TMP" -name '*.tmp.*')"
 
 # 3. Not a results file: exit 1, a message naming the file, nothing written.
-expect_error() {  # name, expected-substring, command...
-  local name=$1 want=$2
-  shift 2
-  "$@" >"$TMP/o" 2>"$TMP/e"
-  local code=$?
-  if [ $code = 1 ]; then
-    grep -qF -- "$want" "$TMP/e" && ok "$name" || bad "$name: message lacks '$want': $(cat "$TMP/e")"
-  else
-    bad "$name: exit code $code (want 1): $(tail -3 "$TMP/e")"
-  fi
-}
 echo "not hdf5" >"$TMP/notes.txt"
 $PY -c "import h5py, sys; f = h5py.File(sys.argv[1], 'w'); f.attrs['schema'] = 'something-else/2'" "$TMP/other.h5"
 # A run that does not say what it drafts (draft_shape, schema version 2): both readers name the attribute.
