@@ -27,9 +27,9 @@ COMMON=(-m "$MODEL" --questions "$Q" -n "$N" --ignore-eos --threads "$THREADS")
 
 for name in "${NAMES[@]}"; do
   case $name in
-    speed)  # the papers' eagle2 (60 / 6 / 10) and this CPU's best sweep point side by side
+    speed)  # the papers' eagle2 (60 / 6 / 10) and the CPU-sized tree of the main job (4 / 4 / 1) side by side
       $DL exp speed "${COMMON[@]}" --head "$HEAD" --draft "$DRAFT" \
-        -s "eagle2:label=eagle2 (tt=10 d=4 k=2),total_tokens=10,depth=4,top_k=2" \
+        -s "eagle2:label=eagle2 (tt=4 d=4 k=1),total_tokens=4,depth=4,top_k=1" \
         -o "$OUT/speed.h5" --jsonl "$OUT/spec-bench" ;;
     alpha|calibration|positions|ablate-eagle2|tree-vs-chain)
       $DL exp "$name" "${COMMON[@]}" --head "$HEAD" -o "$OUT/$name.h5" ;;
