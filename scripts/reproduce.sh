@@ -33,7 +33,7 @@ for name in "${NAMES[@]}"; do
         -o "$OUT/speed.h5" --jsonl "$OUT/spec-bench" ;;
     alpha|calibration|positions|ablate-eagle2|tree-vs-chain)
       $DL exp "$name" "${COMMON[@]}" --head "$HEAD" -o "$OUT/$name.h5" ;;
-    sweep) $DL exp sweep "${COMMON[@]}" --head "$HEAD" --total-tokens 10,20,30,40,60 --depth 3,4,5,6 --top-k 2,4,8 \
+    sweep) $DL exp sweep "${COMMON[@]}" --head "$HEAD" --total-tokens 4,6,10,20,60 --depth 3,4,6 --top-k 1,2,4 \
              --repeats 3 -o "$OUT/sweep.h5" ;;
     ablate-inputs)
       args=()

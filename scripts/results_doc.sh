@@ -80,7 +80,23 @@ EOF
     cmd=$(command_of "$DIR/$name.h5")
     if [ -n "$cmd" ]; then echo "\`$DIR/$name.h5\`: \`$cmd\`"; else echo "\`$DIR/$name.h5\`"; fi
     echo "$body"
+    # The item's figures (draftlab plot wrote them beside the file), copied to docs/figures/NAME-FIGURE.png;
+    # the heads' training curves are left out.
+    for png in "$DIR/$name"/*.png; do
+      [ -f "$png" ] || continue
+      fig=$(basename "$png" .png)
+      [ "$fig" = training ] && continue
+      mkdir -p docs/figures && cp "$png" "docs/figures/$name-$fig.png"
+      echo
+      echo "![$name: $fig](figures/$name-$fig.png)"
+    done
   done
+  missing=()
+  for name in "${NAMES[@]}"; do [ -f "$DIR/$name.h5" ] || missing+=("$name"); done
+  if [ ${#missing[@]} != 0 ]; then
+    echo
+    echo "Not in this run (no \`$DIR/NAME.h5\`): ${missing[*]}."
+  fi
 } >"$TMP"
 
 mv "$TMP" "$DOC"

@@ -25,7 +25,7 @@ inline constexpr const char* kResultsSchema = "draftlab-results/2";
   S(schema, required, "the schema version (readers refuse any other value, naming the file and the value)")         \
   S(experiment, required,                                                                                           \
     "driver name: `speed`, `alpha`, `calibration`, `positions`, `ablate-eagle2`, `ablate-inputs`, "                 \
-    "`tree-vs-chain`, `train-data`, `sweep`")                                                                        \
+    "`tree-vs-chain`, `train-data`, `sweep`, or `compare` (draftlab compare -o)")                                   \
   S(git_commit, optional,                                                                                           \
     "`git describe --always --dirty` of the source tree the binary was built from (`unknown` if none)")             \
   S(command_line, optional, "the full command line")                                                                \
