@@ -27,6 +27,7 @@ std::vector<std::string> spec_bench_lines(const RunRecord& run, double timestamp
                                {"wall_time", nlohmann::json::array()},
                                {"accept_lengths", nlohmann::json::array()}};
       it = by_id.emplace(id, nlohmann::json{{"question_id", id},
+                                            {"answer_id", run.method + "-" + std::to_string(id)},
                                             {"category", q.category[i]},
                                             {"model_id", run.method},
                                             {"choices", nlohmann::json::array({choice})},
@@ -38,17 +39,17 @@ std::vector<std::string> spec_bench_lines(const RunRecord& run, double timestamp
     c["decoding_steps"].push_back(q.cycles[i]);
     c["new_tokens"].push_back(q.new_tokens[i]);
     c["wall_time"].push_back(q.wall_seconds[i]);
-    nlohmann::json accepts = nlohmann::json::array();
+    // One flat list over the question's turns, as Spec-Bench's loop extends it turn by turn (its speed.py
+    // extends a list with it and takes np.mean: a list per turn breaks it).
     for (int64_t j = q.cycle_offset[i]; j < q.cycle_offset[i] + q.cycles[i]; ++j)
-      accepts.push_back(run.cycles.accept_length[j]);
-    c["accept_lengths"].push_back(accepts);
+      c["accept_lengths"].push_back(run.cycles.accept_length[j]);
   }
   std::vector<std::string> lines;
   for (int64_t id : order) lines.push_back(by_id[id].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   return lines;
 }
 
-std::string spec_bench_file_name(const RunRecord& run) {
+std::string spec_bench_file_name(const ResultsFile& results, const RunRecord& run) {
   auto clean = [](const std::string& s) {
     std::string out;
     for (char ch : s) {
@@ -58,19 +59,31 @@ std::string spec_bench_file_name(const RunRecord& run) {
     }
     return out.empty() ? std::string("_") : out;
   };
-  std::string name = clean(run.method);
-  if (run.temperature != 0.0) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "-T%g", run.temperature);
-    name += buf;
+  auto attribute = [&](const char* key, const std::string& fallback) {
+    auto it = results.attributes.find(key);
+    return it == results.attributes.end() || it->second.empty() ? fallback : it->second;
+  };
+  std::string model = "model";
+  try {
+    const auto models = nlohmann::json::parse(attribute("models", "{}"));
+    if (models.contains("target") && models["target"].contains("path")) {
+      std::string path = models["target"]["path"].get<std::string>();
+      while (path.size() > 1 && path.back() == '/') path.pop_back();
+      model = std::filesystem::path(path).stem().string();
+    }
+  } catch (const std::exception&) {
   }
-  return clean(run.dataset) + "/" + name + ".jsonl";
+  char temp[32];
+  std::snprintf(temp, sizeof temp, "%.1f", run.temperature);
+  if (std::stod(temp) != run.temperature) std::snprintf(temp, sizeof temp, "%g", run.temperature);
+  return clean(run.dataset) + "/" + clean(model) + "-" + clean(run.method) + "-" + clean(attribute("dtype", "float32")) +
+         "-temp-" + temp + ".jsonl";
 }
 
 void write_spec_bench_jsonl(const ResultsFile& results, const std::string& dir, double timestamp) {
   std::set<std::string> seen;
   for (const auto& run : results.runs) {
-    const std::string rel = spec_bench_file_name(run);
+    const std::string rel = spec_bench_file_name(results, run);
     const std::string path = dir + "/" + rel;
     if (!seen.insert(rel).second)
       throw Error::at(path, "two runs (same dataset, temperature and method label) would share this Spec-Bench file");

@@ -21,8 +21,12 @@ rc=$?
 [ $rc = 0 ] && ok "exp alpha exits 0" || { bad "exp alpha exit $rc"; cat "$TMP/err"; }
 [ -f "$TMP/alpha.h5" ] && ok "results file written" || bad "no results file"
 grep -q "eagle-chain .*mt_bench" "$TMP/out" && ok "summary table lists the method" || bad "summary: $(cat "$TMP/out")"
-[ "$(wc -l <"$TMP/jsonl/mt_bench/eagle-chain.jsonl" 2>/dev/null)" = 2 ] && ok "Spec-Bench JSONL: 2 questions" \
-  || bad "Spec-Bench JSONL missing or wrong line count"
+[ "$(wc -l <"$TMP/jsonl/mt_bench/ts-tiny-eagle-chain-float32-temp-0.0.jsonl" 2>/dev/null)" = 2 ] \
+  && ok "Spec-Bench JSONL: 2 questions, named as Spec-Bench model ids" || bad "Spec-Bench JSONL missing or wrong line count"
+if /usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null; then
+  /usr/bin/python3 "$SRC/tests/analysis/spec_bench_contract.py" "$TMP/alpha.h5" "$TMP/jsonl" >"$TMP/contract" 2>&1 \
+    && ok "Spec-Bench JSONL reads as Spec-Bench's speed.py and equal.py read it" || bad "Spec-Bench contract: $(cat "$TMP/contract")"
+fi
 ls "$TMP" | grep -q '\.tmp\.' && bad "a temporary file was left behind" || ok "no temporary file left"
 
 # 2. Killed midway: no file under the requested name, no temporary file. The run is far longer than 3 s.
