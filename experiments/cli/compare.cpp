@@ -58,6 +58,8 @@ int run_compare(int argc, char** argv) {
       "identical output. Every prompt: --warmup untimed runs per method, then --repeats timed runs with the methods\n"
       "interleaved; a prompt's time is the median; speedup = the baseline's total time / the method's.\n\n"
       "options");
+  ProgressSettings progress;
+  add_progress_options(desc, progress);
   add_model_options(desc, model_opts);
   desc.add_options()
       ("help,h", "show this help")
@@ -94,7 +96,7 @@ int run_compare(int argc, char** argv) {
   c.datasets = benches;
   c.temperatures = {temperature};
   c.runner.seed = static_cast<uint64_t>(seed);
-  const ExperimentRun run = run_experiment_from_cli(c, model_opts, argc, argv);
+  const ExperimentRun run = run_experiment_from_cli(c, model_opts, argc, argv, progress);
   const ResultsFile& results = run.results;
   const LlamaModel& target = *run.loaded.model;
 

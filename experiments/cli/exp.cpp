@@ -3,7 +3,10 @@
 #include <boost/program_options.hpp>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <ctime>
 #include <iostream>
 
@@ -53,7 +56,72 @@ std::vector<T> parse_numbers(const std::vector<std::string>& values, const std::
 
 }  // namespace
 
-ExperimentRun run_experiment_from_cli(ExperimentConfig& c, const ModelOptions& model, int argc, char** argv) {
+namespace {
+
+std::string duration_text(double seconds) {
+  const long s = static_cast<long>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, s / 60 % 60);
+  else if (s >= 60)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lds", s);
+  return buf;
+}
+
+// The progress of one run (see ProgressSettings).
+class RunProgress {
+ public:
+  RunProgress(std::string what, const ProgressSettings& settings)
+      : what_(std::move(what)), settings_(settings), terminal_(isatty(fileno(stderr))) {
+    const char* ci = std::getenv("CI");
+    if (ci && *ci) settings_.quiet = true;
+  }
+  ~RunProgress() {
+    if (terminal_ && drawn_) std::fprintf(stderr, "\r\033[K");
+  }
+
+  void operator()(const ExperimentProgress& p) {
+    if (settings_.quiet) return;
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const bool last = p.done >= p.total;
+    if (!terminal_ && !last && std::chrono::duration<double>(now - last_line_).count() < settings_.every_seconds) return;
+    last_line_ = now;
+    const double rate = elapsed > 0 ? p.done / elapsed : 0.0;
+    char head[160];
+    std::snprintf(head, sizeof head, "%s: %lld/%lld question turns (%.0f%%), %.2f/s, ETA %s", what_.c_str(),
+                  static_cast<long long>(p.done), static_cast<long long>(p.total),
+                  p.total ? 100.0 * p.done / p.total : 100.0, rate,
+                  rate > 0 ? duration_text((p.total - p.done) / rate).c_str() : "?");
+    if (terminal_) {
+      std::fprintf(stderr, "\r\033[K%s", (std::string(head) + " | " + p.line).substr(0, 160).c_str());
+      drawn_ = true;
+    } else {
+      std::fprintf(stderr, "%s | %s\n", head, p.line.c_str());
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  std::string what_;
+  ProgressSettings settings_;
+  bool terminal_, drawn_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_line_ = start_;
+};
+
+}  // namespace
+
+void add_progress_options(po::options_description& desc, ProgressSettings& progress) {
+  desc.add_options()
+      ("progress-every", po::value(&progress.every_seconds)->default_value(progress.every_seconds),
+       "without a terminal (a log file, Slurm): a progress line every this many seconds (0 = every question turn)")
+      ("quiet,q", po::bool_switch(&progress.quiet), "no progress lines (also when $CI is set)");
+}
+
+ExperimentRun run_experiment_from_cli(ExperimentConfig& c, const ModelOptions& model, int argc, char** argv,
+                                      const ProgressSettings& progress) {
   c.target_path = model.model_path;
   c.dtype = model.dtype;
   c.device = model.device;
@@ -63,11 +131,8 @@ ExperimentRun run_experiment_from_cli(ExperimentConfig& c, const ModelOptions& m
   experiment_methods(c);  // option errors before the model loads
 
   ExperimentRun run{load_model_and_tokenizer(model), {}};
-  const bool tty = isatty(fileno(stderr));
-  run.results = run_experiment(*run.loaded.model, *run.loaded.tokenizer, c, [&](const std::string& line) {
-    if (tty) std::fprintf(stderr, "\r\033[K%s", line.substr(0, 160).c_str());
-  });
-  if (tty) std::fprintf(stderr, "\r\033[K");
+  RunProgress report(c.experiment, progress);
+  run.results = run_experiment(*run.loaded.model, *run.loaded.tokenizer, c, std::ref(report));
   return run;
 }
 
@@ -85,6 +150,8 @@ int run_exp(int argc, char** argv) {
        experiments_help() + "\n"
       "Every question turn: --warmup untimed runs, then --repeats timed runs with the methods interleaved (median).\n"
       "The results file appears only when the run is complete.\n\noptions").c_str());
+  ProgressSettings progress;
+  add_progress_options(desc, progress);
   add_model_options(desc, model_opts);
   desc.add_options()
       ("help,h", "show this help")
@@ -135,7 +202,7 @@ int run_exp(int argc, char** argv) {
   if (!depth.empty()) c.grid_depth = parse_numbers<int64_t>(depth, "--depth");
   if (!top_k.empty()) c.grid_top_k = parse_numbers<int64_t>(top_k, "--top-k");
   parse_shard(shard, c.shard_index, c.shard_count);
-  const ResultsFile results = run_experiment_from_cli(c, model_opts, argc, argv).results;
+  const ResultsFile results = run_experiment_from_cli(c, model_opts, argc, argv, progress).results;
   write_results(out_path, results);
   if (!jsonl_dir.empty()) write_spec_bench_jsonl(results, jsonl_dir, static_cast<double>(std::time(nullptr)));
 

@@ -270,7 +270,7 @@ std::string model_weights_sha256(const std::string& path) {
 }
 
 ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer, const ExperimentConfig& config_in,
-                           const ProgressCallback& progress) {
+                           const ExperimentProgressCallback& progress) {
   ExperimentConfig c = config_in;
   apply_driver_defaults(c);
   const std::vector<MethodSpec> methods = experiment_methods(c);
@@ -320,17 +320,27 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
     settings["grid"] = {{"total_tokens", c.grid_total_tokens}, {"depth", c.grid_depth}, {"top_k", c.grid_top_k}};
   a["settings"] = settings.dump();
 
-  auto run_dataset = [&](const std::string& name, const std::vector<BenchQuestion>& questions) {
-    for (double t : c.temperatures)
-      for (auto& run : run_methods(target, tokenizer, methods, name, questions, t, runner, progress))
-        out.runs.push_back(std::move(run));
-  };
+  // Every question set first (cheap), so that progress knows the whole run's size.
+  std::vector<std::pair<std::string, std::vector<BenchQuestion>>> sets;
   if (!c.prompts.empty()) {
     std::vector<BenchQuestion> questions;
     for (size_t i = 0; i < c.prompts.size(); ++i) questions.push_back({static_cast<int64_t>(i + 1), "", {c.prompts[i]}});
-    run_dataset("prompts", questions);
+    sets.emplace_back("prompts", std::move(questions));
   }
-  for (const auto& dataset : c.datasets) run_dataset(bench_dataset_name(dataset), load_bench_questions(dataset, c.questions));
+  for (const auto& dataset : c.datasets)
+    sets.emplace_back(bench_dataset_name(dataset), load_bench_questions(dataset, c.questions));
+  ExperimentProgress state;
+  for (const auto& [name, questions] : sets)
+    for (const auto& q : questions) state.total += static_cast<int64_t>(q.turns.size() * c.temperatures.size());
+  const ProgressCallback per_turn = [&](const std::string& line) {
+    ++state.done;
+    state.line = line;
+    if (progress) progress(state);
+  };
+  for (const auto& [name, questions] : sets)
+    for (double t : c.temperatures)
+      for (auto& run : run_methods(target, tokenizer, methods, name, questions, t, runner, per_turn))
+        out.runs.push_back(std::move(run));
   return out;
 }
 

@@ -72,10 +72,18 @@ void apply_driver_defaults(ExperimentConfig& config);
 // option (--head, labelled heads) or a malformed --strategy.
 std::vector<MethodSpec> experiment_methods(const ExperimentConfig& config);
 
+// How far an experiment is: question turns done of the whole run (every dataset, temperature and turn), and the
+// runner's line about the last one.
+struct ExperimentProgress {
+  int64_t done = 0, total = 0;
+  std::string line;
+};
+using ExperimentProgressCallback = std::function<void(const ExperimentProgress&)>;
+
 // Runs the whole experiment: every dataset x temperature through run_methods, with the root attributes of the
 // schema (environment, models and checksums, settings) and the heads' training logs under /training.
 ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer, const ExperimentConfig& config,
-                           const ProgressCallback& progress = {});
+                           const ExperimentProgressCallback& progress = {});
 
 // The summary `exp` and `compare` print: one row per run with method, dataset, T, tok/s, speedup and tau
 // (analysis/run_metrics.h), drafted nodes per cycle, the draft / verify time split and identical (k/n at T = 0).

@@ -42,6 +42,15 @@ for s in 0 1; do
   "$BIN" exp sweep --model "$MODEL" --questions 1 -n 8 --repeats 1 --warmup 0 --head "$HEAD" --total-tokens 6,10 --depth 2 --top-k 2 --shard $s/2 \
     --out "$TMP/sweep$s.h5" >/dev/null 2>"$TMP/err" || bad "sweep shard $s: $(cat "$TMP/err")"
 done
+# Progress with stderr in a file (no terminal, as under Slurm or nohup): plain lines with done/total and ETA;
+# none with --quiet. ($CI silences progress too: unset here.)
+env -u CI "$BIN" exp sweep --model "$MODEL" --questions 1 -n 8 --repeats 1 --warmup 0 --head "$HEAD" --total-tokens 6 \
+  --depth 2 --top-k 2 --progress-every 0 --out "$TMP/progress.h5" >/dev/null 2>"$TMP/progress"
+grep -q "^sweep: 2/2 question turns (100%), .*/s, ETA " "$TMP/progress" && [ "$(grep -c 'question turns' "$TMP/progress")" = 2 ] \
+  && ok "progress lines in a log file: done/total, rate, ETA" || bad "progress in a log: $(cat "$TMP/progress")"
+env -u CI "$BIN" exp sweep --model "$MODEL" --questions 1 -n 8 --repeats 1 --warmup 0 --head "$HEAD" --total-tokens 6 \
+  --depth 2 --top-k 2 --progress-every 0 --quiet --out "$TMP/progress.h5" >/dev/null 2>"$TMP/progress"
+[ ! -s "$TMP/progress" ] && ok "--quiet: no progress lines" || bad "--quiet printed: $(cat "$TMP/progress")"
 "$BIN" merge "$TMP/merged.h5" "$TMP/sweep0.h5" "$TMP/sweep1.h5" >"$TMP/out" 2>"$TMP/err"
 rc=$?
 [ $rc = 0 ] && grep -q "4 runs from 2 files" "$TMP/out" && ok "merge: 4 runs (2 grid points + 2 baselines)" \
