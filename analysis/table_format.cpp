@@ -1,5 +1,7 @@
 #include "analysis/table_format.h"
 
+#include <algorithm>
+#include <cctype>
 #include <sstream>
 
 namespace draftlab::analysis {
@@ -47,6 +49,73 @@ std::string render_markdown(const Report& report) {
   }
   s << "_" << report.caption << "_\n";
   return s.str();
+}
+
+namespace {
+
+// Characters, not bytes: UTF-8 continuation bytes do not take a column.
+size_t display_width(const std::string& text) {
+  size_t n = 0;
+  for (unsigned char ch : text) n += (ch & 0xC0) != 0x80;
+  return n;
+}
+
+// "1.52x", "-0.3", "98.5%", "1/1" (a trailing '*' or alignment space aside): right-aligned in text tables.
+bool looks_numeric(std::string text) {
+  while (!text.empty() && (text.back() == ' ' || text.back() == '*')) text.pop_back();
+  return !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-' || text[0] == '+') &&
+         text.find(' ') == std::string::npos;
+}
+
+}  // namespace
+
+std::string render_text(const Table& t) {
+  const std::vector<std::string> cols = flat_columns(t);
+  // A row with several bold cells (the best grid point) gets one '*' after the line; a single bold cell gets its
+  // own '*', and the other cells of its column a trailing space there, so numbers stay aligned.
+  auto whole_row_bold = [](const std::vector<Cell>& row) {
+    return std::count_if(row.begin(), row.end(), [](const Cell& c) { return c.bold; }) >= 2;
+  };
+  std::vector<bool> has_bold(cols.size(), false);
+  for (const auto& row : t.rows)
+    if (!whole_row_bold(row))
+      for (size_t i = 0; i < row.size() && i < cols.size(); ++i) has_bold[i] = has_bold[i] || row[i].bold;
+  std::vector<std::vector<std::string>> cells{cols};
+  std::vector<bool> row_mark{false};
+  for (const auto& row : t.rows) {
+    const bool whole = whole_row_bold(row);
+    std::vector<std::string> r;
+    for (size_t i = 0; i < row.size(); ++i) {
+      const bool mark = row[i].bold && !whole;
+      r.push_back(mark ? row[i].text + "*" : i < cols.size() && has_bold[i] ? row[i].text + " " : row[i].text);
+    }
+    cells.push_back(r);
+    row_mark.push_back(whole);
+  }
+  std::vector<size_t> width(cols.size(), 0);
+  for (const auto& r : cells)
+    for (size_t i = 0; i < r.size() && i < width.size(); ++i) width[i] = std::max(width[i], display_width(r[i]));
+  std::ostringstream s;
+  if (!t.title.empty()) s << t.title << "\n";
+  for (size_t k = 0; k < cells.size(); ++k) {
+    std::string line;
+    for (size_t i = 0; i < cells[k].size() && i < width.size(); ++i) {
+      const std::string& c = cells[k][i];
+      const std::string pad(width[i] - display_width(c), ' ');
+      const bool right = k > 0 && i > 0 && looks_numeric(c);  // the header and the label column stay left
+      line += (i ? "  " : "") + (right ? pad + c : c + pad);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    s << line << (row_mark[k] ? "  *" : "") << "\n";
+  }
+  for (const std::string& n : t.notes) s << n << "\n";
+  return s.str();
+}
+
+std::string render_text(const Report& report) {
+  std::string s = report.heading + "\n\n";
+  for (const Table& t : report.tables) s += render_text(t) + "\n";
+  return s + report.caption + "\n";
 }
 
 std::string latex_escape(const std::string& text) {

@@ -32,6 +32,10 @@ struct Report {
 
 std::string render_markdown(const Report& report);
 std::string render_latex(const Report& report);
+// Aligned plain text for a terminal: every column as wide as its widest cell (counted in characters, so τ is one),
+// text left-aligned, numbers right-aligned, bold cells marked with a trailing '*'.
+std::string render_text(const Table& table);
+std::string render_text(const Report& report);
 
 // LaTeX-safe text: escapes specials, τ -> $\tau$, α -> $\alpha$.
 std::string latex_escape(const std::string& text);

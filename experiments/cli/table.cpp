@@ -26,7 +26,7 @@ int run_table(int argc, char** argv) {
   desc.add_options()
       ("help,h", "show this help")
       ("results", po::value(&path)->required(), "results file (draftlab exp ... --out FILE.h5)")
-      ("format", po::value(&format)->default_value(format), "md (Markdown) or latex (booktabs tabular)")
+      ("format", po::value(&format)->default_value(format), "md (Markdown), latex (booktabs tabular) or text (aligned, for a terminal)")
       ("ci", po::bool_switch(&options.intervals), "add percentile-bootstrap intervals to speedup and τ cells")
       ("resamples", po::value(&options.bootstrap.resamples)->default_value(options.bootstrap.resamples),
        "bootstrap resamples over questions")
@@ -37,13 +37,16 @@ int run_table(int argc, char** argv) {
   positional.add("results", 1);
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "table", vm, &positional)) return 0;
-  if (format != "md" && format != "latex") throw Error("--format: expected md or latex, got " + format);
+  if (format != "md" && format != "latex" && format != "text")
+    throw Error("--format: expected md, latex or text, got " + format);
   if (options.bootstrap.resamples < 1) throw Error("--resamples: expected a positive count");
   if (!(options.bootstrap.level > 0 && options.bootstrap.level < 1)) throw Error("--level: expected a value in (0, 1)");
 
   const ResultsFile results = read_results(path);
   const analysis::Report report = analysis::paper_tables(results, path, options);
-  std::cout << (format == "md" ? analysis::render_markdown(report) : analysis::render_latex(report));
+  std::cout << (format == "md"      ? analysis::render_markdown(report)
+                : format == "latex" ? analysis::render_latex(report)
+                                    : analysis::render_text(report));
   return 0;
 }
 

@@ -18,6 +18,7 @@
 #include "core/training/training_log.h"
 #include "core/results/git_revision.h"
 #include "analysis/run_metrics.h"
+#include "analysis/table_format.h"
 #include "strategies/registry.h"
 
 namespace draftlab {
@@ -382,32 +383,24 @@ std::vector<SummaryRow> summary_rows(const ResultsFile& results) {
 }
 
 std::string summary_table(const ResultsFile& results) {
-  const std::vector<SummaryRow> rows = summary_rows(results);
-  int width = 6, data_width = 7;  // the longest label sets the column, so rows stay aligned
-  for (const SummaryRow& r : rows) {
-    width = std::max(width, static_cast<int>(r.method.size()));
-    data_width = std::max(data_width, static_cast<int>(r.dataset.size()));
-  }
-  std::string out;
-  char line[1024];
-  std::snprintf(line, sizeof line, "%-*s %-*s %4s %9s %8s %6s %9s %6s %7s %9s\n", width, "method", data_width,
-                "dataset", "T", "tok/s", "speedup", "tau", "drafted/c", "draft%", "verify%", "identical");
-  out += line;
   auto number = [](double x, const char* format) {
     if (!std::isfinite(x)) return std::string("-");
     char buf[32];
     std::snprintf(buf, sizeof buf, format, x);
     return std::string(buf);
   };
-  for (const SummaryRow& r : rows) {
+  analysis::Table table;
+  table.columns = {"method", "dataset", "T", "tok/s", "speedup", "tau", "drafted/c", "draft%", "verify%", "identical"};
+  for (const SummaryRow& r : summary_rows(results)) {
     const std::string ident = r.checked ? std::to_string(r.identical) + "/" + std::to_string(r.checked) : "-";
-    std::snprintf(line, sizeof line, "%-*s %-*s %4g %9.1f %8s %6s %9.1f %5.1f%% %6.1f%% %9s%s\n", width,
-                  r.method.c_str(), data_width, r.dataset.c_str(), r.temperature, r.tokens_per_second,
-                  number(r.speedup, "%.2fx").c_str(), number(r.tau, "%.2f").c_str(), r.drafted_per_cycle,
-                  100 * r.draft_share, 100 * r.verify_share, ident.c_str(), r.best ? "  <- best" : "");
-    out += line;
+    table.rows.push_back({r.method, r.dataset, number(r.temperature, "%g"), number(r.tokens_per_second, "%.1f"),
+                          analysis::Cell(number(r.speedup, "%.2fx"), r.best), number(r.tau, "%.2f"),
+                          number(r.drafted_per_cycle, "%.1f"), number(100 * r.draft_share, "%.1f%%"),
+                          number(100 * r.verify_share, "%.1f%%"), ident});
   }
-  return out;
+  if (std::any_of(table.rows.begin(), table.rows.end(), [](const auto& row) { return row[4].bold; }))
+    table.notes.push_back("* the fastest grid point per dataset and temperature");
+  return analysis::render_text(table);
 }
 
 bool all_identical(const ResultsFile& results) {

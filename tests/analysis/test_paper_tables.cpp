@@ -174,3 +174,29 @@ TEST(PaperTables, BaselineIsFoundByDraftShapeNotByName) {
   ASSERT_EQ(r.tables[0].rows.size(), 2u);
   EXPECT_EQ(r.tables[0].rows[0][1].text, "2.00x");
 }
+
+namespace draftlab::analysis {
+namespace {
+
+TEST(TableFormat, TextColumnsAlignByCharactersNotBytes) {
+  Table t;
+  t.columns = {"method", "τ", "speedup"};
+  t.rows = {{"eagle2 (tt=4 d=4 k=1)", "2.64", Cell("1.52x", true)}, {"pld", "τ?", "0.91x"}};
+  const std::string text = render_text(t);
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) lines.push_back(text.substr(at, nl - at));
+  ASSERT_EQ(lines.size(), 3u);
+  auto width = [](const std::string& s) {
+    size_t n = 0;
+    for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
+    return n;
+  };
+  // Numbers right-aligned (the bold cell's '*' past the column's numbers), τ one character wide.
+  EXPECT_EQ(lines[1], "eagle2 (tt=4 d=4 k=1)  2.64   1.52x*");
+  EXPECT_EQ(lines[2], "pld                    τ?     0.91x");
+  EXPECT_EQ(width(lines[1]), width(lines[2]) + 1);
+  EXPECT_EQ(lines[0].substr(0, 6), "method");
+}
+
+}  // namespace
+}  // namespace draftlab::analysis
