@@ -4,6 +4,7 @@
 #include <iostream>
 #include <string>
 
+#include "analysis/by_category.h"
 #include "analysis/paper_tables.h"
 #include "core/base/error.h"
 #include "core/results/results_file.h"
@@ -17,7 +18,7 @@ namespace draftlab::cli {
 int run_table(int argc, char** argv) {
   std::string path, format = "md";
   analysis::TableOptions options;
-  std::string experiments;
+  std::string experiments, by = "file";
   for (const analysis::PaperTableEntry& e : analysis::paper_table_index())
     experiments += "\n  " + e.experiment + " -> " + e.paper_item;
   po::options_description desc(
@@ -27,6 +28,9 @@ int run_table(int argc, char** argv) {
       ("help,h", "show this help")
       ("results", po::value(&path)->required(), "results file (draftlab exp ... --out FILE.h5)")
       ("format", po::value(&format)->default_value(format), "md (Markdown), latex (booktabs tabular) or text (aligned, for a terminal)")
+      ("by", po::value(&by)->default_value(by),
+       "file (one column per question file), category (every category of a file with several: "
+       "mt_bench:writing, ...) or subtask (Spec-Bench's: MT-bench's eight categories as one)")
       ("ci", po::bool_switch(&options.intervals), "add percentile-bootstrap intervals to speedup and τ cells")
       ("resamples", po::value(&options.bootstrap.resamples)->default_value(options.bootstrap.resamples),
        "bootstrap resamples over questions")
@@ -42,7 +46,8 @@ int run_table(int argc, char** argv) {
   if (options.bootstrap.resamples < 1) throw Error("--resamples: expected a positive count");
   if (!(options.bootstrap.level > 0 && options.bootstrap.level < 1)) throw Error("--level: expected a value in (0, 1)");
 
-  const ResultsFile results = read_results(path);
+  const analysis::CategoryGrouping grouping = analysis::parse_category_grouping(by);
+  const ResultsFile results = analysis::split_by_category(read_results(path), grouping);
   const analysis::Report report = analysis::paper_tables(results, path, options);
   std::cout << (format == "md"      ? analysis::render_markdown(report)
                 : format == "latex" ? analysis::render_latex(report)

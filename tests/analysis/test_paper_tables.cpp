@@ -1,6 +1,7 @@
 // The paper tables from hand-made files: the right rows and cells in the papers' layouts, Markdown and LaTeX.
 #include <gtest/gtest.h>
 
+#include "analysis/by_category.h"
 #include "analysis/paper_tables.h"
 #include "run_builder.h"
 #include "test_errors.h"
@@ -196,6 +197,55 @@ TEST(TableFormat, TextColumnsAlignByCharactersNotBytes) {
   EXPECT_EQ(lines[2], "pld                    τ?     0.91x");
   EXPECT_EQ(width(lines[1]), width(lines[2]) + 1);
   EXPECT_EQ(lines[0].substr(0, 6), "method");
+}
+
+}  // namespace
+}  // namespace draftlab::analysis
+
+namespace draftlab::analysis {
+namespace {
+
+// Four question turns in two categories, cycles and nodes behind each; split by category, each part holds exactly
+// its questions' rows (the validator checks every offset and back-reference), and τ / tokens/s are recomputed.
+TEST(ByCategory, SplitRunsKeepEveryRowWithItsQuestion) {
+  ResultsFile f = speed_file("speed");
+  for (RunRecord& run : f.runs)
+    for (size_t i = 0; i < run.questions.size(); ++i) run.questions.category[i] = i % 2 ? "coding" : "writing";
+  const ResultsFile split = split_by_category(f, CategoryGrouping::Category);
+  EXPECT_NO_THROW(validate_results(split, "split"));
+  size_t questions = 0, cycles = 0, nodes = 0;
+  for (const RunRecord& r : split.runs) {
+    questions += r.questions.size();
+    cycles += r.cycles.size();
+    nodes += r.nodes.size();
+    for (const auto& c : r.questions.category) EXPECT_EQ(r.dataset, r.dataset.substr(0, r.dataset.find(':')) + ":" + c);
+    double sum = 0;
+    for (int32_t a : r.cycles.accept_length) sum += a;
+    if (!r.cycles.size()) continue;
+    EXPECT_DOUBLE_EQ(r.tau, sum / r.cycles.size());
+  }
+  size_t want_q = 0, want_c = 0, want_n = 0;
+  for (const RunRecord& r : f.runs) {
+    want_q += r.questions.size();
+    want_c += r.cycles.size();
+    want_n += r.nodes.size();
+  }
+  EXPECT_EQ(questions, want_q);
+  EXPECT_EQ(cycles, want_c);
+  EXPECT_EQ(nodes, want_n);
+  EXPECT_EQ(split.runs.size(), 2 * f.runs.size());
+  // The speed table gets one column pair per category, each paired with the baseline's part of the same key.
+  const Report r = paper_tables(split, "split.h5");
+  const std::string md = render_markdown(r);
+  EXPECT_NE(md.find(":writing"), std::string::npos) << md;
+  EXPECT_NE(md.find(":coding"), std::string::npos) << md;
+
+  EXPECT_EQ(category_key("mt_bench", "writing", false, CategoryGrouping::Subtask), "mt_bench");
+  EXPECT_EQ(category_key("spec_bench", "roleplay", false, CategoryGrouping::Subtask), "spec_bench:mt_bench");
+  EXPECT_EQ(category_key("spec_bench", "translation", false, CategoryGrouping::Subtask), "spec_bench:translation");
+  EXPECT_EQ(category_key("gsm8k", "math", true, CategoryGrouping::Category), "gsm8k");  // one category: the file
+  EXPECT_EQ(split_by_category(f, CategoryGrouping::File).runs.size(), f.runs.size());
+  draftlab::testing::expect_error([] { parse_category_grouping("topic"); }, {"--by", "subtask", "'topic'"});
 }
 
 }  // namespace

@@ -45,6 +45,10 @@ has "tree-vs-chain: the tree's gain" "$TMP/tree-vs-chain.md" "| MT-bench | 0 | 4
 has "sweep: best point bold" "$TMP/sweep.md" "| **40** | **5** | **8** |"
 has "sweep: best named" "$TMP/sweep.md" "total_tokens=40, depth=5, top_k=8 (2.00x"
 has "ablate-inputs: 0-α and 1-α" "$TMP/ablate-inputs.md" "| T | Dataset | Method | Speedup | τ | 0-α | 1-α |"
+for by in category subtask; do
+  "$BIN" table "$TMP/fixture-speed.h5" --by $by --format text >"$TMP/by-$by" 2>&1 && grep -q "Speedup" "$TMP/by-$by" \
+    && ok "table --by $by" || bad "table --by $by: $(cat "$TMP/by-$by")"
+done
 "$BIN" table "$TMP/fixture-speed.h5" --ci >"$TMP/ci.md" 2>&1
 has "--ci adds intervals" "$TMP/ci.md" "| eagle2 | 2.00x [2.00, 2.00] | 4.00 [4.00, 4.00] |"
 
@@ -68,6 +72,7 @@ cp "$TMP/fixture-speed.h5" "$TMP/no-shape.h5"
 $PY -c "import h5py, sys; del h5py.File(sys.argv[1], 'r+')['runs/0001'].attrs['draft_shape']" "$TMP/no-shape.h5"
 expect_error "table: run without draft_shape" "/runs/0001 attribute draft_shape" "$BIN" table "$TMP/no-shape.h5"
 expect_error "plot: run without draft_shape" "/runs/0001: attribute draft_shape" "$BIN" plot "$TMP/no-shape.h5" --out "$TMP/fig-bad"
+expect_error "table: unknown --by" "--by: expected file, category or subtask" "$BIN" table "$TMP/fixture-speed.h5" --by topic
 expect_error "table: text file" "notes.txt" "$BIN" table "$TMP/notes.txt"
 expect_error "table: other HDF5 names the schema" "schema" "$BIN" table "$TMP/other.h5"
 expect_error "table: missing file" "no/such.h5" "$BIN" table "$TMP/no/such.h5"
