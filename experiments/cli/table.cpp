@@ -1,11 +1,13 @@
 // draftlab table: the papers' tables (analysis/paper_tables.h) filled with the numbers of one results file.
 #include <boost/program_options.hpp>
 
+#include <filesystem>
 #include <iostream>
 #include <string>
 
 #include "analysis/by_category.h"
 #include "analysis/paper_tables.h"
+#include "analysis/spec_bench_answers.h"
 #include "core/base/error.h"
 #include "core/results/results_file.h"
 #include "experiments/cli/commands.h"
@@ -18,19 +20,22 @@ namespace draftlab::cli {
 int run_table(int argc, char** argv) {
   std::string path, format = "md";
   analysis::TableOptions options;
-  std::string experiments, by = "file";
+  std::string experiments, by = "file", baseline = "vanilla";
   for (const analysis::PaperTableEntry& e : analysis::paper_table_index())
     experiments += "\n  " + e.experiment + " -> " + e.paper_item;
   po::options_description desc(
       "draftlab table RESULTS.h5: print the paper table(s) of the file's experiment with its numbers:" + experiments +
-      "\n\noptions");
+      "\ndraftlab table DIR: Spec-Bench answer files (*.jsonl, ours from exp --jsonl or another system's) as "
+      "Spec-Bench's speed.py reports them: speedup and mean accepted tokens per subtask and overall\n\noptions");
   desc.add_options()
       ("help,h", "show this help")
-      ("results", po::value(&path)->required(), "results file (draftlab exp ... --out FILE.h5)")
+      ("results", po::value(&path)->required(), "results file (draftlab exp ... --out FILE.h5) or folder of answer files")
       ("format", po::value(&format)->default_value(format), "md (Markdown), latex (booktabs tabular) or text (aligned, for a terminal)")
       ("by", po::value(&by)->default_value(by),
        "file (one column per question file), category (every category of a file with several: "
        "mt_bench:writing, ...) or subtask (Spec-Bench's: MT-bench's eight categories as one)")
+      ("baseline", po::value(&baseline)->default_value(baseline),
+       "DIR: the baseline of each folder and temperature is the file whose name contains this")
       ("ci", po::bool_switch(&options.intervals), "add percentile-bootstrap intervals to speedup and τ cells")
       ("resamples", po::value(&options.bootstrap.resamples)->default_value(options.bootstrap.resamples),
        "bootstrap resamples over questions")
@@ -47,8 +52,11 @@ int run_table(int argc, char** argv) {
   if (!(options.bootstrap.level > 0 && options.bootstrap.level < 1)) throw Error("--level: expected a value in (0, 1)");
 
   const analysis::CategoryGrouping grouping = analysis::parse_category_grouping(by);
-  const ResultsFile results = analysis::split_by_category(read_results(path), grouping);
-  const analysis::Report report = analysis::paper_tables(results, path, options);
+  const analysis::Report report =
+      std::filesystem::is_directory(path)
+          ? analysis::spec_bench_report(analysis::read_answer_folder(path), baseline,
+                                        vm["by"].defaulted() ? analysis::CategoryGrouping::Subtask : grouping, path)
+          : analysis::paper_tables(analysis::split_by_category(read_results(path), grouping), path, options);
   std::cout << (format == "md"      ? analysis::render_markdown(report)
                 : format == "latex" ? analysis::render_latex(report)
                                     : analysis::render_text(report));

@@ -27,6 +27,8 @@ if /usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null; then
   /usr/bin/python3 "$SRC/tests/analysis/spec_bench_contract.py" "$TMP/alpha.h5" "$TMP/jsonl" >"$TMP/contract" 2>&1 \
     && ok "Spec-Bench JSONL reads as Spec-Bench's speed.py and equal.py read it" || bad "Spec-Bench contract: $(cat "$TMP/contract")"
 fi
+"$BIN" table "$TMP/jsonl" --format text >"$TMP/answers" 2>&1 && grep -q "mt_bench/ts-tiny-eagle-chain-float32-temp-0.0.jsonl .*x" "$TMP/answers" \
+  && ok "draftlab table DIR tables Spec-Bench answer files" || bad "table of the answer folder: $(cat "$TMP/answers")"
 ls "$TMP" | grep -q '\.tmp\.' && bad "a temporary file was left behind" || ok "no temporary file left"
 
 # 2. Killed midway: no file under the requested name, no temporary file. The run is far longer than 3 s.
