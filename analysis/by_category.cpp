@@ -89,12 +89,7 @@ ResultsFile split_by_category(const ResultsFile& results, CategoryGrouping group
     }
     for (const auto& key : order) {
       RunRecord& r = parts.at(key);
-      double tokens = 0, seconds = 0;
-      for (size_t i = 0; i < r.questions.size(); ++i) {
-        tokens += r.questions.new_tokens[i];
-        seconds += r.questions.wall_seconds[i];
-      }
-      r.tokens_per_second = seconds > 0 ? tokens / seconds : 0.0;
+      r.tokens_per_second = tokens_per_second(r);
       r.tau = r.cycles.size() ? tau(r) : 0.0;
       out.runs.push_back(std::move(r));
     }

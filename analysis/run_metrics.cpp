@@ -69,6 +69,15 @@ double tau(const RunRecord& run) {
   return cycles.sum() > 0 ? emitted.sum() / cycles.sum() : kNaN;
 }
 
+double tokens_per_second(const RunRecord& run) {
+  double tokens = 0, seconds = 0;
+  for (size_t i = 0; i < run.questions.size(); ++i) {
+    tokens += run.questions.new_tokens[i];
+    seconds += run.questions.wall_seconds[i];
+  }
+  return seconds > 0 ? tokens / seconds : 0.0;
+}
+
 Estimate tau_estimate(const RunRecord& run, const BootstrapOptions& options) {
   const auto [emitted, cycles] = emitted_and_cycles(run);
   return bootstrap_ratio(emitted, cycles, options);
@@ -91,14 +100,11 @@ RunSummary summarize_run(const ResultsFile& results, const RunRecord& run, const
   s.questions = static_cast<int64_t>(q.size());
   s.tau = tau_estimate(run, options);
   s.speedup = speedup_estimate(results, run, options);
-  double tokens = 0, seconds = 0;
   for (size_t i = 0; i < q.size(); ++i) {
-    tokens += q.new_tokens[i];
-    seconds += q.wall_seconds[i];
     if (q.identical[i] != -1) ++s.checked;
     if (q.identical[i] == 1) ++s.identical;
   }
-  s.tokens_per_second = seconds > 0 ? tokens / seconds : kNaN;
+  s.tokens_per_second = tokens_per_second(run);
   return s;
 }
 

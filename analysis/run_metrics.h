@@ -23,6 +23,8 @@ const RunRecord* find_baseline(const ResultsFile& results, const RunRecord& run)
 
 // tau of a run: sum(cycles/accept_length) / rows of cycles/. NaN for a run without cycles.
 double tau(const RunRecord& run);
+// sum(new_tokens) / sum(wall_seconds) over the question turns; 0 for a run without time.
+double tokens_per_second(const RunRecord& run);
 // The same, with its bootstrap interval over questions.
 Estimate tau_estimate(const RunRecord& run, const BootstrapOptions& options = {});
 

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "core/base/error.h"
@@ -128,28 +129,30 @@ Report spec_bench_report(const std::vector<AnswerFile>& files, const std::string
   report.caption = "From " + source + " (Spec-Bench's speed.py: speed = mean over questions of new_tokens / "
                    "wall_time; τ = mean of accept_lengths); baseline: the file of each folder and temperature "
                    "whose name contains '" + baseline + "'.";
+  // Each question's subtask key, computed once: key_of[file][question].
+  std::vector<std::vector<std::string>> key_of(files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::set<std::string> categories;
+    for (const auto& q : files[i].questions) categories.insert(q.category);
+    for (const auto& q : files[i].questions)
+      key_of[i].push_back(category_key(files[i].dataset, q.category, categories.size() == 1, grouping));
+  }
+  // The questions of file i under `key` ("": all of them).
+  auto select = [&](size_t i, const std::string& key) {
+    std::vector<const AnswerQuestion*> out;
+    for (size_t j = 0; j < files[i].questions.size(); ++j)
+      if (key.empty() || key_of[i][j] == key) out.push_back(&files[i].questions[j]);
+    return out;
+  };
   std::set<double> temperatures;
   for (const auto& f : files) temperatures.insert(f.temperature);
   for (double t : temperatures) {
-    // Subtask keys per file, in order of first appearance over all files.
+    // Subtask keys in order of first appearance over the files at this temperature.
     std::vector<std::string> keys;
-    auto key_of = [&](const AnswerFile& f, const AnswerQuestion& q) {
-      std::set<std::string> categories;
-      for (const auto& x : f.questions) categories.insert(x.category);
-      return category_key(f.dataset, q.category, categories.size() == 1, grouping);
-    };
-    for (const auto& f : files)
-      if (f.temperature == t)
-        for (const auto& q : f.questions) {
-          const std::string k = key_of(f, q);
+    for (size_t i = 0; i < files.size(); ++i)
+      if (files[i].temperature == t)
+        for (const auto& k : key_of[i])
           if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
-        }
-    auto select = [&](const AnswerFile& f, const std::string& key) {
-      std::vector<const AnswerQuestion*> out;
-      for (const auto& q : f.questions)
-        if (key.empty() || key_of(f, q) == key) out.push_back(&q);
-      return out;
-    };
     Table table;
     char title[64];
     std::snprintf(title, sizeof title, "Temperature = %g", t);
@@ -161,16 +164,19 @@ Report spec_bench_report(const std::vector<AnswerFile>& files, const std::string
     }
     table.columns.push_back("Overall Speedup");
     table.columns.push_back("Overall τ");
-    for (const auto& f : files) {
+    for (size_t i = 0; i < files.size(); ++i) {
+      const AnswerFile& f = files[i];
       if (f.temperature != t) continue;
-      const AnswerFile* base = nullptr;
-      for (const auto& b : files)
-        if (b.temperature == t && b.dataset == f.dataset && b.method.find(baseline) != std::string::npos) base = &b;
+      std::optional<size_t> base;
+      for (size_t b = 0; b < files.size(); ++b)
+        if (files[b].temperature == t && files[b].dataset == f.dataset &&
+            files[b].method.find(baseline) != std::string::npos)
+          base = b;
       std::vector<Cell> row{Cell(f.path)};
       std::vector<std::string> columns = keys;
       columns.push_back("");  // overall
       for (const auto& k : columns) {
-        const auto mine = select(f, k);
+        const auto mine = select(i, k);
         const Numbers n = numbers_of(mine);
         const double base_speed = base ? numbers_of(select(*base, k)).speed : std::nan("");
         row.push_back(Cell(mine.empty() ? "" : number(n.speed / base_speed, "%.2fx")));

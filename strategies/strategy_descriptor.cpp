@@ -1,7 +1,5 @@
 #include "strategies/strategy_descriptor.h"
 
-#include <cmath>
-#include <cstdlib>
 #include <sstream>
 
 #include "core/base/error.h"
@@ -14,22 +12,6 @@ std::string number_text(double x) {
   std::ostringstream s;
   s << x;
   return s.str();
-}
-
-bool is_integer(const std::string& v, double* out) {
-  char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0') return false;
-  *out = static_cast<double>(x);
-  return true;
-}
-
-bool is_number(const std::string& v, double* out) {
-  char* end = nullptr;
-  double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !std::isfinite(x)) return false;
-  *out = x;
-  return true;
 }
 
 }  // namespace
@@ -53,21 +35,17 @@ std::string OptionSpec::range() const {
 }
 
 void OptionSpec::check(const std::string& strategy, const std::string& value) const {
-  bool ok = true;
-  double x = 0;
   for (const auto& c : choices)
     if (value == c) return;
+  auto in_range = [&](double x) { return (!min || x >= *min) && (!max || x <= *max); };
+  bool ok = true;
+  int64_t i = 0;
+  double x = 0;
+  bool b = false;
   switch (type) {
-    case OptionType::Integer:
-      ok = is_integer(value, &x) && (!min || x >= *min) && (!max || x <= *max);
-      break;
-    case OptionType::Number:
-      ok = is_number(value, &x) && (!min || x >= *min) && (!max || x <= *max);
-      break;
-    case OptionType::Boolean:
-      ok = value == "1" || value == "true" || value == "yes" || value == "on" || value == "0" || value == "false" ||
-           value == "no" || value == "off";
-      break;
+    case OptionType::Integer: ok = parse_option_int(value, &i) && in_range(static_cast<double>(i)); break;
+    case OptionType::Number: ok = parse_option_number(value, &x) && in_range(x); break;
+    case OptionType::Boolean: ok = parse_option_bool(value, &b); break;
     case OptionType::Choice: ok = false; break;  // matched above or not at all
     case OptionType::Path:
     case OptionType::Text: ok = !value.empty(); break;

@@ -1,5 +1,6 @@
 #include "strategies/strategy_options.h"
 
+#include <cmath>
 #include <cstdlib>
 
 #include "core/base/error.h"
@@ -25,27 +26,47 @@ const std::string& StrategyOptions::raw(const std::string& key) const {
   return d->second;
 }
 
+bool parse_option_int(const std::string& text, int64_t* out) {
+  char* end = nullptr;
+  const long long x = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0') return false;
+  *out = x;
+  return true;
+}
+
+bool parse_option_number(const std::string& text, double* out) {
+  char* end = nullptr;
+  const double x = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(x)) return false;
+  *out = x;
+  return true;
+}
+
+bool parse_option_bool(const std::string& text, bool* out) {
+  if (text == "1" || text == "true" || text == "yes" || text == "on") return *out = true, true;
+  if (text == "0" || text == "false" || text == "no" || text == "off") return *out = false, true;
+  return false;
+}
+
 int64_t StrategyOptions::get_int(const std::string& key) const {
   const std::string& v = raw(key);
-  char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0') throw Error("option " + key + ": expected an integer, got '" + v + "'");
+  int64_t x = 0;
+  if (!parse_option_int(v, &x)) throw Error("option " + key + ": expected an integer, got '" + v + "'");
   return x;
 }
 
 double StrategyOptions::get_double(const std::string& key) const {
   const std::string& v = raw(key);
-  char* end = nullptr;
-  double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0') throw Error("option " + key + ": expected a number, got '" + v + "'");
+  double x = 0;
+  if (!parse_option_number(v, &x)) throw Error("option " + key + ": expected a number, got '" + v + "'");
   return x;
 }
 
 bool StrategyOptions::get_bool(const std::string& key) const {
   const std::string& v = raw(key);
-  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
-  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
-  throw Error("option " + key + ": expected true or false, got '" + v + "'");
+  bool x = false;
+  if (!parse_option_bool(v, &x)) throw Error("option " + key + ": expected true or false, got '" + v + "'");
+  return x;
 }
 
 std::string StrategyOptions::get_string(const std::string& key) const { return raw(key); }

@@ -11,6 +11,12 @@
 
 namespace draftlab {
 
+// The value syntax of every option, shared by the option table's checks and the typed getters: false when `text`
+// is not an integer / a finite number / a boolean (1 true yes on, 0 false no off).
+bool parse_option_int(const std::string& text, int64_t* out);
+bool parse_option_number(const std::string& text, double* out);
+bool parse_option_bool(const std::string& text, bool* out);
+
 class StrategyOptions {
  public:
   StrategyOptions() = default;

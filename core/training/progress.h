@@ -1,11 +1,11 @@
-// The progress line of a training run: step, loss, tokens/s, ETA.
-// On a terminal one line is redrawn in place (\r); in a log (CI, a pipe) a plain line every `every` steps,
-// so logs stay readable. quiet prints nothing.
+// The progress line of a training run: step, loss, tokens/s, ETA, drawn by ProgressMeter (core/base): redrawn on a
+// terminal; in a log (CI, a pipe) a plain line every `every` steps, so logs stay readable; quiet prints nothing.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <string>
+
+#include "core/base/progress_meter.h"
 
 namespace draftlab {
 
@@ -17,7 +17,7 @@ class ProgressLine {
   void update(int64_t step, double loss, double learning_rate, int64_t tokens);
 
   // A line that must not be overwritten (evaluation results, checkpoints); ends a pending \r line first.
-  void message(const std::string& text);
+  void message(const std::string& text) { meter_.message(text); }
 
   // Tokens per second since construction (or the last restart()).
   double tokens_per_second() const;
@@ -25,9 +25,8 @@ class ProgressLine {
 
  private:
   int64_t total_steps_, every_;
-  bool quiet_, terminal_, pending_ = false;
   int64_t tokens_ = 0, steps_ = 0;
-  std::chrono::steady_clock::time_point start_, last_draw_;
+  ProgressMeter meter_;
 };
 
 }  // namespace draftlab

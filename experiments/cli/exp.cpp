@@ -1,9 +1,7 @@
 // draftlab exp NAME: the experiment drivers (experiments/drivers/drivers.h) that reproduce the EAGLE / EAGLE-2
 // tables and figures, each writing one HDF5 results file (docs/results-schema.md) and optionally Spec-Bench JSONL.
 #include <boost/program_options.hpp>
-#include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -11,6 +9,7 @@
 #include <iostream>
 
 #include "core/base/error.h"
+#include "core/base/progress_meter.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/experiment_cli.h"
 #include "experiments/drivers/drivers.h"
@@ -58,57 +57,33 @@ std::vector<T> parse_numbers(const std::vector<std::string>& values, const std::
 
 namespace {
 
-std::string duration_text(double seconds) {
-  const long s = static_cast<long>(seconds + 0.5);
-  char buf[32];
-  if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, s / 60 % 60);
-  else if (s >= 60)
-    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%lds", s);
-  return buf;
-}
-
-// The progress of one run (see ProgressSettings).
+// The progress of one run (see ProgressSettings): a line per ProgressMeter's policy, in a log every
+// `every_seconds`.
 class RunProgress {
  public:
-  RunProgress(std::string what, const ProgressSettings& settings)
-      : what_(std::move(what)), settings_(settings), terminal_(isatty(fileno(stderr))) {
-    const char* ci = std::getenv("CI");
-    if (ci && *ci) settings_.quiet = true;
-  }
-  ~RunProgress() {
-    if (terminal_ && drawn_) std::fprintf(stderr, "\r\033[K");
-  }
+  RunProgress(const std::string& what, const ProgressSettings& settings)
+      : what_(what), every_seconds_(settings.every_seconds), meter_(0, settings.quiet || in_ci()) {}
 
   void operator()(const ExperimentProgress& p) {
-    if (settings_.quiet) return;
-    const auto now = std::chrono::steady_clock::now();
-    const double elapsed = std::chrono::duration<double>(now - start_).count();
-    const bool last = p.done >= p.total;
-    if (!terminal_ && !last && std::chrono::duration<double>(now - last_line_).count() < settings_.every_seconds) return;
-    last_line_ = now;
-    const double rate = elapsed > 0 ? p.done / elapsed : 0.0;
+    meter_.set_total(p.total);
+    if (!meter_.due(p.done, meter_.seconds_since_draw() >= every_seconds_)) return;
+    const double elapsed = meter_.elapsed_seconds();
     char head[160];
     std::snprintf(head, sizeof head, "%s: %lld/%lld question turns (%.0f%%), %.2f/s, ETA %s", what_.c_str(),
                   static_cast<long long>(p.done), static_cast<long long>(p.total),
-                  p.total ? 100.0 * p.done / p.total : 100.0, rate,
-                  rate > 0 ? duration_text((p.total - p.done) / rate).c_str() : "?");
-    if (terminal_) {
-      std::fprintf(stderr, "\r\033[K%s", (std::string(head) + " | " + p.line).substr(0, 160).c_str());
-      drawn_ = true;
-    } else {
-      std::fprintf(stderr, "%s | %s\n", head, p.line.c_str());
-    }
-    std::fflush(stderr);
+                  p.total ? 100.0 * p.done / p.total : 100.0, elapsed > 0 ? p.done / elapsed : 0.0,
+                  duration_text(meter_.eta_seconds(p.done)).c_str());
+    meter_.draw(std::string(head) + " | " + p.line);
   }
 
  private:
+  static bool in_ci() {
+    const char* ci = std::getenv("CI");
+    return ci && *ci;
+  }
   std::string what_;
-  ProgressSettings settings_;
-  bool terminal_, drawn_ = false;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_line_ = start_;
+  double every_seconds_;
+  ProgressMeter meter_;
 };
 
 }  // namespace

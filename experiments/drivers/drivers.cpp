@@ -139,18 +139,29 @@ std::vector<MethodSpec> eagle2_grid(const ExperimentConfig& c) {
   return m;
 }
 
+// The model a strategy with these needs gets from the config (--head, --draft); "" when none is given or needed.
+std::string model_for(const ExperimentConfig& c, StrategyNeeds needs) {
+  switch (needs) {
+    case StrategyNeeds::Head: {
+      const HeadSpec* h = main_head(c);
+      return h ? h->path : "";
+    }
+    case StrategyNeeds::DraftModel: return c.draft_path;
+    case StrategyNeeds::Nothing: break;
+  }
+  return "";
+}
+
 // Every registered strategy whose needs the config meets (--head, --draft), in registry order.
 std::vector<MethodSpec> every_strategy(const ExperimentConfig& c) {
   std::vector<MethodSpec> m;
   for (const StrategyDescriptor* s : strategy_table()) {
     if (s->shape == DraftShape::None) continue;  // the baseline comes first anyway
-    if (s->needs == StrategyNeeds::Head) {
-      if (const HeadSpec* h = main_head(c)) m.push_back(method(*s, {{"head", h->path}}));
-    } else if (s->needs == StrategyNeeds::DraftModel) {
-      if (!c.draft_path.empty()) m.push_back(method(*s, {{needs_option(s->needs), c.draft_path}}));
-    } else {
+    const std::string model = model_for(c, s->needs);
+    if (s->needs == StrategyNeeds::Nothing)
       m.push_back(method(*s));
-    }
+    else if (!model.empty())
+      m.push_back(method(*s, {{needs_option(s->needs), model}}));
   }
   return m;
 }
@@ -232,7 +243,7 @@ std::vector<MethodSpec> experiment_methods(const ExperimentConfig& c) {
   // --strategy: override the options of the preset method with that label, or add a method.
   for (const auto& text : c.strategy_specs) {
     MethodSpec s = parse_method_spec(text, "--strategy");
-    find_strategy(s.strategy);  // an unknown name fails here, before any model loads
+    const StrategyDescriptor& d = find_strategy(s.strategy);  // an unknown name fails here, before any model loads
     auto it = std::find_if(m.begin(), m.end(), [&](const MethodSpec& x) {
       return x.label == (s.label == text ? s.strategy : s.label);
     });
@@ -241,15 +252,8 @@ std::vector<MethodSpec> experiment_methods(const ExperimentConfig& c) {
       continue;
     }
     // The model it needs, from --head / --draft, unless the spec names one.
-    const StrategyDescriptor& d = find_strategy(s.strategy);
-    const std::string key = needs_option(d.needs);
-    if (!key.empty() && s.option(key).empty()) {
-      if (d.needs == StrategyNeeds::Head) {
-        if (const HeadSpec* h = main_head(c)) s.set_option(key, h->path);
-      } else if (!c.draft_path.empty()) {
-        s.set_option(key, c.draft_path);
-      }
-    }
+    const std::string key = needs_option(d.needs), model = model_for(c, d.needs);
+    if (!key.empty() && s.option(key).empty() && !model.empty()) s.set_option(key, model);
     m.push_back(std::move(s));
   }
   return m;
@@ -316,8 +320,7 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
   for (const auto& m : methods)
     jm.push_back({{"label", m.label}, {"strategy", m.strategy}, {"options", nlohmann::ordered_json::parse(m.options_json())}});
   settings["methods"] = jm;
-  if (c.grid_total_tokens.size() * c.grid_depth.size() * c.grid_top_k.size() > 0 &&
-      std::any_of(methods.begin(), methods.end(), [](const MethodSpec& m) { return !m.grid_json.empty(); }))
+  if (std::any_of(methods.begin(), methods.end(), [](const MethodSpec& m) { return !m.grid_json.empty(); }))
     settings["grid"] = {{"total_tokens", c.grid_total_tokens}, {"depth", c.grid_depth}, {"top_k", c.grid_top_k}};
   a["settings"] = settings.dump();
 
@@ -355,10 +358,8 @@ std::vector<SummaryRow> summary_rows(const ResultsFile& results) {
     row.temperature = r.temperature;
     row.speedup = analysis::speedup(results, r);
     row.tau = analysis::tau(r);
-    double tokens = 0, seconds = 0, draft = 0, verify = 0;
+    double draft = 0, verify = 0;
     for (size_t i = 0; i < r.questions.size(); ++i) {
-      tokens += r.questions.new_tokens[i];
-      seconds += r.questions.wall_seconds[i];
       draft += r.questions.draft_seconds[i];
       verify += r.questions.verify_seconds[i];
       if (r.questions.identical[i] >= 0) {
@@ -366,9 +367,9 @@ std::vector<SummaryRow> summary_rows(const ResultsFile& results) {
         row.identical += r.questions.identical[i];
       }
     }
-    row.tokens_per_second = seconds > 0 ? tokens / seconds : 0.0;
+    row.tokens_per_second = analysis::tokens_per_second(r);
     // Nothing generated (every answer ended at once): a time ratio of prefills is no speedup.
-    if (tokens == 0) row.speedup = std::numeric_limits<double>::quiet_NaN();
+    if (row.tokens_per_second == 0) row.speedup = std::numeric_limits<double>::quiet_NaN();
     row.drafted_per_cycle = r.cycles.size() ? static_cast<double>(r.nodes.size()) / r.cycles.size() : 0.0;
     row.draft_share = draft + verify > 0 ? draft / (draft + verify) : 0.0;
     row.verify_share = draft + verify > 0 ? verify / (draft + verify) : 0.0;

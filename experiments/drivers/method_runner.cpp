@@ -110,12 +110,7 @@ void append_result(RunRecord& run, const BenchQuestion& q, int turn, int32_t pro
 }
 
 void finish_run(RunRecord& run) {
-  double tokens = 0, seconds = 0;
-  for (size_t i = 0; i < run.questions.size(); ++i) {
-    tokens += run.questions.new_tokens[i];
-    seconds += run.questions.wall_seconds[i];
-  }
-  run.tokens_per_second = seconds > 0 ? tokens / seconds : 0.0;
+  run.tokens_per_second = analysis::tokens_per_second(run);
   run.tau = run.cycles.size() ? analysis::tau(run) : 0.0;
 }
 
