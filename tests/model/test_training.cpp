@@ -204,7 +204,16 @@ TEST(LanguageModelTraining, ValidationLossFallsOnTinyStories) {
   const LmTrainingResult r = train_language_model(o, data);
   ASSERT_EQ(r.curves.eval_loss.size(), 2u);
   EXPECT_NEAR(r.curves.eval_loss.front(), std::log(512.0), 0.1);  // a random model is close to uniform
-  EXPECT_LT(r.curves.eval_loss.back(), 0.6 * r.curves.eval_loss.front());
+  // The independent bar: the entropy of the validation targets' own unigram distribution, the lowest loss any
+  // predictor that ignores context can reach on exactly these windows. Beating it by a margin means the model
+  // learned from context. (A fixed fraction of the first loss was not a bar: the final loss moves by ~0.3 with
+  // the thread count and the ISA, 3.53-3.81 seen, and 0.6 x 6.24 sits inside that range.)
+  const at::Tensor targets = data.validation_windows(o.context, o.eval_windows).narrow(1, 1, o.context).reshape({-1});
+  const at::Tensor counts = at::bincount(targets.to(at::kLong)).to(at::kDouble);
+  const at::Tensor p = counts.masked_select(counts > 0) / static_cast<double>(targets.numel());
+  const double unigram_entropy = -(p * p.log()).sum().item<double>();
+  std::printf("validation targets' unigram entropy %.3f nats\n", unigram_entropy);
+  EXPECT_LT(r.curves.eval_loss.back(), unigram_entropy - 0.5);
   EXPECT_EQ(r.curves.train_loss.size(), 600u);
   for (const char* f : {"config.json", "model.safetensors", "tok512.bin", "training_state.safetensors",
                         "training_log.h5"})
