@@ -35,8 +35,10 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 
 // x @ w^T with w column-major (see llama_weights.h).
 // Few rows (decoding, verifying small trees) on CPU in float32: the skinny GEMM kernel, which streams the weight
-// once whatever n is (OpenBLAS's GEMM packs the whole matrix first: 2 rows cost ~4x one row). Its result for a
-// row does not depend on the other rows for n <= 12, so verifying a small tree repeats vanilla's arithmetic.
+// once whatever n is (OpenBLAS's GEMM packs the whole matrix first: 2 rows cost ~4x one row). Unlike the native
+// path's kernels it is not row-independent: from n = 5 on a row's last bits differ from the row computed alone
+// (tests/ops SkinnyGemm.RowsOfALargerCallRoundDifferently), so this path verifies a tree with vanilla's arithmetic
+// only up to rounding.
 // Everything else (more rows, other dtypes or devices, autograd): libtorch.
 at::Tensor project(const at::Tensor& x, const at::Tensor& w) {
   const int64_t n = x.size(0), in = x.size(1), out = w.size(0);

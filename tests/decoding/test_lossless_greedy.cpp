@@ -17,6 +17,38 @@ const char* kTarget = "models/aidreams260K/aidreams260K.bin";
 const char* kTokenizer = "models/aidreams260K/tok512.bin";
 const char* kOther = "models/stories260K/stories260K.bin";  // same vocabulary size, different model
 
+// The comparison. On the native path a tree row is computed with exactly vanilla's arithmetic (row-independent
+// kernels), so the tokens must be identical. The reference path (libtorch over OpenBLAS and the skinny GEMM) rounds
+// a row differently when the batch has another shape (SkinnyGemm.RowsOfALargerCallRoundDifferently shows it for
+// the projections), so a verification of n rows and vanilla's one-row steps may differ in the last bits, which
+// decide a greedy step only at a near tie of the top two logits. There the tokens must be identical up to the
+// first position where vanilla's own top-two margin is below kNearTie (checked on vanilla's logits, the
+// independent truth); what follows is another, equally greedy, run and is not compared. Returns whether the whole
+// output was compared.
+constexpr double kNearTie = 1e-4;
+
+bool expect_greedy_equal(const LlamaModel& target, const std::vector<int64_t>& prompt, const std::vector<int64_t>& want,
+                         const std::vector<int64_t>& got, const std::string& what) {
+  size_t i = 0;
+  while (i < want.size() && i < got.size() && want[i] == got[i]) ++i;
+  if (i == want.size() && i == got.size()) return true;
+  if (target.native() != nullptr || i == want.size() || i == got.size()) {
+    EXPECT_EQ(got, want) << what;
+    return false;
+  }
+  std::vector<int64_t> context = prompt;
+  context.insert(context.end(), want.begin(), want.begin() + static_cast<std::ptrdiff_t>(i));
+  KvCache cache = target.make_cache(static_cast<int64_t>(context.size()));
+  const at::Tensor logits = target.forward_chain(cache, context).logits[-1].to(at::kDouble);
+  const auto top = at::topk(logits, 2);
+  const double margin = (std::get<0>(top)[0] - std::get<0>(top)[1]).item<double>();
+  EXPECT_LT(margin, kNearTie) << what << ": token " << i << " differs (" << got[i] << " instead of " << want[i]
+                              << ") where vanilla's top-two margin is " << margin << ", not a rounding-level tie";
+  std::cout << what << ": reference path, a near tie (margin " << margin << ") at token " << i << " of " << want.size()
+            << " decided by rounding; identical before it\n";
+  return false;
+}
+
 class LosslessGreedy : public ::testing::TestWithParam<LosslessCase> {
  protected:
   void SetUp() override { load(kTarget, kOther); }
@@ -47,8 +79,8 @@ TEST_P(LosslessGreedy, SameTokensAsVanillaOnBenchPrompts) {
     auto want = generate_vanilla(*target, prompts[i], gen);
     SpeculativeDecoder decoder(*target, *strategy);
     auto got = decoder.generate(prompts[i], gen);
-    ASSERT_EQ(got.tokens, want.tokens) << "prompt " << i;
-    ASSERT_EQ(got.stop_reason, want.stop_reason) << "prompt " << i;
+    if (expect_greedy_equal(*target, prompts[i], want.tokens, got.tokens, "prompt " + std::to_string(i)))
+      ASSERT_EQ(got.stop_reason, want.stop_reason) << "prompt " << i;
     for (const auto& c : got.cycles) {
       drafted += c.drafted;
       accepted += c.accepted;
@@ -122,7 +154,7 @@ TEST_P(LosslessGreedyStories, SameTokensAsVanillaOnBenchPrompts) {
     auto want = generate_vanilla(*target, prompts[i], gen);
     SpeculativeDecoder decoder(*target, *strategy);
     auto got = decoder.generate(prompts[i], gen);
-    ASSERT_EQ(got.tokens, want.tokens) << "prompt " << i;
+    expect_greedy_equal(*target, prompts[i], want.tokens, got.tokens, "prompt " + std::to_string(i));
   }
 }
 

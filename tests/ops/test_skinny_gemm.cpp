@@ -173,3 +173,27 @@ TEST(SkinnyGemm, AvxPathIsTheDispatchedOneWhenAvailable) {
 
 }  // namespace
 }  // namespace draftlab
+
+namespace draftlab {
+namespace {
+
+// Why the reference forward path is not row-independent (tests/decoding/test_lossless_greedy.cpp compares it with
+// vanilla decoding up to near ties only): from n = 5 rows on the kernel uses another tile shape and k blocking, and
+// a row's last bits differ from the same row computed alone. Should the kernel become row-independent, this test
+// fails and the lossless tests can compare the reference path exactly again.
+TEST(SkinnyGemm, RowsOfALargerCallRoundDifferently) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t k = 300, out = 200, n = skinny_gemm_max_rows();
+  if (n < 5) GTEST_SKIP() << "at most " << n << " rows per call on this path";
+  std::vector<float> w(static_cast<size_t>(k * out)), x(static_cast<size_t>(n * k)), y(static_cast<size_t>(n * out));
+  for (float& v : w) v = dist(rng);
+  for (float& v : x) v = dist(rng);
+  skinny_gemm_f32(x.data(), k, w.data(), out, y.data(), out, n, k, 0, out);
+  std::vector<float> alone(static_cast<size_t>(out));
+  skinny_gemm_f32(x.data(), k, w.data(), out, alone.data(), out, 1, k, 0, out);
+  EXPECT_FALSE(std::equal(alone.begin(), alone.end(), y.begin()));
+}
+
+}  // namespace
+}  // namespace draftlab
