@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Regenerates the reference zoo (data/models/README.md) from ../shared/data/tinystories/tinystories.txt.
-#   bash scripts/train_zoo.sh [STAGE ...]      stages: tiny tiny-head target target-head draft (default: all)
+#   bash scripts/train_zoo.sh [STAGE ...]      stages: tiny tiny-head target target-head draft target-medusa
+#                                              target-hydra (default: all)
 # Every stage writes its model folder under data/models/ (or $ZOO_OUT) and keeps its full training output
 # (resumable state, logs) in $ZOO_WORK (default ../zoo), so an interrupted stage continues with
 # RESUME=1 bash scripts/train_zoo.sh STAGE.
 # Times on the 2-vCPU development machine (1 thread each, as it ran beside other work): tiny ~8 min,
 # tiny-head ~5 min, target ~90 min + ~80 min + ~95 min (phases 2 and 3, 2 threads), target-head ~26 min (2 threads),
-# draft ~15 min.
+# draft ~15 min, target-medusa and target-hydra: see their cards (data/models/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${DRAFTLAB_SHARED:-../shared}
@@ -17,7 +18,7 @@ THREADS=${THREADS:-1}
 RESUME_FLAG=""; [ "${RESUME:-0}" = 1 ] && RESUME_FLAG="--resume"
 DL=./build/draftlab
 mkdir -p "$WORK" "$OUT"
-STAGES=("$@"); [ ${#STAGES[@]} = 0 ] && STAGES=(tiny tiny-head target target-head draft)
+STAGES=("$@"); [ ${#STAGES[@]} = 0 ] && STAGES=(tiny tiny-head target target-head draft target-medusa target-hydra)
 
 # Copies a trained HF folder (weights, config, tokenizer, log) into the zoo.
 publish() {  # SRC DEST
@@ -80,6 +81,17 @@ for stage in "${STAGES[@]}"; do
         --dim 128 --layers 5 --heads 4 --hidden 352 --context 512 --batch 16 --steps 300 --lr 2e-3 --warmup 30 \
         --eval-every 50 --log-every 20 --seed 0 --threads "$THREADS" --save-dtype float16 $RESUME_FLAG
       publish "$WORK/ts-draft" "$OUT/ts-draft" ;;
-    *) echo "unknown stage '$stage' (tiny tiny-head target target-head draft)" >&2; exit 2 ;;
+    target-medusa | target-hydra)
+      # The parallel heads of issue 15: 4 heads sharing ts-target's LM head, 400 steps of 8 x 256-token windows
+      # (0.8 epoch), cosine to 1e-4. Both read the same windows (same seed, batch, context), so the second stage
+      # replays the first one's feature cache instead of running the target again.
+      kind=${stage#target-}
+      extra=(--medusa-heads 4); [ "$kind" = hydra ] && extra=(--hydra-heads 4 --teacher)
+      $DL train-head --kind "$kind" --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-$kind" \
+        --batch 8 --context 256 --steps 400 --lr 1e-3 --warmup 20 --seed 0 --threads "$THREADS" \
+        --eval-every 50 --log-every 20 --save-dtype float16 "${extra[@]}" \
+        --feature-cache "$WORK/ts-target-parallel-features.h5" --feature-cache-dtype float16 $RESUME_FLAG
+      publish "$WORK/ts-target-$kind" "$OUT/ts-target-$kind" ;;
+    *) echo "unknown stage '$stage' (tiny tiny-head target target-head draft target-medusa target-hydra)" >&2; exit 2 ;;
   esac
 done

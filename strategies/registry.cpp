@@ -113,7 +113,7 @@ std::string strategies_markdown() {
     std::string shape = shape_name(d->shape);
     for (char& c : shape)
       if (c == '_') c = ' ';
-    s += "| `" + d->name + "` | " + needs_name(d->needs) + " | " + shape + " | " + (options.empty() ? "-" : options) +
+    s += "| `" + d->name + "` | " + needs_label(*d) + " | " + shape + " | " + (options.empty() ? "-" : options) +
          " | " + d->summary + " |\n";
   }
   return s;

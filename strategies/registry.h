@@ -16,8 +16,11 @@
   X(vanilla)                   \
   X(chain_draft)               \
   X(prompt_lookup)             \
+  X(lookahead)                 \
   X(static_tree)               \
   X(eagle_chain)               \
+  X(medusa)                    \
+  X(hydra)                     \
   X(eagle2)
 
 namespace draftlab {

@@ -104,6 +104,10 @@ const char* needs_name(StrategyNeeds needs) {
   return "?";
 }
 
+std::string needs_label(const StrategyDescriptor& strategy) {
+  return strategy.needs == StrategyNeeds::Head ? draft_head_kind_title(strategy.head_kind) : needs_name(strategy.needs);
+}
+
 const char* shape_name(DraftShape shape) {
   switch (shape) {
     case DraftShape::None: return "none";

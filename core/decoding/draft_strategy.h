@@ -6,6 +6,15 @@
 //
 // A new strategy is one file in strategies/ plus one line in strategies/registry.h. Strategies never touch
 // the target's KV cache; the verifier owns it. Whatever a strategy drafts, the output stays lossless.
+//
+// Besides the tree's nodes (candidates the verifier may accept), a proposal may carry extra rows
+// (DraftTree::add_extra_row): tokens at chosen positions, each attending to the chosen earlier extra rows or tree
+// nodes, scored by the target in the same verification forward and handed back as VerifyResult::extra_logits.
+// They are never accepted, never stay in the cache and are invisible to the tree's rows, so they cannot change
+// the output. This is how a strategy gets target predictions it does not commit to: lookahead decoding's Jacobi
+// window (strategies/lookahead.cpp), or any parallel / Jacobi draft. Read their logits without the decoding
+// sampler's random stream (argmax, or a generator of the strategy's own): drawing from request.sampler outside
+// a tree's recorded draft distributions would change which tokens T > 0 decoding samples.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -24,7 +33,8 @@ struct DraftRequest {
   // Prompt plus everything generated so far. sequence.back() is the root: accepted, but not yet run through the
   // target (its forward happens in the verification this draft is for).
   const std::vector<int64_t>& sequence;
-  // Most nodes the tree may have (what is left of the context after the root). Drafting more is an error.
+  // Most rows the draft may add, nodes plus extra rows (what is left of the context after the root). Drafting
+  // more is an error. An extra row's depth within max_nodes keeps its position inside the context.
   int32_t max_nodes;
   // Most tokens still wanted (max_new_tokens left): nodes deeper than this would be thrown away.
   int32_t tokens_wanted;
@@ -45,8 +55,8 @@ class DraftStrategy {
   // Proposes a draft tree under request.sequence.back(). May be empty.
   virtual DraftTree propose(const DraftRequest& request) = 0;
 
-  // The verification of the last proposal: accepted path, the next root (result.tokens.back()) and the
-  // target's features of the old root and accepted nodes.
+  // The verification of the last proposal: accepted path, the next root (result.tokens.back()), the target's
+  // features of the old root and accepted nodes, and the logits of the proposal's extra rows.
   virtual void observe(const VerifyResult& result) = 0;
 };
 

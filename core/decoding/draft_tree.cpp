@@ -28,6 +28,23 @@ int32_t DraftTree::add(int64_t token, int32_t parent, float confidence, int32_t 
   return index;
 }
 
+int32_t DraftTree::add_extra_row(int64_t token, int32_t depth, std::vector<int32_t> sees_rows,
+                                 std::vector<int32_t> sees_nodes) {
+  const int32_t index = extra_size();
+  // Messages are built only on failure: a lookahead window adds dozens of rows per cycle.
+  if (depth < 1) throw Error("DraftTree::add_extra_row: depth " + std::to_string(depth) + " must be >= 1");
+  for (int32_t r : sees_rows)
+    if (r < 0 || r >= index)
+      throw Error("DraftTree::add_extra_row: extra row " + std::to_string(index) + " sees extra row " +
+                  std::to_string(r) + ", expected an earlier one (0.." + std::to_string(index - 1) + ")");
+  for (int32_t i : sees_nodes)
+    if (i < 0 || i >= size())
+      throw Error("DraftTree::add_extra_row: extra row " + std::to_string(index) + " sees node " +
+                  std::to_string(i) + ", expected an existing node (0.." + std::to_string(size() - 1) + ")");
+  extra_rows_.push_back({token, depth, std::move(sees_rows), std::move(sees_nodes)});
+  return index;
+}
+
 int32_t DraftTree::add_distribution(const at::Tensor& probs) {
   distributions_.push_back(probs.reshape({-1}).to(at::kCPU, at::kFloat).contiguous());
   return static_cast<int32_t>(distributions_.size()) - 1;
@@ -41,18 +58,23 @@ int32_t DraftTree::max_depth() const {
 
 std::vector<int64_t> DraftTree::tokens_with_root(int64_t root_token) const {
   std::vector<int64_t> t{root_token};
+  t.reserve(1 + nodes_.size() + extra_rows_.size());
   for (const auto& n : nodes_) t.push_back(n.token);
+  for (const auto& e : extra_rows_) t.push_back(e.token);
   return t;
 }
 
 std::vector<int64_t> DraftTree::positions_with_root(int64_t root_position) const {
   std::vector<int64_t> p{root_position};
+  p.reserve(1 + nodes_.size() + extra_rows_.size());
   for (const auto& n : nodes_) p.push_back(root_position + n.depth);
+  for (const auto& e : extra_rows_) p.push_back(root_position + e.depth);
   return p;
 }
 
-at::Tensor DraftTree::ancestor_mask_with_root() const {
-  const int64_t n = size() + 1;
+at::Tensor DraftTree::attention_mask_with_root() const {
+  const int64_t first_extra = size() + 1;
+  const int64_t n = first_extra + extra_size();
   // Built on the host in a plain buffer: a few dozen nodes, where per-element tensor ops would cost microseconds.
   std::vector<uint8_t> m(static_cast<size_t>(n * n), 0);
   m[0] = 1;
@@ -60,6 +82,14 @@ at::Tensor DraftTree::ancestor_mask_with_root() const {
     uint8_t* row = &m[static_cast<size_t>((i + 1) * n)];
     row[0] = 1;
     for (int32_t j = i; j >= 0; j = nodes_[j].parent) row[j + 1] = 1;
+  }
+  for (int32_t k = 0; k < extra_size(); ++k) {
+    const ExtraRow& e = extra_rows_[k];
+    uint8_t* row = &m[static_cast<size_t>((first_extra + k) * n)];
+    row[0] = 1;
+    row[first_extra + k] = 1;
+    for (int32_t i : e.sees_nodes) row[i + 1] = 1;
+    for (int32_t r : e.sees_rows) row[first_extra + r] = 1;
   }
   return at::from_blob(m.data(), {n, n}, at::kByte).to(at::kBool);
 }
@@ -90,6 +120,15 @@ DraftTree DraftTree::subtree(const std::vector<int32_t>& keep_in) const {
     check(parent != -2, "DraftTree::subtree: node " + std::to_string(old) + " kept without its parent " +
                             std::to_string(n.parent));
     new_index[old] = out.add(n.token, parent, n.confidence, n.distribution);
+  }
+  for (ExtraRow e : extra_rows_) {
+    for (int32_t& i : e.sees_nodes) {
+      if (new_index[i] < 0)
+        throw Error("DraftTree::subtree: extra row " + std::to_string(out.extra_size()) + " sees node " +
+                    std::to_string(i) + ", which is not kept");
+      i = new_index[i];
+    }
+    out.extra_rows_.push_back(std::move(e));
   }
   return out;
 }

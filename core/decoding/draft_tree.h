@@ -3,6 +3,15 @@
 // The root is implicit: the last accepted token, whose target forward has not run yet. Nodes are stored flat,
 // parents before children (add() enforces it), so the flat order is a valid verifier input order and the
 // accepted path is increasing in it. A chain is a tree with one child per node; an empty tree is vanilla decoding.
+//
+// Extra rows: besides its nodes, a draft may ask the verification forward to score rows that can never be
+// accepted, for the strategy's own use (lookahead decoding's Jacobi window; any parallel or Jacobi draft):
+// add_extra_row(token, depth, sees_rows, sees_nodes). An extra row sits at position root + depth and attends to
+// the committed cache, the root, itself, and exactly the earlier extra rows and tree nodes it lists (nothing is
+// implied: for a row to continue a sequence, list every row of that sequence). Tree rows never see extra rows,
+// so the tree's logits, its acceptance and the output are what they would be without them. The verifier puts
+// the extra rows after the tree rows in the same target forward, returns their logits (VerifyResult::
+// extra_logits) and drops them from the KV cache.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -26,6 +35,14 @@ struct DraftNode {
   int32_t distribution = -1;
 };
 
+// A row scored alongside the tree but never accepted (see above).
+struct ExtraRow {
+  int64_t token = 0;
+  int32_t depth = 1;                // position = root position + depth
+  std::vector<int32_t> sees_rows;   // earlier extra rows it attends to
+  std::vector<int32_t> sees_nodes;  // tree nodes it attends to
+};
+
 class DraftTree {
  public:
   // Appends a node and returns its flat index. parent must be -1 or an existing node. Throws Error otherwise.
@@ -34,27 +51,38 @@ class DraftTree {
   // Stores a draft distribution q (float32 [vocab], any device; moved to CPU) and returns its index.
   int32_t add_distribution(const at::Tensor& probs);
 
+  // Appends an extra row and returns its index among the extra rows. depth >= 1; sees_rows must name earlier extra
+  // rows, sees_nodes nodes added before this call. Throws Error otherwise.
+  int32_t add_extra_row(int64_t token, int32_t depth, std::vector<int32_t> sees_rows,
+                        std::vector<int32_t> sees_nodes = {});
+
   const std::vector<DraftNode>& nodes() const { return nodes_; }
   const DraftNode& node(int32_t i) const { return nodes_[i]; }
   const at::Tensor& distribution(int32_t i) const { return distributions_[i]; }
   int32_t size() const { return static_cast<int32_t>(nodes_.size()); }
-  bool empty() const { return nodes_.empty(); }
+  bool empty() const { return nodes_.empty(); }  // no nodes (extra rows may still be there)
+  const std::vector<ExtraRow>& extra_rows() const { return extra_rows_; }
+  int32_t extra_size() const { return static_cast<int32_t>(extra_rows_.size()); }
   int32_t max_depth() const;
 
   // Children of each node in sibling order; children_of_root() for depth-1 nodes.
   const std::vector<int32_t>& children_of_root() const { return root_children_; }
   const std::vector<int32_t>& children(int32_t i) const { return children_[i]; }
 
-  // Verifier input with the root prepended as row 0 (node i is row i + 1):
+  // Verifier input with the root prepended as row 0 (node i is row i + 1), then the extra rows (extra row k is
+  // row size() + 1 + k):
   std::vector<int64_t> tokens_with_root(int64_t root_token) const;
   std::vector<int64_t> positions_with_root(int64_t root_position) const;  // root_position + depth
-  at::Tensor ancestor_mask_with_root() const;                             // [n+1, n+1] bool, diagonal true
+  // [r, r] bool, r = 1 + size() + extra_size(), diagonal true: a node sees the root and its ancestors, an extra
+  // row the root and what it lists.
+  at::Tensor attention_mask_with_root() const;
 
   // Root-to-leaf paths as flat node indices (one per leaf), for inspection and tests.
   std::vector<std::vector<int32_t>> leaf_paths() const;
 
   // Keeps only the given nodes (which must include every kept node's parent), preserving relative order:
-  // used by EAGLE-2 reranking. Returns the new tree; distributions are carried over.
+  // used by EAGLE-2 reranking. Returns the new tree; distributions and extra rows are carried over (an extra row
+  // that sees a dropped node is an Error).
   DraftTree subtree(const std::vector<int32_t>& keep) const;
 
  private:
@@ -62,6 +90,7 @@ class DraftTree {
   std::vector<std::vector<int32_t>> children_;
   std::vector<int32_t> root_children_;
   std::vector<at::Tensor> distributions_;
+  std::vector<ExtraRow> extra_rows_;
 };
 
 }  // namespace draftlab

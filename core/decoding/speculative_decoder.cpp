@@ -92,9 +92,10 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<int64_t>& promp
     auto a = Clock::now();
     DraftTree tree = strategy_.propose(request);
     auto b = Clock::now();
-    if (tree.size() > room)
-      throw Error("strategy " + strategy_.name() + " drafted " + std::to_string(tree.size()) +
-                  " nodes, but only " + std::to_string(room) + " fit the context");
+    if (tree.size() + tree.extra_size() > room)
+      throw Error("strategy " + strategy_.name() + " drafted " + std::to_string(tree.size()) + " nodes and " +
+                  std::to_string(tree.extra_size()) + " extra rows, but only " + std::to_string(room) +
+                  " fit the context");
     VerifyResult verified = verifier.verify(cache, sequence.back(), tree);
     auto c = Clock::now();
     strategy_.observe(verified);

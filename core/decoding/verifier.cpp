@@ -22,15 +22,18 @@ Verifier::Verifier(const LlamaModel& target, Sampler& sampler, RejectionUpdate o
 
 VerifyResult Verifier::verify(KvCache& cache, int64_t root_token, const DraftTree& tree) {
   const int32_t n = tree.size();
+  const int32_t m = tree.extra_size();
   const int64_t start = cache.length();
-  cache.check_room(n + 1);
+  cache.check_room(n + 1 + m);
 
-  // One target forward over the root and every node; row r = 0 is the root, node i is row i + 1.
+  // One target forward over the root, every node and the extra rows; row r = 0 is the root, node i is row i + 1,
+  // extra row k is row n + 1 + k.
   auto tokens = tree.tokens_with_root(root_token);
   auto positions = tree.positions_with_root(start);
   auto out = target_.forward(cache, at::tensor(tokens, at::kLong), at::tensor(positions, at::kLong),
-                             n > 0 ? tree.ancestor_mask_with_root() : at::Tensor());
-  const at::Tensor logits = out.logits.to(at::kCPU);
+                             n + m > 0 ? tree.attention_mask_with_root() : at::Tensor());
+  const at::Tensor all_logits = out.logits.to(at::kCPU);
+  const at::Tensor logits = m > 0 ? all_logits.narrow(0, 0, n + 1) : all_logits;  // the tree's rows
 
   VerifyResult result;
   int32_t node = -1;  // current position in the tree (-1 = root)
@@ -85,7 +88,9 @@ VerifyResult Verifier::verify(KvCache& cache, int64_t root_token, const DraftTre
     }
   }
 
-  // Keep the root and the accepted path in the target cache; drop the rejected branches.
+  if (m > 0) result.extra_logits = all_logits.narrow(0, n + 1, m);
+
+  // Keep the root and the accepted path in the target cache; drop the rejected branches and the extra rows.
   std::vector<int64_t> keep_rows{start};
   std::vector<int64_t> feature_rows{0};
   for (int32_t a : result.accepted_nodes) {

@@ -9,6 +9,9 @@
 // x was sampled from (a point mass on x for deterministic drafts); on rejection p <- norm(max(0, p - q)) and try
 // the next child; if all are rejected, sample the next token from what remains of p.
 // Afterwards the target KV cache keeps only the root and the accepted nodes (one compaction call).
+// The tree's extra rows (draft_tree.h) run in the same forward after the tree rows; only their logits come back
+// (VerifyResult::extra_logits). They are never accepted and never stay in the cache, and since no tree row sees
+// them, they change nothing above (on the native path, not a bit).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -42,6 +45,9 @@ struct VerifyResult {
   // (EAGLE heads need them: the feature of token t_i feeds the prediction of t_{i+2}.)
   at::Tensor features;
   std::vector<NodeRecord> records;  // one per drafted node, in flat order
+  // The target's logits [extra_size, vocab] (float32, CPU) of the tree's extra rows, in order; undefined when the
+  // tree had none.
+  at::Tensor extra_logits;
 };
 
 // T > 0: the distribution the verifier continues from after rejecting draft `token` (q: the distribution it was
@@ -58,7 +64,7 @@ class Verifier {
   Verifier(const LlamaModel& target, Sampler& sampler, RejectionUpdate on_rejection = residual_after_rejection);
 
   // cache holds the committed context without the root; the root goes at cache.length().
-  // Throws Error if the tree does not fit the cache.
+  // Throws Error if the tree and its extra rows do not fit the cache.
   VerifyResult verify(KvCache& cache, int64_t root_token, const DraftTree& tree);
 
  private:

@@ -21,6 +21,7 @@ std::string TrainingCurves::to_json() const {
   j["eval_loss"] = eval_loss;
   if (!eval_accuracy.empty()) j["eval_accuracy"] = eval_accuracy;
   if (!eval_alpha.empty()) j["eval_alpha"] = eval_alpha;
+  if (!eval_head_accuracy.empty()) j["eval_head_accuracy"] = eval_head_accuracy;
   return j.dump();
 }
 
@@ -35,6 +36,7 @@ TrainingCurves TrainingCurves::from_json(const std::string& text, const std::str
     j.at("eval_loss").get_to(c.eval_loss);
     if (j.contains("eval_accuracy")) j.at("eval_accuracy").get_to(c.eval_accuracy);
     if (j.contains("eval_alpha")) j.at("eval_alpha").get_to(c.eval_alpha);
+    if (j.contains("eval_head_accuracy")) j.at("eval_head_accuracy").get_to(c.eval_head_accuracy);
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw Error::at(source, std::string("curves: malformed JSON (") + e.what() + ")");
@@ -62,6 +64,39 @@ std::vector<T> read_vector(const H5::H5File& file, const std::string& name, cons
   return values;
 }
 
+// A 2-D [rows, width] float64 dataset as its rows.
+std::vector<std::vector<double>> read_rows(const H5::H5File& file, const std::string& name, const std::string& path) {
+  H5::DataSet set = file.openDataSet(name);
+  hsize_t dims[2] = {0, 0};
+  if (set.getSpace().getSimpleExtentNdims() != 2) throw Error::at(path, name + ": expected a 2-D dataset");
+  set.getSpace().getSimpleExtentDims(dims);
+  std::vector<double> flat(dims[0] * dims[1]);
+  if (!flat.empty()) set.read(flat.data(), H5::PredType::NATIVE_DOUBLE);
+  std::vector<std::vector<double>> rows;
+  for (hsize_t r = 0; r < dims[0]; ++r)
+    rows.emplace_back(flat.begin() + static_cast<std::ptrdiff_t>(r * dims[1]),
+                      flat.begin() + static_cast<std::ptrdiff_t>((r + 1) * dims[1]));
+  return rows;
+}
+
+// Rows of one width, flattened; throws Error naming `what` when they differ.
+std::vector<double> flatten_rows(const std::vector<std::vector<double>>& rows, const std::string& path,
+                                 const std::string& what) {
+  std::vector<double> flat;
+  for (const auto& row : rows) {
+    if (row.size() != rows.front().size()) throw Error::at(path, what + ": rows of different lengths");
+    flat.insert(flat.end(), row.begin(), row.end());
+  }
+  return flat;
+}
+
+void write_rows(H5::Group& group, const std::string& name, const std::vector<std::vector<double>>& rows,
+                const std::vector<double>& flat) {
+  const hsize_t dims[2] = {rows.size(), rows.front().size()};
+  H5::DataSet set = group.createDataSet(name, H5::PredType::NATIVE_DOUBLE, H5::DataSpace(2, dims));
+  if (!flat.empty()) set.write(flat.data(), H5::PredType::NATIVE_DOUBLE);
+}
+
 }  // namespace
 
 TrainingCurves read_training_log(const std::string& path, std::map<std::string, std::string>* attributes) {
@@ -76,17 +111,8 @@ TrainingCurves read_training_log(const std::string& path, std::map<std::string, 
     c.eval_loss = read_vector<double>(file, "/eval/loss", H5::PredType::NATIVE_DOUBLE);
     if (file.nameExists("/eval/accuracy"))
       c.eval_accuracy = read_vector<double>(file, "/eval/accuracy", H5::PredType::NATIVE_DOUBLE);
-    if (file.nameExists("/eval/alpha")) {
-      H5::DataSet set = file.openDataSet("/eval/alpha");
-      hsize_t dims[2] = {0, 0};
-      if (set.getSpace().getSimpleExtentNdims() != 2) throw Error::at(path, "/eval/alpha: expected a 2-D dataset");
-      set.getSpace().getSimpleExtentDims(dims);
-      std::vector<double> flat(dims[0] * dims[1]);
-      if (!flat.empty()) set.read(flat.data(), H5::PredType::NATIVE_DOUBLE);
-      for (hsize_t r = 0; r < dims[0]; ++r)
-        c.eval_alpha.emplace_back(flat.begin() + static_cast<std::ptrdiff_t>(r * dims[1]),
-                                  flat.begin() + static_cast<std::ptrdiff_t>((r + 1) * dims[1]));
-    }
+    if (file.nameExists("/eval/alpha")) c.eval_alpha = read_rows(file, "/eval/alpha", path);
+    if (file.nameExists("/eval/head_accuracy")) c.eval_head_accuracy = read_rows(file, "/eval/head_accuracy", path);
     if (attributes) {
       H5::Group root = file.openGroup("/");
       for (int i = 0; i < root.getNumAttrs(); ++i) {
@@ -105,13 +131,9 @@ TrainingCurves read_training_log(const std::string& path, std::map<std::string, 
 void write_training_log(const std::string& path, const TrainingCurves& c,
                         const std::map<std::string, std::string>& attributes) {
   const std::string tmp = path + ".tmp";
-  // /eval/alpha is one [passes, width] dataset: checked before any file exists.
-  const size_t alpha_width = c.eval_alpha.empty() ? 0 : c.eval_alpha.front().size();
-  std::vector<double> flat;
-  for (const auto& row : c.eval_alpha) {
-    if (row.size() != alpha_width) throw Error::at(path, "eval_alpha: rows of different lengths");
-    flat.insert(flat.end(), row.begin(), row.end());
-  }
+  // /eval/alpha and /eval/head_accuracy are [passes, width] datasets: checked before any file exists.
+  const std::vector<double> alpha = flatten_rows(c.eval_alpha, path, "eval_alpha");
+  const std::vector<double> head_accuracy = flatten_rows(c.eval_head_accuracy, path, "eval_head_accuracy");
   try {
     H5::Exception::dontPrint();  // errors become our Error below, not a stack dump on stderr
     {
@@ -127,11 +149,8 @@ void write_training_log(const std::string& path, const TrainingCurves& c,
       write_vector(eval, "loss", c.eval_loss, H5::PredType::NATIVE_DOUBLE);
       write_vector(eval, "perplexity", perplexity, H5::PredType::NATIVE_DOUBLE);
       if (!c.eval_accuracy.empty()) write_vector(eval, "accuracy", c.eval_accuracy, H5::PredType::NATIVE_DOUBLE);
-      if (!c.eval_alpha.empty()) {
-        const hsize_t dims[2] = {c.eval_alpha.size(), alpha_width};
-        H5::DataSet set = eval.createDataSet("alpha", H5::PredType::NATIVE_DOUBLE, H5::DataSpace(2, dims));
-        if (!flat.empty()) set.write(flat.data(), H5::PredType::NATIVE_DOUBLE);
-      }
+      if (!c.eval_alpha.empty()) write_rows(eval, "alpha", c.eval_alpha, alpha);
+      if (!c.eval_head_accuracy.empty()) write_rows(eval, "head_accuracy", c.eval_head_accuracy, head_accuracy);
       H5::Group root = file.openGroup("/");
       for (const auto& [key, value] : attributes) {
         H5::StrType type(H5::PredType::C_S1, value.empty() ? 1 : value.size());

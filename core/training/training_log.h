@@ -3,6 +3,7 @@
 //   /eval/step, /eval/loss, /eval/perplexity         one entry per validation pass
 //   /eval/accuracy, /eval/alpha [passes, 5]          EAGLE heads only (present when filled): top-1 accuracy and
 //                                                    chain acceptance 0-alpha .. 4-alpha per validation pass
+//   /eval/head_accuracy [passes, K]                  parallel heads (Medusa) only: each head's top-1 accuracy
 // plus string attributes on the root group (command line, config, seed, date, ...). Written atomically.
 #pragma once
 
@@ -22,6 +23,8 @@ struct TrainingCurves {
   // Optional (EAGLE head training; empty elsewhere and in logs without them): per validation pass.
   std::vector<double> eval_accuracy;
   std::vector<std::vector<double>> eval_alpha;  // each [0-alpha, 1-alpha, ...], all rows the same length
+  // Optional (parallel-head training): per validation pass, each head's top-1 accuracy, all rows the same length.
+  std::vector<std::vector<double>> eval_head_accuracy;
 
   // JSON text, so a training-state file can carry the curves of the steps before a resume.
   std::string to_json() const;

@@ -66,8 +66,11 @@ int run_compare(int argc, char** argv) {
       ("strategy,s", po::value(&c.strategy_specs)->composing(),
        "a method to compare, NAME or NAME:key=value,... (label=TEXT names it) (repeatable; `draftlab strategies` "
        "lists them); the baseline always runs first")
-      ("head", po::value<std::string>()->notifier([&](const std::string& h) { c.heads.push_back({"", h}); }),
-       "EAGLE head folder for strategies that need one and were given no head=")
+      ("head", po::value<std::vector<std::string>>()->composing()->notifier([&](const std::vector<std::string>& heads) {
+         for (const auto& h : heads) c.heads.push_back({"", h});
+       }),
+       "head folder (EAGLE head, Medusa heads, Hydra heads) for the strategies that load that kind and were given no head= "
+       "(repeatable: each strategy gets the first of its kind)")
       ("draft", po::value(&c.draft_path), "draft model for strategies that need one and were given no draft=")
       ("prompt,p", po::value(&c.prompts)->composing(), "a prompt (repeatable)")
       ("bench", po::value(&benches)->composing(),

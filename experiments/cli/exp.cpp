@@ -131,7 +131,8 @@ int run_exp(int argc, char** argv) {
   desc.add_options()
       ("help,h", "show this help")
       ("out,o", po::value(&out_path)->required(), "results file to write (FILE.h5)")
-      ("head", po::value(&heads)->composing(), "EAGLE head folder, DIR or LABEL=DIR (repeatable)")
+      ("head", po::value(&heads)->composing(), "head folder (EAGLE head, Medusa heads, Hydra heads), DIR or LABEL=DIR (repeatable: a strategy given no head= gets the "
+       "first unlabelled one of its kind)")
       ("draft", po::value(&c.draft_path), "small draft model for the classic chain method (speed)")
       ("datasets", po::value(&datasets)->composing(),
        "comma-separated bench sets (mt_bench, humaneval, gsm8k, alpaca, sum, qa under $DRAFTLAB_SHARED/data/bench) "

@@ -12,6 +12,7 @@
 #include "core/results/results_file.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/model_loading.h"
+#include "strategies/registry.h"
 
 namespace po = boost::program_options;
 
@@ -20,7 +21,8 @@ namespace draftlab::cli {
 int run_table(int argc, char** argv) {
   std::string path, format = "md";
   analysis::TableOptions options;
-  std::string experiments, by = "file", baseline = "vanilla";
+  // Spec-Bench names its baseline files after the method too (<model>-vanilla-<dtype>-temp-<T>.jsonl).
+  std::string experiments, by = "file", baseline = baseline_strategy().name;
   for (const analysis::PaperTableEntry& e : analysis::paper_table_index())
     experiments += "\n  " + e.experiment + " -> " + e.paper_item;
   po::options_description desc(

@@ -1,5 +1,9 @@
-// draftlab train-head: train an EAGLE draft head (EAGLE paper section 3.2) for a frozen target on a text corpus
-// (stories separated by blank lines) and write a head folder that `--strategy eagle2:head=DIR` runs.
+// draftlab train-head: train draft heads for a frozen target on a text corpus (stories separated by blank lines),
+// chat data or target-generated token lines, and write a head folder that the strategies of that kind run:
+//   --kind eagle    an EAGLE head (EAGLE paper section 3.2; core/training/eagle_head_training.h), for
+//                   --strategy eagle2:head=DIR and the other EAGLE strategies
+//   --kind medusa   Medusa-1 heads (core/training/medusa_training.h, parallel_head_training.h), for -s medusa:head=DIR
+//   --kind hydra    Hydra heads (core/training/hydra_training.h, the same trainer), for -s hydra:head=DIR
 // --resume continues a run exactly.
 #include <boost/program_options.hpp>
 
@@ -8,6 +12,8 @@
 #include "core/base/error.h"
 #include "core/training/eagle_head_training.h"
 #include "core/training/head_data.h"
+#include "core/training/hydra_training.h"
+#include "core/training/medusa_training.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/model_loading.h"
 #include "experiments/cli/trainer_options.h"
@@ -16,12 +22,63 @@ namespace po = boost::program_options;
 
 namespace draftlab::cli {
 
+namespace {
+
+// Refuses an option of another kind given on the command line (defaults do not count).
+void check_kind_options(const po::variables_map& vm, const po::options_description& group, const std::string& kind,
+                        const std::string& kind_given) {
+  for (const auto& o : group.options())
+    if (vm.count(o->long_name()) && !vm[o->long_name()].defaulted())
+      throw Error("--" + o->long_name() + ": applies to --kind " + kind + ", not --kind " + kind_given);
+}
+
+void train_eagle(const LlamaModel& target, const HeadTrainingOptions& o, const TextDataset& data) {
+  const HeadTrainingResult r = train_eagle_head(target, o, data);
+  std::fprintf(stderr, "%ld head parameters; %.0f tokens/s; saved to %s\n", static_cast<long>(r.parameters),
+               r.tokens_per_second, o.out_dir.c_str());
+  if (!r.curves.eval_loss.empty())
+    std::fprintf(stderr, "final validation loss %.4f, top-1 accuracy %.4f\n", r.curves.eval_loss.back(),
+                 r.eval_accuracy.empty() ? 0.0 : r.eval_accuracy.back());
+  if (!r.eval_alpha.empty()) {
+    std::fprintf(stderr, "final validation chain acceptance:");
+    for (size_t n = 0; n < r.eval_alpha.back().size(); ++n) std::fprintf(stderr, " %zu-alpha %.3f", n, r.eval_alpha.back()[n]);
+    std::fprintf(stderr, "\n");
+  }
+}
+
+// Medusa and Hydra heads: the parallel-head trainer with the options every kind shares.
+void train_parallel(const LlamaModel& target, TrainableParallelHeads& heads, const HeadTrainingOptions& common,
+                    const ParallelHeadLossOptions& loss, const TextDataset& data) {
+  ParallelHeadTrainingOptions o;
+  o.trainer = common.trainer;
+  o.batch = common.batch;
+  o.context = common.context;
+  o.seed = common.seed;
+  o.eval_windows = common.eval_windows;
+  o.out_dir = common.out_dir;
+  o.resume = common.resume;
+  o.command_line = common.command_line;
+  o.save_dtype = common.save_dtype;
+  o.feature_cache = common.feature_cache;
+  o.loss = loss;
+  const ParallelHeadTrainingResult r = train_parallel_heads(target, heads, o, data);
+  std::fprintf(stderr, "%ld head parameters; %.0f tokens/s; saved to %s\n", static_cast<long>(r.parameters),
+               r.tokens_per_second, o.out_dir.c_str());
+  if (!r.curves.eval_loss.empty()) {
+    std::fprintf(stderr, "final validation loss %.4f, top-1 accuracy per head:", r.curves.eval_loss.back());
+    for (double a : r.curves.eval_head_accuracy.back()) std::fprintf(stderr, " %.4f", a);
+    std::fprintf(stderr, "\n");
+  }
+}
+
+}  // namespace
+
 int run_train_head(int argc, char** argv) {
   ModelOptions mo;
-  std::string corpus, save_dtype = "float32";
+  std::string corpus, save_dtype = "float32", kind_name = "eagle";
   std::string data_path, data_format = "auto", chat_template = "plain", cache_dtype = "float32";
   int validation_every = 50;
-  HeadTrainingOptions o;
+  HeadTrainingOptions o;  // the EAGLE options, and the ones every kind shares
   o.context = 128;
   o.batch = 16;
   TrainerOptions& t = o.trainer;
@@ -32,11 +89,17 @@ int run_train_head(int argc, char** argv) {
   t.beta1 = 0.9;
   t.beta2 = 0.95;
   t.grad_clip = 0.5;
+  MedusaConfig medusa;
+  HydraConfig hydra;
+  std::string medusa_lm_head = "shared", hydra_lm_head = "shared";
+  ParallelHeadLossOptions loss;  // Medusa and Hydra
+  bool teacher = false;
 
-  po::options_description desc("draftlab train-head: train an EAGLE draft head for a target on a text corpus\n\noptions");
+  po::options_description desc("draftlab train-head: train draft heads for a target on a text corpus\n\noptions");
   desc.add_options()("help,h", "show this help");
   add_model_options(desc, mo);
   desc.add_options()
+      ("kind", po::value(&kind_name)->default_value(kind_name), "eagle (an EAGLE head), medusa (Medusa-1 heads) or hydra (Hydra heads)")
       ("corpus", po::value(&corpus), "text file of stories separated by blank lines (or --data)")
       ("data", po::value(&data_path),
        "training data instead of --corpus: text stories, chat JSONL (loss on assistant turns) or token lines from "
@@ -54,26 +117,65 @@ int run_train_head(int argc, char** argv) {
        "when building the cache: float32 (replays exactly) or float16 (half the size)")
       ("out", po::value(&o.out_dir)->required(), "output folder: config.json, model.safetensors, training state, log")
       ("context", po::value(&o.context)->default_value(o.context),
-       "head positions per window (target windows are one token longer)")
+       "positions per window (target windows are one token longer)")
       ("batch", po::value(&o.batch)->default_value(o.batch), "windows per step")
-      ("cls-weight", po::value(&o.cls_weight)->default_value(o.cls_weight), "weight of the soft cross-entropy")
-      ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the initial head, every batch and its noise")
+      ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the initial heads, every batch and its noise")
       ("eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows), "validation windows per pass")
       ("validation-every", po::value(&validation_every)->default_value(validation_every),
        "every N-th story goes to the validation split")
       ("resume", po::bool_switch(&o.resume), "continue from --out/training_state.safetensors")
+      ("save-dtype", po::value(&save_dtype)->default_value(save_dtype),
+       "dtype of model.safetensors: float32, float16 or bfloat16");
+  po::options_description eagle("--kind eagle");
+  eagle.add_options()
       ("input", po::value(&o.input)->default_value(o.input),
        "the head's input (EAGLE Figure 8): feature_shifted_token (EAGLE), feature_unshifted_token, feature_only, "
        "token_only")
       ("draft-vocab", po::value(&o.draft_vocab)->default_value(o.draft_vocab),
        "K > 0: draft over the K most frequent training tokens only (a cheaper LM head); 0 = the full vocabulary")
-      ("save-dtype", po::value(&save_dtype)->default_value(save_dtype),
-       "dtype of model.safetensors: float32, float16 or bfloat16");
-
+      ("cls-weight", po::value(&o.cls_weight)->default_value(o.cls_weight, "0.1"), "weight of the soft cross-entropy");
+  po::options_description parallel_desc("--kind medusa and --kind hydra");
+  parallel_desc.add_options()
+      ("decay", po::value(&loss.decay)->default_value(loss.decay, "0.8"),
+       "head k's loss weight is decay^(k+1) (the Medusa paper's 0.8^k for heads 1..K); 1 = unweighted sum")
+      ("teacher", po::bool_switch(&teacher),
+       "learn the target's distribution of each label (Hydra++'s teacher loss) instead of the data's token");
+  po::options_description medusa_desc("--kind medusa");
+  medusa_desc.add_options()
+      ("medusa-heads", po::value(&medusa.num_heads)->default_value(medusa.num_heads),
+       "heads (head k predicts the token k + 2 positions after the feature)")
+      ("medusa-layers", po::value(&medusa.num_layers)->default_value(medusa.num_layers), "residual blocks per head")
+      ("medusa-lm-head", po::value(&medusa_lm_head)->default_value(medusa_lm_head),
+       "shared (the target's LM head: small folders) or own (a [vocab, d] copy per head, as the official heads)");
+  po::options_description hydra_desc("--kind hydra");
+  hydra_desc.add_options()
+      ("hydra-heads", po::value(&hydra.num_heads)->default_value(hydra.num_heads),
+       "heads (head k reads the feature and k + 1 tokens, and predicts the token k + 2 positions after the feature)")
+      ("hydra-layers", po::value(&hydra.num_layers)->default_value(hydra.num_layers),
+       "ResBlocks per head (the first one reads the tokens; Hydra++ uses 4)")
+      ("hydra-lm-head", po::value(&hydra_lm_head)->default_value(hydra_lm_head),
+       "shared (the target's LM head) or own (a [vocab, d] copy with bias per head, as the official heads)");
+  desc.add(eagle).add(parallel_desc).add(medusa_desc).add(hydra_desc);
   add_trainer_options(desc, t);
 
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "train-head", vm)) return 0;
+  const DraftHeadKind kind = parse_draft_head_kind(kind_name);
+  if (kind != DraftHeadKind::Eagle) check_kind_options(vm, eagle, "eagle", kind_name);
+  if (kind == DraftHeadKind::Eagle) check_kind_options(vm, parallel_desc, "medusa or hydra", kind_name);
+  if (kind != DraftHeadKind::Medusa) check_kind_options(vm, medusa_desc, "medusa", kind_name);
+  if (kind != DraftHeadKind::Hydra) check_kind_options(vm, hydra_desc, "hydra", kind_name);
+  check(medusa_lm_head == "shared" || medusa_lm_head == "own",
+        "--medusa-lm-head: expected shared or own, got '" + medusa_lm_head + "'");
+  check(medusa.num_heads >= 1 && medusa.num_layers >= 0,
+        "--medusa-heads / --medusa-layers: expected at least 1 head and 0 layers");
+  medusa.own_lm_head = medusa_lm_head == "own";
+  check(hydra_lm_head == "shared" || hydra_lm_head == "own",
+        "--hydra-lm-head: expected shared or own, got '" + hydra_lm_head + "'");
+  check(hydra.num_heads >= 1 && hydra.num_layers >= 1,
+        "--hydra-heads / --hydra-layers: expected at least 1 head and 1 layer");
+  hydra.own_lm_head = hydra_lm_head == "own";
+  loss.target = teacher ? ParallelHeadTarget::TargetDistribution : ParallelHeadTarget::Tokens;
   o.save_dtype = parse_compute_dtype(save_dtype);
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "draftlab ") + std::string(argv[i]);
 
@@ -96,16 +198,14 @@ int run_train_head(int argc, char** argv) {
                source.c_str(),
                static_cast<long>(data.stories()), static_cast<long>(data.train_tokens()),
                static_cast<long>(data.validation_tokens()), data.has_loss_mask() ? ", with a loss mask" : "");
-  const HeadTrainingResult r = train_eagle_head(*loaded.model, o, data);
-  std::fprintf(stderr, "%ld head parameters; %.0f tokens/s; saved to %s\n", static_cast<long>(r.parameters),
-               r.tokens_per_second, o.out_dir.c_str());
-  if (!r.curves.eval_loss.empty())
-    std::fprintf(stderr, "final validation loss %.4f, top-1 accuracy %.4f\n", r.curves.eval_loss.back(),
-                 r.eval_accuracy.empty() ? 0.0 : r.eval_accuracy.back());
-  if (!r.eval_alpha.empty()) {
-    std::fprintf(stderr, "final validation chain acceptance:");
-    for (size_t n = 0; n < r.eval_alpha.back().size(); ++n) std::fprintf(stderr, " %zu-alpha %.3f", n, r.eval_alpha.back()[n]);
-    std::fprintf(stderr, "\n");
+  if (kind == DraftHeadKind::Medusa) {
+    MedusaTrainingModel heads(*loaded.model, o.seed, medusa);
+    train_parallel(*loaded.model, heads, o, loss, data);
+  } else if (kind == DraftHeadKind::Hydra) {
+    HydraTrainingModel heads(*loaded.model, o.seed, hydra);
+    train_parallel(*loaded.model, heads, o, loss, data);
+  } else {
+    train_eagle(*loaded.model, o, data);
   }
   return 0;
 }

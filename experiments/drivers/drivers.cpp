@@ -15,6 +15,7 @@
 #include "core/base/file_bytes.h"
 #include "core/base/platform.h"
 #include "core/base/sha256.h"
+#include "core/model/draft_head_kind.h"
 #include "core/training/training_log.h"
 #include "core/results/git_revision.h"
 #include "analysis/run_metrics.h"
@@ -38,16 +39,38 @@ const HeadSpec* find_head(const ExperimentConfig& c, const std::string& label) {
   return nullptr;
 }
 
-// The head every single-head driver uses: the unlabelled one, else the only one.
-const HeadSpec* main_head(const ExperimentConfig& c) {
-  if (const HeadSpec* h = find_head(c, "")) return h;
-  return c.heads.size() == 1 ? &c.heads[0] : nullptr;
+// The head a strategy that loads heads of `kind` gets (drafting drivers, and --strategy without head=): the first
+// unlabelled --head of that kind, else the only --head when it is of that kind. Several unlabelled heads of
+// different kinds (an EAGLE head and Medusa heads) then each go to the strategies that can load them.
+const HeadSpec* main_head(const ExperimentConfig& c, DraftHeadKind kind) {
+  for (const auto& h : c.heads)
+    if (h.label.empty() && draft_head_kind(h.path) == kind) return &h;
+  if (c.heads.size() == 1 && draft_head_kind(c.heads[0].path) == kind) return &c.heads[0];
+  return nullptr;
 }
 
+// The EAGLE head of the drivers that run EAGLE strategies only.
 std::string require_head(const ExperimentConfig& c) {
-  const HeadSpec* h = main_head(c);
+  const HeadSpec* h = main_head(c, DraftHeadKind::Eagle);
   if (!h) throw Error("exp " + c.experiment + ": --head DIR is required (the trained EAGLE head of the target)");
   return h->path;
+}
+
+// The heads' keys in the results file's models attribute (their training logs go under /training by the same
+// name less "head:"): "head" for a sole unlabelled head, "head:LABEL" for a labelled one, "head:KIND" for each of
+// several unlabelled ones (an EAGLE head beside Medusa heads), numbered from the second of a kind.
+std::vector<std::string> head_keys(const ExperimentConfig& c) {
+  const auto unlabelled = std::count_if(c.heads.begin(), c.heads.end(), [](const HeadSpec& h) { return h.label.empty(); });
+  std::vector<std::string> keys;
+  for (const auto& h : c.heads) {
+    std::string key = !h.label.empty() ? "head:" + h.label
+                      : unlabelled == 1 ? "head"
+                                        : std::string("head:") + draft_head_kind_name(draft_head_kind(h.path));
+    const std::string base = key;
+    for (int n = 2; std::find(keys.begin(), keys.end(), key) != keys.end(); ++n) key = base + "#" + std::to_string(n);
+    keys.push_back(key);
+  }
+  return keys;
 }
 
 std::string cpu_description() {
@@ -139,11 +162,11 @@ std::vector<MethodSpec> eagle2_grid(const ExperimentConfig& c) {
   return m;
 }
 
-// The model a strategy with these needs gets from the config (--head, --draft); "" when none is given or needed.
-std::string model_for(const ExperimentConfig& c, StrategyNeeds needs) {
-  switch (needs) {
+// The model a strategy gets from the config (--head of its head kind, --draft); "" when none is given or needed.
+std::string model_for(const ExperimentConfig& c, const StrategyDescriptor& strategy) {
+  switch (strategy.needs) {
     case StrategyNeeds::Head: {
-      const HeadSpec* h = main_head(c);
+      const HeadSpec* h = main_head(c, strategy.head_kind);
       return h ? h->path : "";
     }
     case StrategyNeeds::DraftModel: return c.draft_path;
@@ -157,7 +180,7 @@ std::vector<MethodSpec> every_strategy(const ExperimentConfig& c) {
   std::vector<MethodSpec> m;
   for (const StrategyDescriptor* s : strategy_table()) {
     if (s->shape == DraftShape::None) continue;  // the baseline comes first anyway
-    const std::string model = model_for(c, s->needs);
+    const std::string model = model_for(c, *s);
     if (s->needs == StrategyNeeds::Nothing)
       m.push_back(method(*s));
     else if (!model.empty())
@@ -252,7 +275,7 @@ std::vector<MethodSpec> experiment_methods(const ExperimentConfig& c) {
       continue;
     }
     // The model it needs, from --head / --draft, unless the spec names one.
-    const std::string key = needs_option(d.needs), model = model_for(c, d.needs);
+    const std::string key = needs_option(d.needs), model = model_for(c, d);
     if (!key.empty() && s.option(key).empty() && !model.empty()) s.set_option(key, model);
     m.push_back(std::move(s));
   }
@@ -301,10 +324,12 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
 
   nlohmann::ordered_json models = nlohmann::ordered_json::object();
   models["target"] = {{"path", c.target_path}, {"sha256", model_weights_sha256(c.target_path)}};
-  for (const auto& h : c.heads) {
-    models[h.label.empty() ? "head" : "head:" + h.label] = {{"path", h.path}, {"sha256", model_weights_sha256(h.path)}};
+  const std::vector<std::string> keys = head_keys(c);
+  for (size_t i = 0; i < c.heads.size(); ++i) {
+    const HeadSpec& h = c.heads[i];
+    models[keys[i]] = {{"path", h.path}, {"sha256", model_weights_sha256(h.path)}};
     const std::string log = h.path + "/training_log.h5";
-    if (is_file(log)) out.training[h.label.empty() ? "head" : h.label] = read_training_record(log);
+    if (is_file(log)) out.training[keys[i] == "head" ? "head" : keys[i].substr(5)] = read_training_record(log);
   }
   if (!c.draft_path.empty())
     models["draft"] = {{"path", c.draft_path}, {"sha256", model_weights_sha256(c.draft_path)}};

@@ -47,7 +47,7 @@ TEST(DraftTree, FlatteningMatchesNaiveReferenceForEveryShapeUpTo6Nodes) {
       ++shapes;
       DraftTree t;
       for (int i = 0; i < n; ++i) t.add(100 + i, parent[i], 0.5f);
-      auto mask = t.ancestor_mask_with_root();
+      auto mask = t.attention_mask_with_root();
       auto pos = t.positions_with_root(40);
       auto tok = t.tokens_with_root(7);
       ASSERT_EQ(mask.size(0), n + 1);

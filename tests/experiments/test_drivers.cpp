@@ -14,9 +14,11 @@
 #include "core/base/file_bytes.h"
 #include "core/base/sha256.h"
 #include "core/model/llama_model.h"
+#include "core/model/medusa_heads.h"
 #include "core/text/tokenizer.h"
 #include "experiments/drivers/drivers.h"
 #include "experiments/results/spec_bench_jsonl.h"
+#include "strategies/registry.h"
 #include "test_errors.h"
 #include "test_paths.h"
 
@@ -74,7 +76,9 @@ ResultsFile run_and_check(const ExperimentConfig& c) {
   EXPECT_NO_THROW(nlohmann::json::parse(r.attributes.at("settings")));
 
   std::map<std::string, int64_t> drafted, accepted;  // per method, over the whole file
+  std::map<std::string, std::string> strategy_of;     // method label -> strategy name
   for (const RunRecord& run : r.runs) {
+    strategy_of[run.method] = run.strategy;
     SCOPED_TRACE(run.method + " on " + run.dataset + " T=" + std::to_string(run.temperature));
     const QuestionRows& q = run.questions;
     EXPECT_GT(q.size(), 0u);
@@ -109,7 +113,7 @@ ResultsFile run_and_check(const ExperimentConfig& c) {
           EXPECT_EQ(n.parent[k], last_accepted) << "accepted node " << k << " is not on the accepted path";
           last_accepted = n.tree_index[k];
         }
-        if (run.strategy == "pld") {
+        if (!find_strategy(run.strategy).has_confidence) {  // model-free drafts (pld, lookahead)
           EXPECT_TRUE(std::isnan(n.confidence[k]));
         } else {
           EXPECT_GE(n.confidence[k], 0.0f);
@@ -130,7 +134,7 @@ ResultsFile run_and_check(const ExperimentConfig& c) {
   for (const auto& [method, count] : drafted) {
     if (method == "vanilla") continue;
     EXPECT_GT(count, 0) << method;
-    if (method != "pld") EXPECT_GT(accepted[method], 0) << method;
+    if (find_strategy(strategy_of[method]).needs != StrategyNeeds::Nothing) EXPECT_GT(accepted[method], 0) << method;
   }
   return r;
 }
@@ -144,11 +148,11 @@ std::set<std::string> methods_of(const ResultsFile& r) {
 TEST(Drivers, SpeedCoversSixDatasetsTwoTemperaturesAndTheMethods) {
   DRAFTLAB_REQUIRE_SHARED("data/bench/mt_bench/question.jsonl");
   const ResultsFile r = run_and_check(tiny_config("speed"));
-  EXPECT_EQ(methods_of(r), (std::set<std::string>{"vanilla", "pld", "static-tree", "eagle-chain", "eagle2"}));
+  EXPECT_EQ(methods_of(r), (std::set<std::string>{"vanilla", "pld", "lookahead", "static-tree", "eagle-chain", "eagle2"}));
   std::set<std::pair<std::string, double>> cells;
   for (const auto& run : r.runs) cells.insert({run.dataset, run.temperature});
   EXPECT_EQ(cells.size(), 12u);
-  EXPECT_EQ(r.runs.size(), 60u);
+  EXPECT_EQ(r.runs.size(), 72u);  // 12 cells x 6 methods
   // MT-bench: two questions, two turns each; the second turn's prompt holds the first turn and its answer.
   for (const auto& run : r.runs) {
     if (run.dataset != "mt_bench") continue;
@@ -334,6 +338,49 @@ TEST(Drivers, StrategyOptionOverridesAPresetMethodOrAddsOne) {
   EXPECT_EQ(m[2].label, "pld:num_tokens=4");
   EXPECT_EQ(m[2].strategy, "pld");
   EXPECT_EQ(m[2].option("num_tokens"), "4");
+}
+
+TEST(Drivers, EachStrategyGetsTheUnlabelledHeadOfItsKind) {
+  const std::string medusa = testing::temp_dir() + "/drivers-medusa-heads";
+  fs::create_directories(medusa);
+  MedusaHeads::random(*tiny().target, 3)->save(medusa);
+  ExperimentConfig c = tiny_config("compare");
+  c.heads = {{"", medusa}, {"", head_dir()}};
+  c.strategy_specs = {"medusa", "eagle2", "static-tree"};
+  auto m = experiment_methods(c);
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[1].option("head"), medusa);
+  EXPECT_EQ(m[2].option("head"), head_dir());
+  EXPECT_EQ(m[3].option("head"), head_dir());
+
+  // speed runs every strategy whose head is given: Medusa's only beside Medusa heads.
+  auto head_of = [](const std::vector<MethodSpec>& methods) {
+    std::map<std::string, std::string> h;
+    for (const auto& x : methods) h[x.strategy] = x.option("head");
+    return h;
+  };
+  c = tiny_config("speed");
+  EXPECT_FALSE(head_of(experiment_methods(c)).count("medusa"));
+  c.heads.push_back({"", medusa});
+  auto heads = head_of(experiment_methods(c));
+  EXPECT_EQ(heads.at("medusa"), medusa);
+  EXPECT_EQ(heads.at("eagle2"), head_dir());
+
+  // The EAGLE-only drivers want an EAGLE head.
+  c = tiny_config("alpha");
+  c.heads = {{"", medusa}};
+  expect_error([&] { experiment_methods(c); }, {"exp alpha", "--head"});
+
+  // Both heads recorded in the results file, by kind.
+  c = tiny_config("compare");
+  c.heads = {{"", head_dir()}, {"", medusa}};
+  c.prompts = {"once upon a time"};
+  c.strategy_specs = {"medusa:tree=cartesian,top_k=2"};
+  const ResultsFile r = run_and_check(c);
+  const auto models = nlohmann::json::parse(r.attributes.at("models"));
+  EXPECT_EQ(models["head:eagle"]["path"], head_dir());
+  EXPECT_EQ(models["head:medusa"]["path"], medusa);
+  EXPECT_EQ(models["head:medusa"]["sha256"], sha256_file(medusa + "/model.safetensors"));
 }
 
 }  // namespace

@@ -1,0 +1,62 @@
+#include "core/model/head_folder.h"
+
+#include <utility>
+
+#include "core/base/error.h"
+#include "core/base/file_bytes.h"
+
+namespace draftlab {
+
+HeadFolder open_head_folder(const std::string& path, const std::string& title,
+                            const std::vector<std::string>& weight_files, const std::string& torch_file) {
+  HeadFolder f;
+  std::string dir = path;
+  if (is_file(path)) {
+    const auto slash = path.find_last_of('/');
+    dir = slash == std::string::npos ? "." : path.substr(0, slash);
+    f.weights = path;
+  } else {
+    std::string names;
+    for (const auto& name : weight_files) names += (names.empty() ? "" : " or ") + name;
+    if (!is_directory(path))
+      throw Error::at(path, "not found (expected " + title + ": a folder with config.json and " + names +
+                                ", or a .safetensors file with config.json beside it)");
+    for (const auto& name : weight_files)
+      if (f.weights.empty() && is_file(path + "/" + name)) f.weights = path + "/" + name;
+    if (f.weights.empty() && is_file(path + "/" + torch_file))
+      throw Error::at(path, "holds " + torch_file + " (torch.save) but no safetensors: convert it first with `draftlab "
+                            "convert-head " + path + "/" + torch_file + " DIR`");
+    if (f.weights.empty()) throw Error::at(path, "holds no " + names + " (" + title + ")");
+  }
+  f.config_path = dir + "/config.json";
+  if (!is_file(f.config_path)) throw Error::at(f.config_path, "not found: " + title + " need config.json");
+  try {
+    f.config = nlohmann::json::parse(read_text_file(f.config_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error::in_file(f.config_path, "config", "valid JSON", e.what());
+  }
+  if (!f.config.is_object()) throw Error::in_file(f.config_path, "config", "a JSON object", f.config.type_name());
+  return f;
+}
+
+int64_t head_config_int(const HeadFolder& folder, const std::string& key, int64_t min, int64_t fallback) {
+  const nlohmann::json& j = folder.config;
+  if (!j.contains(key) || j.at(key).is_null()) {
+    if (fallback < min) throw Error::in_file(folder.config_path, key, "an integer >= " + std::to_string(min), "nothing");
+    return fallback;
+  }
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer() || v.get<int64_t>() < min)
+    throw Error::in_file(folder.config_path, key, "an integer >= " + std::to_string(min), v.dump());
+  return v.get<int64_t>();
+}
+
+void check_head_sizes(const HeadFolder& folder, int64_t hidden_size, int64_t vocab_size) {
+  // Heads only make sense on their target: the same feature width, the same vocabulary.
+  for (const auto& [key, want] : {std::pair<std::string, int64_t>{"hidden_size", hidden_size}, {"vocab_size", vocab_size}})
+    if (folder.config.contains(key) && !folder.config.at(key).is_null() && folder.config.at(key) != want)
+      throw Error::in_file(folder.config_path, key, "the target's " + key + " " + std::to_string(want),
+                           folder.config.at(key).dump() + " (these heads were trained for another model)");
+}
+
+}  // namespace draftlab

@@ -1,0 +1,111 @@
+// Training parallel draft heads for a frozen target: heads that read the target's feature at one position and each
+// predict a token further ahead (Medusa-1, core/training/medusa_training.h; Hydra's heads, which also read the
+// tokens between, fit the same mould). A kind supplies its heads (TrainableParallelHeads: parameters, the
+// differentiable logits, its folder); this file supplies the rest: data, the frozen target's features, the loss,
+// validation, checkpoints and resume. `draftlab train-head --kind KIND` runs it.
+//
+// Data: windows w_0..w_T of T + 1 tokens (TextDataset::train_batch, or a FeatureCache replaying them), and the
+// target's features f_0..f_T (its final normed hidden states, LlamaModel::forward's `features`; f_i feeds the LM
+// head that predicts w_{i+1}). Head k (0-based) at position i predicts w_{i+k+2}, for i = 0 .. T-k-2 (the label
+// must lie inside the window): T - k - 1 rows per window.
+//
+// Loss = sum_k lambda_k CE_k, CE_k the mean over head k's counted rows of -log softmax(logits)[label], with
+//   lambda_k = decay^(k+1): the Medusa paper's lambda_k = 0.8^k for heads k = 1..K (section 2.2.1), as
+//     ctlllll/axolotl's medusa_decay_coefficient applies it (its extra 0.2 heads coefficient is a constant factor
+//     left out); decay = 1 is the unweighted sum of FasterDecoding/Medusa's original Medusa-1 script.
+//   label: the window's token w_{i+k+2} (Medusa; on target-generated data, the target's own continuation), or
+//     soft: the target's distribution of that token given the true prefix, softmax(lm_head(f_{i+k+1})) (Hydra's
+//     teacher loss, ParallelHeadTarget::TargetDistribution).
+// With a loss mask (chat data, generated continuations), head k's row i counts iff mask[i + k + 2].
+// Validation: the same loss and each head's top-1 accuracy (argmax == w_{i+k+2}) on the validation windows.
+//
+// DIR after a run:
+//   the kind's head folder (TrainableParallelHeads::save: config.json, model.safetensors)
+//   training_state.safetensors   parameters, AdamW moments, step, curves: --resume continues exactly
+//   training_log.h5              the loss curves and /eval/head_accuracy [passes, K]
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/model/draft_head_kind.h"
+#include "core/model/llama_model.h"
+#include "core/training/feature_cache.h"
+#include "core/training/text_dataset.h"
+#include "core/training/trainer.h"
+
+namespace draftlab {
+
+// The extension point: one implementation per kind of parallel heads.
+class TrainableParallelHeads {
+ public:
+  virtual ~TrainableParallelHeads() = default;
+
+  virtual DraftHeadKind kind() const = 0;
+  virtual int64_t num_heads() const = 0;
+  // Named leaf tensors for the Trainer (names key the training state).
+  virtual std::vector<std::pair<std::string, at::Tensor>> parameters() const = 0;
+  // windows [B, T + 1] int64 and the frozen target's features [B, T + 1, d] -> one tensor per head, head k's
+  // [B, T - k - 1, vocab]: row i is its prediction of w_{i+k+2} from position i (Medusa reads f_i; a kind that
+  // also reads tokens takes w_{i+1} .. w_{i+k+1} from the window). Differentiable in parameters().
+  virtual std::vector<at::Tensor> logits(const at::Tensor& windows, const at::Tensor& features) const = 0;
+  // The heads' shape as JSON text: a resumed run must have the same.
+  virtual std::string config_json() const = 0;
+  // Writes the head folder the kind's loader reads.
+  virtual void save(const std::string& dir, at::ScalarType file_dtype) const = 0;
+};
+
+enum class ParallelHeadTarget { Tokens, TargetDistribution };
+
+struct ParallelHeadLossOptions {
+  double decay = 0.8;  // lambda_k = decay^(k+1)
+  ParallelHeadTarget target = ParallelHeadTarget::Tokens;
+};
+
+// lambda_k of the header comment.
+double parallel_head_weight(const ParallelHeadLossOptions& options, int64_t k);
+
+struct ParallelHeadLoss {
+  at::Tensor loss;                   // scalar sum_k lambda_k CE_k, with its graph
+  std::vector<double> head_loss;     // CE_k
+  std::vector<int64_t> correct, count;  // per head: top-1 == label, rows counted
+};
+
+// The loss of per-head logits (as TrainableParallelHeads::logits returns them) on windows [B, T + 1].
+// loss_mask [B, T + 1] (undefined: every row counts). features [B, T + 1, d] and target_lm_head [vocab, d] are read
+// for ParallelHeadTarget::TargetDistribution only. Throws Error on shapes that do not fit.
+ParallelHeadLoss parallel_head_loss(const std::vector<at::Tensor>& logits, const at::Tensor& windows,
+                                    const at::Tensor& loss_mask, const at::Tensor& features,
+                                    const at::Tensor& target_lm_head, const ParallelHeadLossOptions& options);
+
+struct ParallelHeadTrainingOptions {
+  TrainerOptions trainer;
+  int64_t batch = 16;
+  int64_t context = 128;  // positions per window (windows are context + 1 tokens); at least num_heads + 1
+  uint64_t seed = 0;      // every batch (the heads' initial weights are their constructor's)
+  int64_t eval_windows = 64;
+  ParallelHeadLossOptions loss;
+  std::string out_dir;
+  bool resume = false;
+  std::string command_line;
+  at::ScalarType save_dtype = at::kFloat;
+  // Training windows' target features from an HDF5 cache (built on first use); empty path: on the fly.
+  FeatureCacheOptions feature_cache;
+};
+
+struct ParallelHeadTrainingResult {
+  int64_t parameters = 0;
+  double tokens_per_second = 0;
+  TrainingCurves curves;  // with eval_head_accuracy, one row per validation pass
+};
+
+// Trains `heads` in place and writes out_dir (above). Throws Error naming the option or file on a bad configuration
+// or a resume state of another run.
+ParallelHeadTrainingResult train_parallel_heads(const LlamaModel& target, TrainableParallelHeads& heads,
+                                                const ParallelHeadTrainingOptions& options, const TextDataset& data);
+
+}  // namespace draftlab

@@ -1,0 +1,43 @@
+// What the parallel-head strategies share (medusa now; Hydra's heads fill the same trees): the draft tree they
+// fill, chosen by option, and the top-k of one head's logits row.
+//
+// The tree is a TreeSpec of sibling ranks (static_tree.h). The parallel-head papers fill it so that the node at
+// path (c_1 .. c_d) holds the c_d-th most probable token of head d - 1 (for Medusa: whatever c_1 .. c_{d-1} are,
+// since its heads all read the same feature; Hydra's head d - 1 also reads the path's tokens). So:
+//   tree=NAME|PATH   a tree file (default for Medusa: its own mc_sim_7b_63, data/trees/medusa_mc_sim_7b_63.json)
+//   tree=cartesian   every path of ranks < top_k, down to the number of heads: top_k + top_k^2 + ... nodes
+// Paths deeper than the number of heads are cut (no head predicts there).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "strategies/registry.h"
+#include "strategies/static_tree.h"
+
+namespace draftlab {
+
+// tree=, top_k= (top_k only with tree=cartesian).
+std::vector<OptionSpec> parallel_head_tree_options(const std::string& default_tree);
+
+// The tree those options name, cut to `depth` (the number of heads). Throws Error naming the option: a tree file
+// that does not load, top_k given with a tree file, or a cartesian tree of more than 4096 nodes.
+TreeSpec parallel_head_tree(const StrategyOptions& options, int32_t depth);
+
+// Every path of sibling ranks < top_k down to `depth`, named "cartesian top_k=K depth=D".
+TreeSpec cartesian_tree(int32_t top_k, int32_t depth);
+
+// How many of the spec's first paths a draft may use: those no deeper than max_depth, at most max_nodes of them
+// (paths are sorted by depth, so this prefix is a connected tree).
+int32_t usable_paths(const TreeSpec& spec, int32_t max_depth, int32_t max_nodes);
+
+// The min(k, vocab) most probable tokens of one logits row (float32, `vocab` values), most probable first (ties to
+// the lower id), with their softmax probabilities (no temperature: the head's own confidence).
+struct TopTokens {
+  std::vector<int64_t> tokens;
+  std::vector<float> probs;
+};
+TopTokens top_tokens(const float* logits, int64_t vocab, int64_t k);
+
+}  // namespace draftlab
