@@ -3,7 +3,8 @@
 # argument, each writing RESULTS_DIR/NAME.h5 (docs/results-schema.md), NAME.md (draftlab table) and NAME/ (plots).
 #   bash scripts/reproduce.sh [NAME ...]     names: speed alpha calibration positions ablate-eagle2
 #                                             tree-vs-chain sweep ablate-inputs train-data (default: all)
-# Environment: RESULTS_DIR (default results), MODEL (default data/models/ts-target), HEAD, DRAFT, QUESTIONS
+# Environment: RESULTS_DIR (default results), MODEL (default data/models/ts-target), HEAD, MEDUSA_HEADS,
+# HYDRA_HEADS (default MODEL-eagle-head, -medusa, -hydra; speed runs those present), DRAFT, QUESTIONS
 # (questions per dataset, default 10), NEW_TOKENS (default 64), THREADS (default 2; measure on an idle machine).
 # ablate-inputs and train-data need heads trained by scripts/train_ablation_heads.sh (VARIANT_HEADS_DIR).
 # Then docs/results.md: bash scripts/results_doc.sh [RESULTS_DIR] (or: bash scripts/reproduce.sh && bash scripts/results_doc.sh).
@@ -14,6 +15,8 @@ OUT=${RESULTS_DIR:-results}
 MODEL=${MODEL:-data/models/ts-target}
 HEAD=${HEAD:-${MODEL}-eagle-head}
 DRAFT=${DRAFT:-data/models/ts-draft}
+MEDUSA=${MEDUSA_HEADS:-${MODEL}-medusa}
+HYDRA=${HYDRA_HEADS:-${MODEL}-hydra}
 Q=${QUESTIONS:-10}
 N=${NEW_TOKENS:-64}
 THREADS=${THREADS:-2}
@@ -27,8 +30,11 @@ COMMON=(-m "$MODEL" --questions "$Q" -n "$N" --ignore-eos --threads "$THREADS")
 
 for name in "${NAMES[@]}"; do
   case $name in
-    speed)  # the papers' eagle2 (60 / 6 / 10) and the CPU-sized tree of the main job (4 / 4 / 1) side by side
-      $DL exp speed "${COMMON[@]}" --head "$HEAD" --draft "$DRAFT" \
+    speed)  # EAGLE-2 Table 1's seven methods (chain = SpS, pld, medusa, lookahead, hydra, static-tree = EAGLE,
+            # eagle2), eagle-chain, and the CPU-sized EAGLE-2 tree of the main job (4 / 4 / 1) beside the papers' one
+      parallel=()
+      for h in "$MEDUSA" "$HYDRA"; do [ -d "$h" ] && parallel+=(--head "$h"); done
+      $DL exp speed "${COMMON[@]}" --head "$HEAD" "${parallel[@]}" --draft "$DRAFT" \
         -s "eagle2:label=eagle2 (tt=4 d=4 k=1),total_tokens=4,depth=4,top_k=1" \
         -o "$OUT/speed.h5" --jsonl "$OUT/spec-bench" ;;
     alpha|calibration|positions|ablate-eagle2|tree-vs-chain)

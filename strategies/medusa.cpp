@@ -75,10 +75,7 @@ class MedusaStrategy : public DraftStrategy {
 std::shared_ptr<const MedusaHeads> heads_from_options(const StrategyContext& context, const StrategyOptions& options) {
   const std::string path = options.get_string("head");
   if (!path.empty()) {
-    for (const char* key : {"head_seed", "heads", "lm_head"})
-      if (options.given(key))
-        throw Error(std::string("option ") + key + ": shapes random heads, but head=" + path +
-                    " was given (its config.json says what they are)");
+    check_no_random_head_options(options, {"head_seed", "heads", "lm_head"});
     return MedusaHeads::load(path, context.target);
   }
   MedusaConfig c;

@@ -69,6 +69,13 @@ int32_t usable_paths(const TreeSpec& spec, int32_t max_depth, int32_t max_nodes)
   return std::max(0, std::min(count, max_nodes));
 }
 
+void check_no_random_head_options(const StrategyOptions& options, std::initializer_list<const char*> keys) {
+  for (const char* key : keys)
+    if (options.given(key))
+      throw Error(std::string("option ") + key + ": shapes random heads, but head=" + options.get_string("head") +
+                  " was given (its config.json says what they are)");
+}
+
 TopTokens top_tokens(const float* logits, int64_t vocab, int64_t k) {
   k = std::min(k, vocab);
   std::vector<int32_t> ids(static_cast<size_t>(vocab));

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ TreeSpec cartesian_tree(int32_t top_k, int32_t depth);
 // How many of the spec's first paths a draft may use: those no deeper than max_depth, at most max_nodes of them
 // (paths are sorted by depth, so this prefix is a connected tree).
 int32_t usable_paths(const TreeSpec& spec, int32_t max_depth, int32_t max_nodes);
+
+// With head=PATH given, the random heads' shape options (`keys`) must not be: throws Error naming the first given.
+void check_no_random_head_options(const StrategyOptions& options, std::initializer_list<const char*> keys);
 
 // The min(k, vocab) most probable tokens of one logits row (float32, `vocab` values), most probable first (ties to
 // the lower id), with their softmax probabilities (no temperature: the head's own confidence).

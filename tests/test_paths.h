@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <sys/stat.h>
 
@@ -29,6 +30,14 @@ inline std::string temp_dir() {
     return d;
   }();
   return dir;
+}
+
+// temp_dir()/name, emptied (created if needed).
+inline std::string fresh_dir(const std::string& name) {
+  const std::string d = temp_dir() + "/" + name;
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
 }
 
 }  // namespace draftlab::testing

@@ -169,12 +169,7 @@ void expect_same_training(const TrainingRecord& a, const TrainingRecord& b) {
   EXPECT_EQ(a.attributes, b.attributes);
 }
 
-std::string fresh_dir(const std::string& name) {
-  const std::string d = testing::temp_dir() + "/" + name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+using testing::fresh_dir;
 
 TEST(ResultsFile, RoundTripKeepsEveryTableAndAttribute) {
   const std::string path = fresh_dir("roundtrip") + "/r.h5";

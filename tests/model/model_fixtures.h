@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "core/decoding/vanilla_decoder.h"
 #include "core/model/llama_model.h"
+#include "core/training/text_dataset.h"
 
 namespace draftlab::testing {
 
@@ -65,6 +67,21 @@ inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
 inline double rel_diff(const at::Tensor& a, const at::Tensor& b) {
   const double scale = std::max(1.0, b.to(at::kFloat).abs().max().item<double>());
   return max_abs_diff(a, b) / scale;
+}
+
+// Training data for draft heads: 40 greedy continuations of the target (60 tokens each, from two-token prompts),
+// every 8th in the validation stream. What the heads learn to predict is then the target's own behaviour.
+inline TextDataset target_generated_dataset(const LlamaModel& target) {
+  std::vector<int32_t> train, val;
+  GenerationConfig gen;
+  gen.max_new_tokens = 60;
+  for (int i = 0; i < 40; ++i) {
+    const auto out = generate_vanilla(target, {0, 5 + i}, gen);
+    auto& stream = i % 8 == 7 ? val : train;
+    stream.insert(stream.end(), {0, 5 + i});
+    for (int64_t t : out.tokens) stream.push_back(static_cast<int32_t>(t));
+  }
+  return TextDataset(std::move(train), std::move(val));
 }
 
 }  // namespace draftlab::testing

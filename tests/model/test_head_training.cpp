@@ -16,12 +16,7 @@
 namespace draftlab {
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-  const std::string d = testing::temp_dir() + "/" + name;
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
+using testing::fresh_dir;
 
 at::Tensor random_windows(int64_t batch, int64_t length, int64_t vocab, uint64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);

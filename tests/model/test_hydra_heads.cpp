@@ -24,12 +24,7 @@ namespace {
 
 using testing::expect_error;
 
-std::string fresh_dir(const std::string& name) {
-  const std::string d = testing::temp_dir() + "/" + name;
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
+using testing::fresh_dir;
 
 std::vector<double> doubles(const at::Tensor& t) {
   auto c = t.detach().to(at::kDouble).contiguous();

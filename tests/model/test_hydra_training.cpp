@@ -19,12 +19,7 @@
 namespace draftlab {
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-  const std::string d = testing::temp_dir() + "/" + name;
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
+using testing::fresh_dir;
 
 TEST(HydraTraining, TrainingLogitsAreTheDraftingHeadsOnTheWindowsTokens) {
   auto target = testing::tiny_model();
@@ -56,24 +51,11 @@ TEST(HydraTraining, TrainingLogitsAreTheDraftingHeadsOnTheWindowsTokens) {
   }
 }
 
-TextDataset generated_data(const LlamaModel& target) {
-  std::vector<int32_t> train, val;
-  GenerationConfig gen;
-  gen.max_new_tokens = 60;
-  for (int i = 0; i < 40; ++i) {
-    const auto out = generate_vanilla(target, {0, 5 + i}, gen);
-    auto& stream = i % 8 == 7 ? val : train;
-    stream.insert(stream.end(), {0, 5 + i});
-    for (int64_t t : out.tokens) stream.push_back(static_cast<int32_t>(t));
-  }
-  return TextDataset(std::move(train), std::move(val));
-}
-
 TEST(HydraTraining, AShortRunOnTsTinyLowersTheLossWithTokensAndWithTheTeacher) {
   const std::string model_dir = testing::source_path("data/models/ts-tiny");
   ASSERT_TRUE(testing::exists(model_dir + "/model.safetensors"));
   const auto target = LlamaModel::load(model_dir, ComputeOptions{});
-  const TextDataset data = generated_data(*target);
+  const TextDataset data = testing::target_generated_dataset(*target);
   for (ParallelHeadTarget labels : {ParallelHeadTarget::Tokens, ParallelHeadTarget::TargetDistribution}) {
     const bool teacher = labels == ParallelHeadTarget::TargetDistribution;
     SCOPED_TRACE(teacher ? "teacher" : "tokens");

@@ -23,12 +23,7 @@ namespace {
 
 using testing::expect_error;
 
-std::string fresh_dir(const std::string& name) {
-  const std::string d = testing::temp_dir() + "/" + name;
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
+using testing::fresh_dir;
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 

@@ -21,12 +21,7 @@
 namespace draftlab {
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-  const std::string d = testing::temp_dir() + "/" + name;
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
+using testing::fresh_dir;
 
 // Row-major double copy of a matrix, read as m[r * cols + c].
 std::vector<double> doubles(const at::Tensor& t) {
@@ -168,27 +163,11 @@ TEST(MedusaTraining, LossEqualsPerHeadCrossEntropiesComputedByHand) {
   EXPECT_THROW(model.logits(windows.narrow(1, 0, 4), f.narrow(1, 0, 4)), Error);  // no label for head 2
 }
 
-// ts-tiny's own greedy continuations of 40 two-token prompts (target-generated data), split into training and
-// validation streams.
-TextDataset generated_data(const LlamaModel& target) {
-  std::vector<int32_t> train, val;
-  GenerationConfig gen;
-  gen.max_new_tokens = 60;
-  for (int i = 0; i < 40; ++i) {
-    const auto out = generate_vanilla(target, {0, 5 + i}, gen);
-    auto& stream = i % 8 == 7 ? val : train;
-    stream.push_back(0);
-    stream.push_back(5 + i);
-    for (int64_t t : out.tokens) stream.push_back(static_cast<int32_t>(t));
-  }
-  return TextDataset(std::move(train), std::move(val));
-}
-
 TEST(MedusaTraining, AShortRunOnTsTinyLowersTheLossAndItsFolderLoadsAndResumes) {
   const std::string model_dir = testing::source_path("data/models/ts-tiny");
   ASSERT_TRUE(testing::exists(model_dir + "/model.safetensors"));
   const auto target = LlamaModel::load(model_dir, ComputeOptions{});
-  const TextDataset data = generated_data(*target);
+  const TextDataset data = testing::target_generated_dataset(*target);
   ParallelHeadTrainingOptions o;
   o.batch = 4;
   o.context = 32;

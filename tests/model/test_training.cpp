@@ -58,12 +58,7 @@ TextDataset synthetic_data(int64_t vocab, int64_t n) {
   return TextDataset(std::move(train), std::move(val));
 }
 
-std::string fresh_dir(const std::string& name) {
-  const std::string d = testing::temp_dir() + "/" + name;
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
+using testing::fresh_dir;
 
 TEST(CosineSchedule, WarmsUpThenDecaysToTheFloor) {
   CosineSchedule s{1.0, 10, 110, 0.1};
