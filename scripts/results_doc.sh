@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates docs/results.md from the results files of scripts/reproduce.sh: for each RESULTS_DIR/NAME.h5 present,
 # in the papers' order, the table `draftlab table` prints (its heading names the paper item, its last line the
-# machine, models, commit and date), preceded by the command that made the file.
+# machine, models, commit and date), preceded by the command that made the file and followed by its figures and
+# docs/results-notes/NAME.md when present (what the numbers say against the paper, written by hand).
 #   bash scripts/results_doc.sh [RESULTS_DIR]      # default: results
 #   bash scripts/reproduce.sh && bash scripts/results_doc.sh
 # Writes docs/results.md atomically (a temporary file beside it, then mv). With no results file, or if any
@@ -46,11 +47,12 @@ Each table is \`draftlab table $DIR/NAME.h5\` output, unedited; its last line na
 ## Reproducing the papers
 
 One command per table and figure, on the reference zoo (\`data/models/README.md\`: ts-target, its EAGLE head,
-ts-draft). Each writes \`results/NAME.h5\` (schema: \`docs/results-schema.md\`), \`results/NAME.md\` (\`draftlab table\`)
-and \`results/NAME/\` (\`draftlab plot\`, PNG + SVG); \`notebooks_export/\` redraws every figure from the same files.
+its Medusa and Hydra heads, ts-draft). Each writes \`results/NAME.h5\` (schema: \`docs/results-schema.md\`),
+\`results/NAME.md\` (\`draftlab table\`) and \`results/NAME/\` (\`draftlab plot\`, PNG + SVG);
+\`notebooks_export/\` redraws every figure from the same files.
 
 \`\`\`sh
-bash scripts/reproduce.sh speed           # EAGLE-2 Table 1: methods x six datasets x T in {0, 1}
+bash scripts/reproduce.sh speed           # EAGLE-2 Table 1: its seven methods x six datasets x T in {0, 1}
 bash scripts/reproduce.sh alpha           # EAGLE Table 2: tau and 0-alpha .. 4-alpha of chain drafts
 bash scripts/reproduce.sh calibration     # EAGLE-2 Figure 6: acceptance per draft-confidence bin, ECE
 bash scripts/reproduce.sh positions       # EAGLE-2 Figure 5: acceptance of static-tree positions per query
@@ -90,6 +92,8 @@ EOF
       echo
       echo "![$name: $fig](figures/$name-$fig.png)"
     done
+    # What a person wrote about the item (how it compares with the paper), kept across regenerations.
+    if [ -f "docs/results-notes/$name.md" ]; then echo; cat "docs/results-notes/$name.md"; fi
   done
   missing=()
   for name in "${NAMES[@]}"; do [ -f "$DIR/$name.h5" ] || missing+=("$name"); done
