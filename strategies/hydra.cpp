@@ -21,55 +21,47 @@ namespace draftlab {
 
 namespace {
 
-class HydraStrategy : public DraftStrategy {
+class HydraStrategy : public ParallelHeadStrategy {
  public:
-  HydraStrategy(std::shared_ptr<const HydraHeads> heads, TreeSpec spec) : heads_(std::move(heads)), spec_(std::move(spec)) {}
-
-  std::string name() const override { return "hydra"; }
-
-  void begin(const std::vector<int64_t>&, const at::Tensor& prompt_features, int64_t) override {
-    check(prompt_features.dim() == 2 && prompt_features.size(0) > 0, "hydra: expected the prompt's features [P, d]");
-    feature_ = prompt_features[prompt_features.size(0) - 1];
-  }
-  void observe(const VerifyResult& result) override { feature_ = result.features[result.features.size(0) - 1]; }
+  HydraStrategy(std::shared_ptr<const HydraHeads> heads, TreeSpec spec)
+      : ParallelHeadStrategy("hydra", std::move(spec), heads->num_heads()), heads_(std::move(heads)) {}
 
   DraftTree propose(const DraftRequest& request) override {
-    check(feature_.defined(), "hydra: propose() before begin()");
-    const int32_t depth = std::min<int32_t>(request.tokens_wanted, static_cast<int32_t>(heads_->num_heads()));
-    const int32_t count = usable_paths(spec_, depth, request.max_nodes);
+    const TreeSpec& tree_spec = spec();
+    const int32_t count = usable(request);
     DraftTree tree;
     if (count == 0) return tree;
     std::vector<int32_t> node(static_cast<size_t>(count), -1);  // tree node of each spec path, -1 when dropped
     std::vector<int64_t> token(static_cast<size_t>(count), 0);
     // Paths are sorted by depth: [begin, end) is one depth's run.
     for (int32_t begin = 0; begin < count;) {
-      const auto d = static_cast<int32_t>(spec_.paths[begin].size());
+      const auto d = static_cast<int32_t>(tree_spec.paths[begin].size());
       int32_t end = begin;
-      while (end < count && static_cast<int32_t>(spec_.paths[end].size()) == d) ++end;
+      while (end < count && static_cast<int32_t>(tree_spec.paths[end].size()) == d) ++end;
       // One head row per distinct live parent (-1: the root), reading the parent's path of d tokens.
       std::map<int32_t, size_t> row_of;
       std::map<int32_t, int64_t> ranks;  // per parent: how many top tokens its children need
       std::vector<int64_t> paths;
       for (int32_t i = begin; i < end; ++i) {
-        const int32_t p = spec_.parent[i];
+        const int32_t p = tree_spec.parent[i];
         if (p >= 0 && node[p] < 0) continue;  // its parent was dropped
-        ranks[p] = std::max<int64_t>(ranks[p], spec_.paths[i].back() + 1);
+        ranks[p] = std::max<int64_t>(ranks[p], tree_spec.paths[i].back() + 1);
         if (row_of.count(p)) continue;
         const size_t row = row_of.size();
         row_of[p] = row;
         const size_t at = paths.size();
-        for (int32_t q = p; q >= 0; q = spec_.parent[q]) paths.insert(paths.begin() + static_cast<std::ptrdiff_t>(at), token[q]);
+        for (int32_t q = p; q >= 0; q = tree_spec.parent[q]) paths.insert(paths.begin() + static_cast<std::ptrdiff_t>(at), token[q]);
         paths.insert(paths.begin() + static_cast<std::ptrdiff_t>(at), request.sequence.back());
       }
       if (row_of.empty()) break;
-      const at::Tensor logits = heads_->logits(feature_, d - 1, paths);
+      const at::Tensor logits = heads_->logits(feature(), d - 1, paths);
       const int64_t vocab = logits.size(1);
       std::map<int32_t, TopTokens> top;
       for (const auto& [p, row] : row_of)
         top[p] = top_tokens(logits.data_ptr<float>() + static_cast<int64_t>(row) * vocab, vocab, ranks[p]);
       for (int32_t i = begin; i < end; ++i) {
-        const int32_t p = spec_.parent[i];
-        const auto rank = static_cast<size_t>(spec_.paths[i].back());
+        const int32_t p = tree_spec.parent[i];
+        const auto rank = static_cast<size_t>(tree_spec.paths[i].back());
         if (!top.count(p) || rank >= top[p].tokens.size()) continue;
         token[i] = top[p].tokens[rank];
         node[i] = tree.add(token[i], p < 0 ? -1 : node[p], top[p].probs[rank]);
@@ -81,8 +73,6 @@ class HydraStrategy : public DraftStrategy {
 
  private:
   std::shared_ptr<const HydraHeads> heads_;
-  TreeSpec spec_;
-  at::Tensor feature_;  // [d]: the target's feature of the token before the root
 };
 
 std::shared_ptr<const HydraHeads> heads_from_options(const StrategyContext& context, const StrategyOptions& options) {

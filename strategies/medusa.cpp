@@ -23,44 +23,35 @@ namespace draftlab {
 
 namespace {
 
-class MedusaStrategy : public DraftStrategy {
+class MedusaStrategy : public ParallelHeadStrategy {
  public:
   MedusaStrategy(std::shared_ptr<const MedusaHeads> heads, TreeSpec spec)
-      : heads_(std::move(heads)), spec_(std::move(spec)) {}
-
-  std::string name() const override { return "medusa"; }
-
-  void begin(const std::vector<int64_t>&, const at::Tensor& prompt_features, int64_t) override {
-    check(prompt_features.dim() == 2 && prompt_features.size(0) > 0, "medusa: expected the prompt's features [P, d]");
-    feature_ = prompt_features[prompt_features.size(0) - 1];
-  }
-  void observe(const VerifyResult& result) override { feature_ = result.features[result.features.size(0) - 1]; }
+      : ParallelHeadStrategy("medusa", std::move(spec), heads->num_heads()), heads_(std::move(heads)) {}
 
   DraftTree propose(const DraftRequest& request) override {
-    check(feature_.defined(), "medusa: propose() before begin()");
-    const int32_t depth = std::min<int32_t>(request.tokens_wanted, static_cast<int32_t>(heads_->num_heads()));
-    const int32_t count = usable_paths(spec_, depth, request.max_nodes);
+    const TreeSpec& tree_spec = spec();
+    const int32_t count = usable(request);
     DraftTree tree;
     if (count == 0) return tree;
-    const auto deepest = static_cast<int64_t>(spec_.paths[count - 1].size());
+    const auto deepest = static_cast<int64_t>(tree_spec.paths[count - 1].size());
     // Head d - 1's top ranks as far as depth d's nodes reach.
     std::vector<int64_t> ranks(static_cast<size_t>(deepest), 0);
     for (int32_t i = 0; i < count; ++i) {
-      auto& r = ranks[spec_.paths[i].size() - 1];
-      r = std::max<int64_t>(r, spec_.paths[i].back() + 1);
+      auto& r = ranks[tree_spec.paths[i].size() - 1];
+      r = std::max<int64_t>(r, tree_spec.paths[i].back() + 1);
     }
-    const at::Tensor logits = heads_->logits(feature_, deepest).to(at::kCPU).contiguous();
+    const at::Tensor logits = heads_->logits(feature(), deepest).to(at::kCPU).contiguous();
     const int64_t vocab = logits.size(1);
     std::vector<TopTokens> top;
     for (int64_t k = 0; k < deepest; ++k) top.push_back(top_tokens(logits.data_ptr<float>() + k * vocab, vocab, ranks[k]));
 
     std::vector<int32_t> node(static_cast<size_t>(count), -1);  // tree node of each spec path, -1 when dropped
     for (int32_t i = 0; i < count; ++i) {
-      const auto& path = spec_.paths[i];
-      const int32_t parent = spec_.parent[i] < 0 ? -1 : node[spec_.parent[i]];
+      const auto& path = tree_spec.paths[i];
+      const int32_t parent = tree_spec.parent[i] < 0 ? -1 : node[tree_spec.parent[i]];
       const TopTokens& t = top[path.size() - 1];
       const auto rank = static_cast<size_t>(path.back());
-      if ((spec_.parent[i] >= 0 && parent < 0) || rank >= t.tokens.size()) continue;
+      if ((tree_spec.parent[i] >= 0 && parent < 0) || rank >= t.tokens.size()) continue;
       node[i] = tree.add(t.tokens[rank], parent, t.probs[rank]);
     }
     return tree;
@@ -68,8 +59,6 @@ class MedusaStrategy : public DraftStrategy {
 
  private:
   std::shared_ptr<const MedusaHeads> heads_;
-  TreeSpec spec_;
-  at::Tensor feature_;  // [d]: the target's feature of the token before the root
 };
 
 std::shared_ptr<const MedusaHeads> heads_from_options(const StrategyContext& context, const StrategyOptions& options) {

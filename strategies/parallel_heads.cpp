@@ -26,6 +26,19 @@ void add_paths(std::vector<int32_t>& prefix, int32_t top_k, int32_t depth, std::
 
 }  // namespace
 
+void ParallelHeadStrategy::begin(const std::vector<int64_t>&, const at::Tensor& prompt_features, int64_t) {
+  check(prompt_features.dim() == 2 && prompt_features.size(0) > 0, name_ + ": expected the prompt's features [P, d]");
+  feature_ = prompt_features[prompt_features.size(0) - 1];
+}
+
+void ParallelHeadStrategy::observe(const VerifyResult& result) { feature_ = result.features[result.features.size(0) - 1]; }
+
+int32_t ParallelHeadStrategy::usable(const DraftRequest& request) const {
+  check(feature_.defined(), name_ + ": propose() before begin()");
+  const int32_t depth = std::min<int32_t>(request.tokens_wanted, static_cast<int32_t>(heads_));
+  return usable_paths(spec_, depth, request.max_nodes);
+}
+
 std::vector<OptionSpec> parallel_head_tree_options(const std::string& default_tree) {
   return {text_option("tree", default_tree,
                       "a tree file (JSON paths of sibling ranks) or a name under data/trees, or cartesian (top_k "

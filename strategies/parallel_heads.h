@@ -14,10 +14,35 @@
 #include <string>
 #include <vector>
 
+#include "core/decoding/draft_strategy.h"
 #include "strategies/registry.h"
 #include "strategies/static_tree.h"
 
 namespace draftlab {
+
+// What Medusa and Hydra share as strategies: the tree they fill and the feature they read, the target's feature of
+// the token before the root (the prompt's last feature after prefill, then the last row of each verification's).
+class ParallelHeadStrategy : public DraftStrategy {
+ public:
+  ParallelHeadStrategy(std::string name, TreeSpec spec, int64_t heads)
+      : name_(std::move(name)), spec_(std::move(spec)), heads_(heads) {}
+
+  std::string name() const override { return name_; }
+  void begin(const std::vector<int64_t>& prompt, const at::Tensor& prompt_features, int64_t root) override;
+  void observe(const VerifyResult& result) override;
+
+ protected:
+  // How many of the tree's first paths this request can use (0: draft nothing); throws before begin().
+  int32_t usable(const DraftRequest& request) const;
+  const TreeSpec& spec() const { return spec_; }
+  const at::Tensor& feature() const { return feature_; }  // [d]
+
+ private:
+  std::string name_;
+  TreeSpec spec_;
+  int64_t heads_;
+  at::Tensor feature_;
+};
 
 // tree=, top_k= (top_k only with tree=cartesian).
 std::vector<OptionSpec> parallel_head_tree_options(const std::string& default_tree);
