@@ -10,6 +10,7 @@
 
 #include "core/decoding/vanilla_decoder.h"
 #include "core/model/llama_model.h"
+#include "core/training/parallel_head_training.h"
 #include "core/training/text_dataset.h"
 
 namespace draftlab::testing {
@@ -82,6 +83,23 @@ inline TextDataset target_generated_dataset(const LlamaModel& target) {
     for (int64_t t : out.tokens) stream.push_back(static_cast<int32_t>(t));
   }
   return TextDataset(std::move(train), std::move(val));
+}
+
+// A 40-step parallel-head run (Medusa, Hydra) on target_generated_dataset: 4 windows of 32 tokens per step,
+// validation before the first step and after the last, written to out_dir.
+inline ParallelHeadTrainingOptions short_parallel_head_run(const std::string& out_dir) {
+  ParallelHeadTrainingOptions o;
+  o.batch = 4;
+  o.context = 32;
+  o.eval_windows = 8;
+  o.trainer.steps = 40;
+  o.trainer.lr = 3e-3;
+  o.trainer.warmup = 4;
+  o.trainer.weight_decay = 0;
+  o.trainer.eval_every = 40;
+  o.trainer.quiet = true;
+  o.out_dir = out_dir;
+  return o;
 }
 
 }  // namespace draftlab::testing

@@ -59,18 +59,8 @@ TEST(HydraTraining, AShortRunOnTsTinyLowersTheLossWithTokensAndWithTheTeacher) {
   for (ParallelHeadTarget labels : {ParallelHeadTarget::Tokens, ParallelHeadTarget::TargetDistribution}) {
     const bool teacher = labels == ParallelHeadTarget::TargetDistribution;
     SCOPED_TRACE(teacher ? "teacher" : "tokens");
-    ParallelHeadTrainingOptions o;
-    o.batch = 4;
-    o.context = 32;
-    o.eval_windows = 8;
-    o.trainer.steps = 40;
-    o.trainer.lr = 3e-3;
-    o.trainer.warmup = 4;
-    o.trainer.weight_decay = 0;
-    o.trainer.eval_every = 40;
-    o.trainer.quiet = true;
+    ParallelHeadTrainingOptions o = testing::short_parallel_head_run(fresh_dir(teacher ? "hydra_teacher_run" : "hydra_run"));
     o.loss.target = labels;
-    o.out_dir = fresh_dir(teacher ? "hydra_teacher_run" : "hydra_run");
     HydraConfig c;
     c.num_heads = 3;
     HydraTrainingModel heads(*target, 0, c);

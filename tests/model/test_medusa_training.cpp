@@ -168,17 +168,7 @@ TEST(MedusaTraining, AShortRunOnTsTinyLowersTheLossAndItsFolderLoadsAndResumes) 
   ASSERT_TRUE(testing::exists(model_dir + "/model.safetensors"));
   const auto target = LlamaModel::load(model_dir, ComputeOptions{});
   const TextDataset data = testing::target_generated_dataset(*target);
-  ParallelHeadTrainingOptions o;
-  o.batch = 4;
-  o.context = 32;
-  o.eval_windows = 8;
-  o.trainer.steps = 40;
-  o.trainer.lr = 3e-3;
-  o.trainer.warmup = 4;
-  o.trainer.weight_decay = 0;
-  o.trainer.eval_every = 40;
-  o.trainer.quiet = true;
-  o.out_dir = fresh_dir("medusa_run");
+  const ParallelHeadTrainingOptions o = testing::short_parallel_head_run(fresh_dir("medusa_run"));
   MedusaConfig c;
   c.num_heads = 3;
   MedusaTrainingModel heads(*target, 0, c);
