@@ -8,6 +8,11 @@
 // Method: --warmup untimed forwards, then --repeats timed ones per n; the median is reported. The new rows are
 // dropped after each forward (truncate) so every measurement sees the same cache length. The n new tokens form
 // a causal chain (a tree of the same size costs the same: only the mask differs).
+//
+// Roofline columns: GFLOP/s counts the products (2 flops per weight per row, LM head included) and attention
+// (4 flops per head dimension per visible cached row); "of peak" divides it by the FMA rate this core reaches with
+// the native kernels' vectors (measured here, bench/fma_peak.h). A forward near the peak cannot get cheaper without
+// fewer or cheaper flops; one far below it is waiting on memory or on overhead.
 #include <ATen/Parallel.h>
 
 #include <boost/program_options.hpp>
@@ -23,13 +28,14 @@
 #include "core/base/file_bytes.h"
 #include "core/base/platform.h"
 #include "core/model/llama_model.h"
+#include "bench/fma_peak.h"
 
 namespace po = boost::program_options;
 using namespace draftlab;
 
 int main(int argc, char** argv) {
-  ensure_blas_coretype(argc, argv);
-  std::string model_path, out_path, dtype = "float32", path = "auto", weights = "auto";
+  prepare_process_environment(argc, argv);
+  std::string model_path, out_path, dtype = "float32", path = "auto", weights = "auto", kv_cache = "auto";
   ModelConfig c;
   c.hidden_size = 288;
   c.num_hidden_layers = 6;
@@ -57,6 +63,7 @@ int main(int argc, char** argv) {
       ("path", po::value(&path)->default_value(path), "CPU forward: auto, native, reference")
       ("weights", po::value(&weights)->default_value(weights),
        "native weight storage: auto (as stored), float32, float16, bfloat16")
+      ("kv-cache", po::value(&kv_cache)->default_value(kv_cache), "KV cache storage: auto, float32, float16")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed forwards per n")
       ("repeats", po::value(&repeats)->default_value(repeats), "timed forwards per n (median reported)")
       ("out", po::value(&out_path), "write the results as JSON here");
@@ -74,6 +81,7 @@ int main(int argc, char** argv) {
     compute.dtype = parse_compute_dtype(dtype);
     compute.cpu_path = parse_cpu_path(path);
     compute.weights = parse_weight_storage(weights);
+    compute.kv_cache = parse_kv_cache_storage(kv_cache);
     check_supported(compute);
     std::unique_ptr<LlamaModel> model;
     if (!model_path.empty()) {
@@ -100,7 +108,21 @@ int main(int argc, char** argv) {
     std::printf("forward: %s\n", model->path_description().c_str());
     std::printf("blas: %s\ncpu: %s\ncache: %ld tokens, warmup %d, repeats %d (median)\n\n", blas_description().c_str(),
                 cpu_model_name().c_str(), (long)cache_len, warmup, repeats);
-    std::printf("%6s %12s %10s %14s\n", "n", "median_ms", "ratio", "ms_per_token");
+    // Flops of one forward of n rows over cache_len cached rows (row j sees cache_len + j + 1).
+    const int64_t d = mc.hidden_size, hd = mc.head_dim, H = mc.num_attention_heads, KVH = mc.num_key_value_heads;
+    const double weights_per_row =
+        static_cast<double>(mc.num_hidden_layers) * (d * (H + 2 * KVH) * hd + H * hd * d + 3 * d * mc.intermediate_size) +
+        static_cast<double>(mc.vocab_size) * d;
+    auto forward_flops = [&](int64_t n) {
+      const double seen = static_cast<double>(n) * cache_len + n * (n + 1) / 2.0;
+      return 2.0 * weights_per_row * n + 4.0 * mc.num_hidden_layers * H * hd * seen;
+    };
+    const bool native = model->path_description().rfind("native", 0) == 0;
+    const double peak = native ? bench::measured_fma_peak_gflops(best_kernel_isa()) : 0.0;
+    if (peak > 0)
+      std::printf("FMA peak of one core with %s vectors (measured): %.1f GFLOP/s\n\n", kernel_isa_name(best_kernel_isa()),
+                  peak);
+    std::printf("%6s %12s %10s %14s %10s %8s\n", "n", "median_ms", "ratio", "ms_per_token", "GFLOP/s", "of_peak");
 
     nlohmann::json rows = nlohmann::json::array();
     double base = 0.0;
@@ -119,9 +141,11 @@ int main(int argc, char** argv) {
       std::sort(ms.begin(), ms.end());
       const double med = ms[ms.size() / 2];
       if (n == 1) base = med;
-      std::printf("%6ld %12.3f %10.2f %14.3f\n", (long)n, med, med / base, med / n);
+      const double rate = forward_flops(n) / (med * 1e-3) / 1e9;
+      std::printf("%6ld %12.3f %10.2f %14.3f %10.1f %7.0f%%\n", (long)n, med, med / base, med / n, rate,
+                  peak > 0 ? 100.0 * rate / peak : 0.0);
       rows.push_back({{"n", n}, {"median_ms", med}, {"ratio_to_n1", med / base}, {"min_ms", ms.front()},
-                      {"max_ms", ms.back()}});
+                      {"max_ms", ms.back()}, {"gflops", rate}});
     }
     if (!out_path.empty()) {
       std::time_t now = std::time(nullptr);
@@ -134,8 +158,11 @@ int main(int argc, char** argv) {
                           {"threads", at::get_num_threads()},
                           {"dtype", dtype},
                           {"forward", model->path_description()},
+                          {"kv_cache", compute_dtype_name(compute.kv_cache_dtype())},
                           {"blas", blas_description()},
                           {"cpu", cpu_model_name()},
+                          {"isa", kernel_isa_name(best_kernel_isa())},
+                          {"fma_peak_gflops", peak},
                           {"warmup", warmup},
                           {"repeats", repeats},
                           {"date", date},

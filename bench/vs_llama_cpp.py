@@ -3,6 +3,8 @@
 
     python3 bench/vs_llama_cpp.py                      # ts-target, float32 and float16 weights, 1 and 2 threads
     python3 bench/vs_llama_cpp.py --threads 1 --dtypes f16 --rounds 5 --out /tmp/vs.json
+    python3 bench/vs_llama_cpp.py --isas native,avx2   # also AVX2 on an AVX-512 machine: DRAFTLAB_ISA=avx2 beside
+                                                        # llama.cpp built for AVX2 only (LLAMA_ISA=avx2)
 
 What it does:
   1. builds the peer (bash ../shared/peers/build_llama_cpp.sh; reused when built) and draftlab must be built;
@@ -13,8 +15,11 @@ What it does:
        forward cost, n new   bench/forward_cost --cache 0         vs  llama-bench -p n -n 0 (one batch of n)
        draft-model spec.     compare chain:draft=ts-draft,gamma=4  vs  llama-speculative --draft-max 4
        prompt lookup         compare pld                          vs  llama-lookup
-       every strategy        compare (README's main job's methods), as a ratio over llama.cpp's plain decoding;
-  4. prints medians over the rounds and the ratios, and writes them with the environment as JSON (--out).
+       every strategy        compare (README's main job's methods, Medusa, Hydra, Lookahead), as a ratio over
+                             llama.cpp's plain decoding;
+       peak memory           RSS of draftlab generate (vanilla) vs llama-simple, the same prompt and length;
+  4. prints medians over the rounds and the ratios, one table per ISA x dtype x threads and a summary table of the
+     issue's targets, and writes them with the environment as JSON (--out).
 Not a test: nothing here asserts on time.
 """
 import argparse
@@ -36,11 +41,26 @@ PROMPTS = [
 ]
 
 
+# The ISA under test, set per cell: draftlab reads DRAFTLAB_ISA; llama.cpp is the build for that ISA.
+ENV = dict(os.environ)
+
+
 def run(cmd, **kw):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, **kw)
     if r.returncode != 0:
         sys.exit(f"vs_llama_cpp: command failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-2000:]}")
     return r
+
+
+def peak_rss_mb(cmd):
+    """Runs cmd to completion and returns its peak resident set (MB), from the kernel's rusage of that child."""
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+    _, status, usage = os.wait4(p.pid, 0)
+    err = p.stderr.read().decode(errors="replace")
+    p.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"vs_llama_cpp: command failed: {' '.join(cmd)}\n{err[-2000:]}")
+    return usage.ru_maxrss / 1024.0  # KB on Linux
 
 
 def llama_bench(bin_dir, gguf, threads, prompt=0, gen=0, reps=3):
@@ -91,6 +111,10 @@ def main():
     ap.add_argument("--model", default=os.path.join(ROOT, "data/models/ts-target"))
     ap.add_argument("--draft", default=os.path.join(ROOT, "data/models/ts-draft"))
     ap.add_argument("--head", default=os.path.join(ROOT, "data/models/ts-target-eagle-head"))
+    ap.add_argument("--medusa", default=os.path.join(ROOT, "data/models/ts-target-medusa"))
+    ap.add_argument("--hydra", default=os.path.join(ROOT, "data/models/ts-target-hydra"))
+    ap.add_argument("--isas", default="native",
+                    help="native (the CPU's best) and/or avx2 (DRAFTLAB_ISA=avx2 beside llama.cpp built for AVX2 only)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--dtypes", default="f32,f16")
@@ -108,8 +132,13 @@ def main():
     build_script = os.path.join(SHARED, "peers", "build_llama_cpp.sh")
     if not os.path.exists(build_script):
         sys.exit(f"vs_llama_cpp: {build_script} not found (set DRAFTLAB_SHARED)")
-    print("building the llama.cpp peer (reused when built) ...", file=sys.stderr, flush=True)
-    bin_dir = run(["bash", build_script]).stdout.strip().splitlines()[-1]
+    bin_dirs = {}
+    for isa in a.isas.split(","):
+        if isa not in ("native", "avx2"):
+            sys.exit(f"vs_llama_cpp: --isas: expected native and/or avx2, got '{isa}'")
+        print(f"building the llama.cpp peer for {isa} (reused when built) ...", file=sys.stderr, flush=True)
+        ENV["LLAMA_ISA"] = isa
+        bin_dirs[isa] = run(["bash", build_script]).stdout.strip().splitlines()[-1]
 
     work = tempfile.mkdtemp(prefix="vs-llama-")
     weights_name = {"f32": "float32", "f16": "float16"}
@@ -129,61 +158,100 @@ def main():
         "eagle-chain": f"eagle-chain:head={a.head}",
         "chain (ts-draft)": f"chain:draft={a.draft},gamma=4",
         "pld": "pld",
+        "lookahead": "lookahead",
     }
+    if os.path.isdir(a.medusa):
+        strategies["medusa"] = f"medusa:head={a.medusa}"
+    if os.path.isdir(a.hydra):
+        strategies["hydra"] = f"hydra:head={a.hydra}"
     ns = [1 << i for i in range(a.max_n.bit_length()) if (1 << i) <= a.max_n]
     results = []
-    for dt in a.dtypes.split(","):
-        for threads in [int(t) for t in a.threads.split(",")]:
-            cell = {"dtype": dt, "threads": threads, "rounds": []}
-            for r in range(a.rounds):
-                print(f"{dt} {threads} thread(s): round {r + 1}/{a.rounds}", file=sys.stderr, flush=True)
-                rd = {}
-                # Alternate the engines within each measurement.
-                rd["llama_tg"] = llama_bench(bin_dir, gguf[("target", dt)], threads, gen=a.n)
-                rd["draftlab"], compare_json = draftlab_compare(draftlab, a.model, weights_name[dt], threads, a.n,
-                                                                strategies)
-                rd["llama_pp_ms"] = {}
-                for n in ns:
-                    rd["llama_pp_ms"][n] = 1000.0 * n / llama_bench(bin_dir, gguf[("target", dt)], threads, prompt=n)
-                rd["draftlab_forward_ms"], fc_json = draftlab_forward_cost(forward_cost, a.model, weights_name[dt],
-                                                                           threads, a.max_n)
-                rd["llama_speculative"] = llama_spec_tool(
-                    [f"{bin_dir}/llama-speculative", "-m", gguf[("target", dt)], "-md", gguf[("draft", dt)]],
-                    ["--draft-max", "4", "--draft-min", "0"], threads, a.n)
-                rd["llama_lookup"] = llama_spec_tool([f"{bin_dir}/llama-lookup", "-m", gguf[("target", dt)]],
-                                                     ["--draft-max", "4"], threads, a.n)
-                cell["rounds"].append(rd)
-            cell["environment"] = {"forward": compare_json.get("forward"), "blas": compare_json.get("blas"),
-                                   "cpu": compare_json.get("cpu")}
-            results.append(cell)
+    cells = [(isa, dt, int(t)) for isa in a.isas.split(",") for dt in a.dtypes.split(",") for t in a.threads.split(",")]
+    for isa, dt, threads in cells:
+        bin_dir = bin_dirs[isa]
+        if isa == "avx2":
+            ENV["DRAFTLAB_ISA"] = "avx2"
+        else:
+            ENV.pop("DRAFTLAB_ISA", None)
+        cell = {"isa": isa, "dtype": dt, "threads": threads, "rounds": []}
+        for r in range(a.rounds):
+            print(f"{isa} {dt} {threads} thread(s): round {r + 1}/{a.rounds}", file=sys.stderr, flush=True)
+            rd = {}
+            # Alternate the engines within each measurement.
+            rd["llama_tg"] = llama_bench(bin_dir, gguf[("target", dt)], threads, gen=a.n)
+            rd["draftlab"], compare_json = draftlab_compare(draftlab, a.model, weights_name[dt], threads, a.n,
+                                                            strategies)
+            rd["llama_pp_ms"] = {}
+            for n in ns:
+                rd["llama_pp_ms"][n] = 1000.0 * n / llama_bench(bin_dir, gguf[("target", dt)], threads, prompt=n)
+            rd["draftlab_forward_ms"], fc_json = draftlab_forward_cost(forward_cost, a.model, weights_name[dt],
+                                                                       threads, a.max_n)
+            rd["llama_speculative"] = llama_spec_tool(
+                [f"{bin_dir}/llama-speculative", "-m", gguf[("target", dt)], "-md", gguf[("draft", dt)]],
+                ["--draft-max", "4", "--draft-min", "0"], threads, a.n)
+            rd["llama_lookup"] = llama_spec_tool([f"{bin_dir}/llama-lookup", "-m", gguf[("target", dt)]],
+                                                 ["--draft-max", "4"], threads, a.n)
+            rd["draftlab_rss_mb"] = peak_rss_mb(
+                [draftlab, "generate", "-m", a.model, "--weights", weights_name[dt], "--threads", str(threads),
+                 "-p", PROMPTS[0], "-n", str(a.n)])
+            rd["llama_rss_mb"] = peak_rss_mb(
+                [f"{bin_dir}/llama-simple", "-m", gguf[("target", dt)], "-n", str(a.n), PROMPTS[0]])
+            cell["rounds"].append(rd)
+        cell["environment"] = {"forward": fc_json.get("forward"), "isa": fc_json.get("isa"),
+                               "fma_peak_gflops": fc_json.get("fma_peak_gflops"), "blas": fc_json.get("blas"),
+                               "cpu": fc_json.get("cpu")}
+        results.append(cell)
 
     med = statistics.median
     print()
     print(f"cpu: {results[0]['environment']['cpu']}")
-    print(f"draftlab forward: {results[0]['environment']['forward']} (weights as named per table)")
-    print(f"llama.cpp: {bin_dir}; {a.rounds} rounds, medians; prompts: README's main job, -n {a.n}\n")
+    print(f"llama.cpp: {', '.join(f'{k}: {v}' for k, v in bin_dirs.items())}; {a.rounds} rounds, medians; "
+          f"prompts: README's main job, -n {a.n}\n")
+    summary = []
     for cell in results:
         rounds = cell["rounds"]
         llama_tg = med([r["llama_tg"] for r in rounds])
         dl = {k: med([r["draftlab"][k] for r in rounds]) for k in rounds[0]["draftlab"]}
-        print(f"## {cell['dtype']} weights, {cell['threads']} thread(s)\n")
+        env = cell["environment"]
+        print(f"## {cell['isa']} ({env['forward']}), {cell['dtype']} weights, {cell['threads']} thread(s)\n")
+        print(f"FMA peak of one core with {env['isa']} vectors: {env['fma_peak_gflops']:.0f} GFLOP/s\n")
         print("| figure | draftlab | llama.cpp | draftlab / llama.cpp |")
         print("|---|---|---|---|")
         print(f"| plain decoding, tokens/s | {dl['vanilla']:.0f} | {llama_tg:.0f} | {dl['vanilla'] / llama_tg:.2f}x |")
+        fwd = {}
         for n in ns:
             d = med([r["draftlab_forward_ms"][n] for r in rounds])
             l = med([r["llama_pp_ms"][n] for r in rounds])
-            print(f"| forward of n = {n} new tokens, ms | {d:.2f} | {l:.2f} | {l / d:.2f}x faster |")
+            fwd[n] = (d, l)
+            print(f"| forward of n = {n} new tokens, ms (x n = 1) | {d:.2f} ({d / fwd[1][0]:.1f}x) | "
+                  f"{l:.2f} ({l / fwd[1][1]:.1f}x) | {l / d:.2f}x faster |")
         sp = med([r["llama_speculative"] for r in rounds])
         lk = med([r["llama_lookup"] for r in rounds])
         print(f"| draft-model speculation (ts-draft, 4 drafted), tokens/s | {dl['chain (ts-draft)']:.0f} | {sp:.0f} | "
               f"{dl['chain (ts-draft)'] / sp:.2f}x |")
         print(f"| prompt lookup, tokens/s | {dl['pld']:.0f} | {lk:.0f} | {dl['pld'] / lk:.2f}x |")
+        rss_d = med([r["draftlab_rss_mb"] for r in rounds])
+        rss_l = med([r["llama_rss_mb"] for r in rounds])
+        print(f"| peak RSS of plain decoding, MB | {rss_d:.0f} | {rss_l:.0f} | {rss_d / rss_l:.2f}x |")
         print("\n| draftlab method | tokens/s | over draftlab vanilla | over llama.cpp plain decoding |")
         print("|---|---|---|---|")
         for k, v in dl.items():
             print(f"| {k} | {v:.0f} | {v / dl['vanilla']:.2f}x | {v / llama_tg:.2f}x |")
         print()
+        best = max((k for k in dl if k.startswith("eagle2")), key=lambda k: dl[k])
+        big = max(ns)
+        summary.append((cell, dl["vanilla"] / llama_tg, best, dl[best] / llama_tg, dl[best] / dl["vanilla"],
+                        fwd[min(8, big)][0] / fwd[1][0], fwd[big][0] / fwd[1][0], big,
+                        all(fwd[n][0] <= fwd[n][1] for n in ns), rss_d / rss_l))
+    print("## Summary (issue 20's targets: plain >= 1.2x llama.cpp; best EAGLE-2 >= 2.0x llama.cpp and >= 1.5x "
+          "vanilla; forward n = 8 <= 2.0x n = 1)\n")
+    print("| ISA | weights | threads | plain / llama.cpp | best EAGLE-2 | over llama.cpp | over vanilla | "
+          "fwd n=8 / n=1 | fwd n=max / n=1 | forward <= llama.cpp at every n | RSS / llama.cpp |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for cell, plain, best, best_l, best_v, r8, rmax, big, cheaper, rss in summary:
+        print(f"| {cell['isa']} | {cell['dtype']} | {cell['threads']} | {plain:.2f}x | {best} | {best_l:.2f}x | "
+              f"{best_v:.2f}x | {r8:.2f}x | {rmax:.1f}x (n={big}) | {'yes' if cheaper else 'no'} | {rss:.2f}x |")
+    print()
     if a.out:
         env = {"host": platform.node(), "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
                "llama_cpp_bin": bin_dir}

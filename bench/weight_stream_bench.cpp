@@ -20,6 +20,7 @@
 
 #include "core/base/platform.h"
 #include "core/ops/packed_matrix.h"
+#include "bench/fma_peak.h"
 
 #if defined(DRAFTLAB_BENCH_HAVE_CBLAS)
 #include <cblas.h>
@@ -114,22 +115,33 @@ int main(int argc, char** argv) {
   std::vector<float> x(static_cast<size_t>(max_n * deepest)), y(static_cast<size_t>(max_n * widest));
   for (auto& v : x) v = dist(rng);
 
+  // Roofline: each cell also gives the products' rate as a share of the FMA peak of the kernel's vectors.
+  std::vector<KernelIsa> isas{best_kernel_isa()};
+  if (best_kernel_isa() == KernelIsa::Avx512) isas.push_back(KernelIsa::Avx2);
+  std::vector<double> peak(3, 0.0);
+  for (KernelIsa isa : isas) {
+    peak[static_cast<int>(isa)] = bench::measured_fma_peak_gflops(isa);
+    std::printf("FMA peak of one core with %s vectors (measured): %.1f GFLOP/s\n", kernel_isa_name(isa),
+                peak[static_cast<int>(isa)]);
+  }
+  std::printf("cells: median ms, weight bytes consumed per second, GFLOP/s as %% of that peak\n\n");
   std::printf("%-28s", "kernel \\ n");
   const std::vector<int64_t> ns{1, 2, 4, 8, 16, 32, 64};
-  for (int64_t n : ns) std::printf(" %16ld", (long)n);
+  for (int64_t n : ns) std::printf(" %21ld", (long)n);
   std::printf("\n");
-  auto row = [&](const char* name, double bytes, auto&& run_n) {
+  auto row = [&](const char* name, double bytes, double peak_gflops, auto&& run_n) {
     std::printf("%-28s", name);
     for (int64_t n : ns) {
       const double ms = median_ms(reps, [&] { run_n(n); });
+      const double gflops = 2.0 * params * n / (ms * 1e-3) / 1e9;
       std::printf(" %7.3f ms %4.1fGB/s", ms, bytes / (ms * 1e-3) / 1e9);
+      if (peak_gflops > 0) std::printf(" %3.0f%%", 100.0 * gflops / peak_gflops);
+      else std::printf("     ");
     }
     std::printf("\n");
     std::fflush(stdout);
   };
 
-  std::vector<KernelIsa> isas{best_kernel_isa()};
-  if (best_kernel_isa() == KernelIsa::Avx512) isas.push_back(KernelIsa::Avx2);
   for (WeightStorage s : {WeightStorage::Float32, WeightStorage::Float16, WeightStorage::BFloat16}) {
     std::vector<PackedMatrix> packed;
     for (const auto& m : mats) packed.emplace_back(m.column_major.data(), m.out, m.in, 1, m.out, s);
@@ -137,13 +149,13 @@ int main(int argc, char** argv) {
     for (const auto& p : packed) bytes += static_cast<double>(p.bytes());
     for (KernelIsa isa : isas) {
       const std::string name = std::string("packed ") + weight_storage_name(s) + " " + kernel_isa_name(isa);
-      row(name.c_str(), bytes, [&](int64_t n) {
+      row(name.c_str(), bytes, peak[static_cast<int>(isa)], [&](int64_t n) {
         for (const auto& p : packed) p.multiply(x.data(), p.in(), n, y.data(), p.out(), 0, p.panels(), isa);
       });
     }
   }
 #if defined(DRAFTLAB_BENCH_HAVE_CBLAS)
-  row("openblas float32 (torch layout)", params * 4.0, [&](int64_t n) {
+  row("openblas float32 (torch layout)", params * 4.0, 0.0, [&](int64_t n) {
     for (const auto& m : mats) {
       if (n == 1)
         cblas_sgemv(CblasColMajor, CblasNoTrans, m.out, m.in, 1.0f, m.column_major.data(), m.out, x.data(), 1, 0.0f,

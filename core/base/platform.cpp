@@ -21,16 +21,23 @@ bool cpu_has_avx512f() {
 #endif
 }
 
-void ensure_blas_coretype(int argc, char** argv) {
+void prepare_process_environment(int argc, char** argv) {
   (void)argc;
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
-  if (!cpu_has_avx512f()) return;
-  // Guard against an exec loop if something clears the variable again.
+  // Guard against an exec loop if something clears the variables again.
   if (std::getenv("DRAFTLAB_REEXECED") != nullptr) return;
-  ::setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+  bool changed = false;
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && cpu_has_avx512f()) {
+    ::setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+    changed = true;
+  }
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    changed = true;
+  }
+  if (!changed) return;
   ::setenv("DRAFTLAB_REEXECED", "1", 1);
   ::execv("/proc/self/exe", argv);
-  // execv only returns on failure: carry on with whatever kernels OpenBLAS picked.
+  // execv only returns on failure: carry on with what the libraries picked.
 }
 
 std::string blas_description() {
@@ -43,6 +50,8 @@ std::string blas_description() {
   if (out.empty()) out = "unknown (not OpenBLAS)";
   const char* env = std::getenv("OPENBLAS_CORETYPE");
   out += std::string(" OPENBLAS_CORETYPE=") + (env ? env : "(unset)");
+  const char* wait = std::getenv("OMP_WAIT_POLICY");
+  out += std::string(" OMP_WAIT_POLICY=") + (wait ? wait : "(unset)");
   const std::string warning = blas_coretype_warning();
   if (!warning.empty()) out += " [WARNING: " + warning + "]";
   return out;

@@ -5,12 +5,16 @@
 
 namespace draftlab {
 
-// OpenBLAS 0.3.21 misdetects some AVX-512 CPUs and falls back to slow kernels; OPENBLAS_CORETYPE=SkylakeX fixes
-// it. OpenBLAS reads the variable when the library is loaded, i.e. before main(), so setting it later is useless:
-// if the CPU supports AVX-512F and the variable is unset, this sets it and re-executes the program (once).
-// On a CPU without AVX-512 it does nothing (SkylakeX kernels would die with an illegal instruction).
-// Call first thing in main(). Returns normally when nothing needed doing.
-void ensure_blas_coretype(int argc, char** argv);
+// Environment that libraries read when they are loaded, i.e. before main(), so setting it later is useless: when
+// something below is unset, this sets it and re-executes the program (once). Call first thing in main().
+// Returns normally when nothing needed doing. Whatever the user set is kept.
+//  - OPENBLAS_CORETYPE=SkylakeX on a CPU with AVX-512F: OpenBLAS 0.3.21 misdetects some AVX-512 CPUs and falls
+//    back to slow kernels (without AVX-512 nothing is set: SkylakeX kernels would die with an illegal instruction).
+//  - OMP_WAIT_POLICY=PASSIVE: libgomp's threads otherwise spin for hundreds of microseconds after each of
+//    libtorch's parallel regions and take the core the native path's WorkerPool needs next (two threads: EAGLE-2
+//    6/4/2 ran at 0.33x vanilla with spinning, 1.18x without; plain decoding 1.2x faster). Training and the
+//    reference path lose a little to thread wake-ups; set OMP_WAIT_POLICY=ACTIVE to have them spin.
+void prepare_process_environment(int argc, char** argv);
 
 bool cpu_has_avx512f();
 

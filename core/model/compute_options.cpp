@@ -58,7 +58,18 @@ std::optional<WeightStorage> parse_weight_storage(const std::string& name) {
   throw Error("--weights: expected one of auto, float32, float16, bfloat16, got '" + name + "'");
 }
 
+std::optional<at::ScalarType> parse_kv_cache_storage(const std::string& name) {
+  if (name == "auto") return std::nullopt;
+  if (name == "float32" || name == "fp32" || name == "f32") return at::kFloat;
+  if (name == "float16" || name == "fp16" || name == "f16" || name == "half") return at::kHalf;
+  throw Error("--kv-cache: expected one of auto, float32, float16, got '" + name + "'");
+}
+
 void check_supported(const ComputeOptions& options) {
+  const at::ScalarType kv = options.kv_cache_dtype();
+  if (kv != at::kFloat && kv != at::kHalf && kv != options.dtype)
+    throw Error("--kv-cache: expected float32, float16 or the compute dtype (" + compute_dtype_name(options.dtype) +
+                "), got " + compute_dtype_name(kv));
   if (options.device.is_cpu() && options.dtype == at::kHalf)
     throw Error("--dtype float16: libtorch 1.13 has no float16 matrix multiply on CPU; use float32 or bfloat16 "
                 "(float16 works on CUDA)");

@@ -21,6 +21,11 @@ struct ComputeOptions {
   // How the native path stores weights; unset = as the checkpoint stores them (float32 for weights made in
   // memory). Accumulation is float32 either way.
   std::optional<WeightStorage> weights;
+  // How the KV cache stores keys and values; unset = the activation dtype. float16 (llama.cpp's default) halves
+  // what attention reads at long contexts; attention widens it exactly and sums in float32 on both paths.
+  std::optional<at::ScalarType> kv_cache;
+
+  at::ScalarType kv_cache_dtype() const { return kv_cache.value_or(dtype); }
 
   at::TensorOptions tensor_options() const { return at::TensorOptions().device(device).dtype(dtype); }
 };
@@ -41,6 +46,10 @@ CpuPath parse_cpu_path(const std::string& name);
 // A --weights value: "auto" (unset), "float32"/"fp32"/"f32", "float16"/"fp16"/"f16", "bfloat16"/"bf16".
 // Throws Error listing the valid names.
 std::optional<WeightStorage> parse_weight_storage(const std::string& name);
+
+// A --kv-cache value: "auto" (unset: the activation dtype), "float32"/"fp32"/"f32", "float16"/"fp16"/"f16".
+// Throws Error listing the valid names.
+std::optional<at::ScalarType> parse_kv_cache_storage(const std::string& name);
 
 // "float32"/"fp32", "bfloat16"/"bf16", "float16"/"fp16". Throws Error listing the valid names.
 at::ScalarType parse_compute_dtype(const std::string& name);

@@ -10,7 +10,8 @@ KvCache::KvCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int
                  const ComputeOptions& options)
     : capacity_(capacity) {
   check(capacity > 0, "KvCache: capacity must be positive, got " + std::to_string(capacity));
-  storage_ = at::zeros({num_layers, 2, num_kv_heads, capacity, head_dim}, options.tensor_options());
+  storage_ = at::zeros({num_layers, 2, num_kv_heads, capacity, head_dim},
+                       options.tensor_options().dtype(options.kv_cache_dtype()));
 }
 
 void KvCache::check_room(int64_t n) const {

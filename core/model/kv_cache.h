@@ -45,14 +45,22 @@ class KvCache {
   // Throws Error if n more rows do not fit.
   void check_room(int64_t n) const;
 
-  // Raw storage for the native CPU path (float32 on CPU only): keys / values of a layer, where kv head g, row t
-  // starts at data + g * head_stride() + t * head_dim.
-  float* key_data(int64_t layer) const { return storage_.data_ptr<float>() + (2 * layer) * layer_stride(); }
-  float* value_data(int64_t layer) const { return storage_.data_ptr<float>() + (2 * layer + 1) * layer_stride(); }
+  // The element type of keys and values (ComputeOptions::kv_cache_dtype()).
+  at::ScalarType dtype() const { return storage_.scalar_type(); }
+  bool float16_storage() const { return dtype() == at::kHalf; }
+
+  // Raw storage for the native CPU path (on CPU; float32 elements, or float16 bits as uint16_t when
+  // float16_storage()): keys / values of a layer, where kv head g, row t starts at element
+  // g * head_stride() + t * head_dim.
+  void* key_data(int64_t layer) const { return element(2 * layer * layer_stride()); }
+  void* value_data(int64_t layer) const { return element((2 * layer + 1) * layer_stride()); }
   int64_t head_stride() const { return storage_.size(3) * storage_.size(4); }
 
  private:
   int64_t layer_stride() const { return storage_.size(2) * head_stride(); }
+  void* element(int64_t index) const {
+    return static_cast<char*>(storage_.data_ptr()) + index * static_cast<int64_t>(storage_.element_size());
+  }
 
   at::Tensor storage_;
   int64_t capacity_ = 0;

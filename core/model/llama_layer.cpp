@@ -99,7 +99,9 @@ at::Tensor llama_decoder_layer(const at::Tensor& h, const LlamaLayerWeights& L, 
   auto qk = RotaryEmbedding::apply(qkv.narrow(1, 0, (H + KVH) * hd).view({n, H + KVH, hd}), cos, sin);
   auto v = qkv.narrow(1, (H + KVH) * hd, KVH * hd).view({n, KVH, hd});
   cache.write(layer, start, qk.narrow(1, H, KVH).transpose(0, 1), v.transpose(0, 1));
-  auto attn = attention(qk.narrow(1, 0, H), cache.keys(layer, T), cache.values(layer, T), mask, scale);
+  // A float16 cache is widened to the activations' dtype (a no-op when they match).
+  auto attn = attention(qk.narrow(1, 0, H), cache.keys(layer, T).to(qk.scalar_type()),
+                        cache.values(layer, T).to(qk.scalar_type()), mask, scale);
   auto x = h + project(attn, L.wo);
 
   auto gate_up = project(rms_norm(x, L.mlp_norm, c.rms_norm_eps), L.w_gate_up);

@@ -62,8 +62,12 @@ LlamaModel::LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions 
 LlamaModel::~LlamaModel() = default;
 
 std::string LlamaModel::path_description() const {
-  if (native_) return native_path_description(native_->storage());
-  return "reference (libtorch), " + compute_dtype_name(options_.dtype) + " on " + options_.device.str();
+  // The KV cache is named only when it differs from the activations (results files record this string).
+  const std::string cache = options_.kv_cache_dtype() == options_.dtype
+                                ? ""
+                                : ", " + compute_dtype_name(options_.kv_cache_dtype()) + " KV cache";
+  if (native_) return native_path_description(native_->storage()) + cache;
+  return "reference (libtorch), " + compute_dtype_name(options_.dtype) + " on " + options_.device.str() + cache;
 }
 
 int64_t LlamaModel::num_parameters() const {

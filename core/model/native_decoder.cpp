@@ -10,6 +10,7 @@
 #include "core/model/llama_model.h"
 #include "core/model/rope.h"
 #include "core/ops/decoder_ops.h"
+#include "core/ops/worker_pool.h"
 
 namespace draftlab {
 
@@ -35,9 +36,18 @@ NativeLayerWeights pack_layer(const LlamaLayerWeights& L, WeightStorage storage)
   return out;
 }
 
+// The native path's threads: at::get_num_threads() of them (--threads), from the WorkerPool, not libtorch's.
+int native_threads(int64_t units, int64_t per_thread) {
+  const int64_t useful = (units + per_thread - 1) / per_thread;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), useful)));
+}
+
 void parallel_multiply(const PackedMatrix& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy) {
-  // At least 8 panels (128 columns) per task: smaller splits cost more in hand-off than they save.
-  at::parallel_for(0, w.panels(), 8, [&](int64_t p0, int64_t p1) { w.multiply(x, ldx, n, y, ldy, p0, p1); });
+  // At least 8 panels (128 columns) per thread: smaller splits cost more in hand-off than they save.
+  WorkerPool::instance().run(native_threads(w.panels(), 8), [&](int t, int threads) {
+    const auto [p0, p1] = WorkerPool::split(0, w.panels(), threads, t);
+    w.multiply(x, ldx, n, y, ldy, p0, p1);
+  });
 }
 
 void NativeWorkspace::reserve(const ModelConfig& c, int64_t n, int64_t T) {
@@ -51,7 +61,7 @@ void NativeWorkspace::reserve(const ModelConfig& c, int64_t n, int64_t T) {
   // One block, each buffer rounded to 16 floats (64 bytes).
   auto round = [](int64_t f) { return (f + 15) / 16 * 16; };
   const int64_t sizes[] = {n_ * d, n_ * d, n_ * (H + 2 * KVH) * hd, n_ * H * hd, n_ * d, n_ * 2 * I, n_ * I,
-                           threads_ * T_};
+                           threads_ * attention_scratch_floats(T_)};
   int64_t total = 16;
   for (int64_t s : sizes) total += round(s);
   floats_.assign(static_cast<size_t>(total), 0.0f);
@@ -81,20 +91,31 @@ void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvC
   }
   parallel_multiply(L.wqkv, attn_in, d, n, ws.qkv, qkv_width);
   rope_rows(ws.qkv, qkv_width, n, H + KVH, hd, ws.cos.data(), ws.sin.data());  // q and k heads are adjacent
-  float* kc = cache.key_data(layer);
-  float* vc = cache.value_data(layer);
+  void* kc = cache.key_data(layer);
+  void* vc = cache.value_data(layer);
   const int64_t hs = cache.head_stride();
+  const bool half = cache.float16_storage();
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t g = 0; g < KVH; ++g) {
-      std::memcpy(kc + g * hs + (start + j) * hd, ws.qkv + j * qkv_width + (H + g) * hd, hd * sizeof(float));
-      std::memcpy(vc + g * hs + (start + j) * hd, ws.qkv + j * qkv_width + (H + KVH + g) * hd, hd * sizeof(float));
+      const int64_t at = g * hs + (start + j) * hd;
+      const float* k_row = ws.qkv + j * qkv_width + (H + g) * hd;
+      const float* v_row = ws.qkv + j * qkv_width + (H + KVH + g) * hd;
+      if (half) {
+        float_to_half_rows(k_row, hd, static_cast<uint16_t*>(kc) + at);
+        float_to_half_rows(v_row, hd, static_cast<uint16_t*>(vc) + at);
+      } else {
+        std::memcpy(static_cast<float*>(kc) + at, k_row, hd * sizeof(float));
+        std::memcpy(static_cast<float*>(vc) + at, v_row, hd * sizeof(float));
+      }
     }
   }
-  const AttentionShape shape{H, KVH, hd, hs, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
+  AttentionShape shape{H, KVH, hd, hs, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
+  shape.kv_float16 = half;
   // Rows split across threads (each thread its own scores scratch); a row's result does not depend on the split.
-  // (A single row runs inline: a parallel region costs more than one row's attention.)
-  at::parallel_for(0, n, 2, [&](int64_t j0, int64_t j1) {
-    float* scratch = ws.scores + at::get_thread_num() * T;
+  // (A single row runs inline: a hand-off costs more than one row's attention.)
+  WorkerPool::instance().run(native_threads(n, 2), [&](int t, int threads) {
+    const auto [j0, j1] = WorkerPool::split(0, n, threads, t);
+    float* scratch = ws.scores + t * attention_scratch_floats(T);
     if (masked) {
       attention_rows(ws.qkv + j0 * qkv_width, qkv_width, j1 - j0, kc, vc, T, ws.visible + j0 * T, T, shape,
                      ws.attn + j0 * H * hd, H * hd, scratch);

@@ -46,7 +46,7 @@ PackedMatrix pack_matrix(const at::Tensor& w, WeightStorage storage);
 // A vector's values as float32 (empty for an undefined tensor).
 std::vector<float> float_vector(const at::Tensor& t);
 
-// y[n, W.out] = x[n, W.in] · Wᵀ, panels split across at::get_num_threads() threads.
+// y[n, W.out] = x[n, W.in] · Wᵀ, panels split across at::get_num_threads() threads of the WorkerPool.
 void parallel_multiply(const PackedMatrix& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy);
 
 // Scratch rows for one forward of up to n tokens over up to T cache rows, grown on demand, never shrunk.
@@ -60,7 +60,7 @@ class NativeWorkspace {
   float* proj = nullptr;     // [n, d]
   float* gate_up = nullptr;  // [n, 2 I]
   float* act = nullptr;      // [n, I]
-  float* scores = nullptr;   // [threads, T]
+  float* scores = nullptr;   // [threads, attention_scratch_floats(T)]
   uint8_t* visible = nullptr;  // [n, T]
   std::vector<const float*> cos, sin;  // [n]
 

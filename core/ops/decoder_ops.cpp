@@ -3,6 +3,7 @@
 // AVX-512, AVX2 + FMA and baseline x86-64, picked at run time. Within one process every row always runs the same
 // instructions, which is what row independence needs (see decoder_ops.h).
 #include "core/ops/decoder_ops.h"
+#include "core/ops/unroll.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +15,8 @@
 // GCC 12 warns inside its own AVX-512 intrinsics (an intentionally undefined pass-through operand).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The 64-byte vector helpers below are always inlined into ISA-specific functions: no call passes one by value.
+#pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
 namespace draftlab {
@@ -32,7 +35,10 @@ constexpr int kLanes = 16;
 DRAFTLAB_INLINE float exp_nonpositive(float x) {
   x = std::max(x, -87.0f);
   const float t = x * 1.44269504088896341f;
-  const float fi = std::nearbyint(t);
+  // Round to nearest even by adding and removing 1.5 * 2^23 (exact for |t| < 2^22): nearbyint's result in the
+  // default rounding mode, but GCC vectorises this under AVX2 too (nearbyint it left scalar there: SiLU over a
+  // 64-row forward then cost more than its products).
+  const float fi = (t + 12582912.0f) - 12582912.0f;
   const float f = t - fi;  // [-0.5, 0.5]
   float p = 1.535336188319500e-4f;
   p = p * f + 1.339887440266574e-3f;
@@ -47,13 +53,18 @@ DRAFTLAB_INLINE float exp_nonpositive(float x) {
   return p * scale;
 }
 
+// A cached key or value element as float32: the float16 cache is widened exactly.
+DRAFTLAB_INLINE float kv_value(const float* p, int64_t i) { return p[i]; }
+DRAFTLAB_INLINE float kv_value(const uint16_t* p, int64_t i) { return half_to_float(p[i]); }
+
 // sum_i a[i] * b[i] with 16 lane partial sums reduced in a fixed order.
-DRAFTLAB_INLINE float dot(const float* a, const float* b, int64_t len) {
+template <class B>
+DRAFTLAB_INLINE float dot(const float* a, const B* b, int64_t len) {
   float lane[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= len; i += kLanes)
-    for (int c = 0; c < kLanes; ++c) lane[c] += a[i + c] * b[i + c];
-  for (int c = 0; i < len; ++i, ++c) lane[c] += a[i] * b[i];
+    for (int c = 0; c < kLanes; ++c) lane[c] += a[i + c] * kv_value(b, i + c);
+  for (int c = 0; i < len; ++i, ++c) lane[c] += a[i] * kv_value(b, i);
   for (int w = kLanes / 2; w > 0; w /= 2)
     for (int c = 0; c < w; ++c) lane[c] += lane[c + w];
   return lane[0];
@@ -108,7 +119,8 @@ DRAFTLAB_INLINE void silu_mul_body(const float* g, int64_t ldg, int64_t n, int64
   }
 }
 
-DRAFTLAB_INLINE void attention_body(const float* q, int64_t ldq, int64_t n, const float* k, const float* v, int64_t T,
+template <class KV>
+DRAFTLAB_INLINE void attention_body(const float* q, int64_t ldq, int64_t n, const KV* k, const KV* v, int64_t T,
                                     const uint8_t* visible, int64_t ldv, const AttentionShape& s, float* out,
                                     int64_t ldo, float* scores) {
   const int64_t hd = s.head_dim, group = s.heads / s.kv_heads;
@@ -117,8 +129,8 @@ DRAFTLAB_INLINE void attention_body(const float* q, int64_t ldq, int64_t n, cons
     const int64_t last = visible ? T : T - n + j + 1;  // causal: rows [0, last)
     for (int64_t h = 0; h < s.heads; ++h) {
       const float* qh = q + j * ldq + h * hd;
-      const float* kh = k + (h / group) * s.kv_head_stride;
-      const float* vh = v + (h / group) * s.kv_head_stride;
+      const KV* kh = k + (h / group) * s.kv_head_stride;
+      const KV* vh = v + (h / group) * s.kv_head_stride;
       float* o = out + j * ldo + h * hd;
       float m = -std::numeric_limits<float>::infinity();
       for (int64_t t = 0; t < last; ++t) {
@@ -133,13 +145,26 @@ DRAFTLAB_INLINE void attention_body(const float* q, int64_t ldq, int64_t n, cons
         if (vis && !vis[t]) continue;
         const float p = exp_nonpositive(scores[t] - m);
         sum += p;
-        const float* vt = vh + t * hd;
-        for (int64_t i = 0; i < hd; ++i) o[i] += p * vt[i];
+        const KV* vt = vh + t * hd;
+        for (int64_t i = 0; i < hd; ++i) o[i] += p * kv_value(vt, i);
       }
       const float inv = 1.0f / sum;  // sum >= 1: the max term contributes exp(0)
       for (int64_t i = 0; i < hd; ++i) o[i] *= inv;
     }
   }
+}
+
+// Stores rows into the float16 KV cache, rounding to nearest even (F16C's vcvtps2ph does the same where the
+// compiler may use it; float_to_half is the portable spelling).
+DRAFTLAB_INLINE void float_to_half_body(const float* x, int64_t count, uint16_t* out) {
+#if defined(__x86_64__) && defined(__FLT16_MAX__)
+  for (int64_t i = 0; i < count; ++i) {
+    const _Float16 h = static_cast<_Float16>(x[i]);
+    std::memcpy(out + i, &h, sizeof(h));
+  }
+#else
+  for (int64_t i = 0; i < count; ++i) out[i] = float_to_half(x[i]);
+#endif
 }
 
 // One function per ISA for each op.
@@ -158,109 +183,233 @@ DRAFTLAB_INLINE void attention_body(const float* q, int64_t ldq, int64_t n, cons
   ATTR void silu_mul_##SUFFIX(const float* g, int64_t ldg, int64_t n, int64_t I, float* out, int64_t ldo) {      \
     silu_mul_body(g, ldg, n, I, out, ldo);                                                                        \
   }                                                                                                               \
-  ATTR void attention_##SUFFIX(const float* q, int64_t ldq, int64_t n, const float* k, const float* v, int64_t T, \
+  template <class KV>                                                                                              \
+  ATTR void attention_##SUFFIX(const float* q, int64_t ldq, int64_t n, const KV* k, const KV* v, int64_t T,       \
                                const uint8_t* vis, int64_t ldv, const AttentionShape& s, float* out, int64_t ldo, \
                                float* scratch) {                                                                  \
     attention_body(q, ldq, n, k, v, T, vis, ldv, s, out, ldo, scratch);                                           \
+  }                                                                                                               \
+  ATTR void float_to_half_##SUFFIX(const float* x, int64_t count, uint16_t* out) {                                \
+    float_to_half_body(x, count, out);                                                                            \
   }
 
 DRAFTLAB_OPS_FOR(portable, )
 #if defined(__x86_64__)
 DRAFTLAB_OPS_FOR(avx2, DRAFTLAB_T256)
 DRAFTLAB_OPS_FOR(avx512, DRAFTLAB_T512)
-#include <immintrin.h>
 
-// Attention with head_dim a multiple of 16 (64, 128, ...), written out for AVX-512: per key one FMA chain over
-// the head's 16-lane chunks and a fixed reduction, softmax weights from a vectorised exp over the scores, then
-// the value rows accumulated key by key in cache order. Each visible key's score, weight and contribution is
-// computed by the same instructions wherever it sits, and the sums run over visible keys in cache order, so the
-// row-independence contract holds exactly as in the generic body (tests compare both with a naive reference and
-// a tree row with its compacted chain).
-DRAFTLAB_T512 inline __m512 exp_nonpositive16(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
-  const __m512 fi = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(t, fi);
-  __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440266574e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fi), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+// Attention that shares the cache across query rows, for head_dim 16, 32, 64 and 128. The query items that read
+// one kv head (rows x the query heads of its group) go in blocks of up to four: each key and value row is loaded
+// once per block and used by every item in it, instead of once per item (with 448 cached rows a row-by-row pass
+// made 8 rows pay 3.4x what one row pays for the cache). Per (item, key) the instructions are the same whatever
+// the block and wherever the key sits in the cache: a score is one W-lane FMA chain over the head's chunks,
+// scaled, then summed over lanes in a fixed tree; softmax weights come from a vector exp over whole W-blocks (no
+// vector/scalar split); value sums add the visible keys in cache order. So every row is bit-identical to the row
+// alone and a tree row to the compacted chain (tests hold both). Written with GCC vector extensions: W = 16 lanes
+// (one zmm) for AVX-512, W = 8 (one ymm) for AVX2.
+template <int W>
+struct Vec;
+template <>
+struct Vec<8> {
+  typedef float F __attribute__((vector_size(32)));
+  typedef int32_t I __attribute__((vector_size(32)));
+  typedef _Float16 H __attribute__((vector_size(16)));
+};
+template <>
+struct Vec<16> {
+  typedef float F __attribute__((vector_size(64)));
+  typedef int32_t I __attribute__((vector_size(64)));
+  typedef _Float16 H __attribute__((vector_size(32)));
+};
+typedef float v4 __attribute__((vector_size(16)));
+
+template <int W>
+DRAFTLAB_INLINE typename Vec<W>::F load_lanes(const float* p) {
+  typename Vec<W>::F v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+// W float16 cache values widened exactly (vcvtph2ps under both ISAs' targets, which include F16C).
+template <int W>
+DRAFTLAB_INLINE typename Vec<W>::F load_lanes(const uint16_t* p) {
+  typename Vec<W>::H h;
+  std::memcpy(&h, p, sizeof(h));
+  return __builtin_convertvector(h, typename Vec<W>::F);
 }
 
-// q · k over `chunks` 16-lane chunks: one FMA chain, lanes not yet reduced.
-DRAFTLAB_T512 inline __m512 key_dot16(const __m512* qv, const float* kt, int64_t chunks) {
-  __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kt));
-  for (int64_t c = 1; c < chunks; ++c) acc = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(kt + 16 * c), acc);
-  return acc;
+// Lanes (c, c + W/2), ..., then (c, c + 2), (c, c + 1).
+DRAFTLAB_INLINE float reduce_lanes(Vec<8>::F a) {
+  const v4 c = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  return (c[0] + c[2]) + (c[1] + c[3]);
+}
+DRAFTLAB_INLINE float reduce_lanes(Vec<16>::F a) {
+  return reduce_lanes(Vec<8>::F(__builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7) +
+                                __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15)));
 }
 
-DRAFTLAB_T512 void attention_avx512_hd16(const float* q, int64_t ldq, int64_t n, const float* k, const float* v,
-                                          int64_t T, const uint8_t* visible, int64_t ldv, const AttentionShape& s,
-                                          float* out, int64_t ldo, float* scores) {
-  const int64_t hd = s.head_dim, chunks = hd / 16, group = s.heads / s.kv_heads;
-  const __m512 scale = _mm512_set1_ps(s.scale);
-  for (int64_t j = 0; j < n; ++j) {
-    const uint8_t* vis = visible ? visible + j * ldv : nullptr;
-    const int64_t last = visible ? T : T - n + j + 1;
-    for (int64_t h = 0; h < s.heads; ++h) {
-      const float* qh = q + j * ldq + h * hd;
-      const float* kh = k + (h / group) * s.kv_head_stride;
-      const float* vh = v + (h / group) * s.kv_head_stride;
-      __m512 qv[16];
-      for (int64_t c = 0; c < chunks; ++c) qv[c] = _mm512_loadu_ps(qh + 16 * c);
-      // Scores of every row up to `last`, four keys at a time for independent chains (each key's score is the
-      // same instruction sequence wherever it sits); the max over the visible ones.
-      int64_t t = 0;
-      for (; t + 4 <= last; t += 4) {
-        const __m512 a0 = key_dot16(qv, kh + t * hd, chunks), a1 = key_dot16(qv, kh + (t + 1) * hd, chunks);
-        const __m512 a2 = key_dot16(qv, kh + (t + 2) * hd, chunks), a3 = key_dot16(qv, kh + (t + 3) * hd, chunks);
-        scores[t] = _mm512_reduce_add_ps(_mm512_mul_ps(a0, scale));
-        scores[t + 1] = _mm512_reduce_add_ps(_mm512_mul_ps(a1, scale));
-        scores[t + 2] = _mm512_reduce_add_ps(_mm512_mul_ps(a2, scale));
-        scores[t + 3] = _mm512_reduce_add_ps(_mm512_mul_ps(a3, scale));
-      }
-      for (; t < last; ++t) scores[t] = _mm512_reduce_add_ps(_mm512_mul_ps(key_dot16(qv, kh + t * hd, chunks), scale));
-      float m = -std::numeric_limits<float>::infinity();
-      for (t = 0; t < last; ++t)
-        if (!vis || vis[t]) m = std::max(m, scores[t]);
-      // Weights for every row up to `last` (invisible ones are skipped below, whatever they hold).
-      const __m512 mv = _mm512_set1_ps(m);
-      for (t = 0; t < last; t += 16) {
-        const __mmask16 mask = last - t >= 16 ? static_cast<__mmask16>(0xffff)
-                                              : static_cast<__mmask16>((1u << (last - t)) - 1u);
-        const __m512 sv = _mm512_maskz_loadu_ps(mask, scores + t);
-        _mm512_mask_storeu_ps(scores + t, mask, exp_nonpositive16(_mm512_sub_ps(sv, mv)));
-      }
-      __m512 o[16];
-      for (int64_t c = 0; c < chunks; ++c) o[c] = _mm512_setzero_ps();
-      float sum = 0.0f;
-      for (t = 0; t < last; ++t) {
-        if (vis && !vis[t]) continue;
-        const float p = scores[t];
-        sum += p;
-        const __m512 pv = _mm512_set1_ps(p);
-        const float* vt = vh + t * hd;
-        for (int64_t c = 0; c < chunks; ++c) o[c] = _mm512_fmadd_ps(pv, _mm512_loadu_ps(vt + 16 * c), o[c]);
-      }
-      const __m512 inv = _mm512_set1_ps(1.0f / sum);
-      float* oh = out + j * ldo + h * hd;
-      for (int64_t c = 0; c < chunks; ++c) _mm512_storeu_ps(oh + 16 * c, _mm512_mul_ps(o[c], inv));
+// exp(x) for x <= 0 on W lanes: exp_nonpositive's arithmetic, written on vectors.
+template <int W>
+DRAFTLAB_INLINE typename Vec<W>::F exp_nonpositive_lanes(typename Vec<W>::F x) {
+  using F = typename Vec<W>::F;
+  using I = typename Vec<W>::I;
+  const F low = F{} - 87.0f;
+  x = x > low ? x : low;
+  const F t = x * 1.44269504088896341f;
+  const F magic = F{} + 12582912.0f;
+  const F fi = (t + magic) - magic;
+  const F f = t - fi;  // [-0.5, 0.5]
+  F p = F{} + 1.535336188319500e-4f;
+  p = p * f + 1.339887440266574e-3f;
+  p = p * f + 9.618437357674640e-3f;
+  p = p * f + 5.550332471162809e-2f;
+  p = p * f + 2.402264791363012e-1f;
+  p = p * f + 6.931472028550421e-1f;
+  p = p * f + 1.0f;
+  const I bits = (__builtin_convertvector(fi, I) + 127) << 23;
+  F scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+// One block of R query items over one kv head: query, output, visibility row (nullptr = all of [0, last)), rows
+// seen, scores scratch.
+template <int R>
+struct AttentionBlock {
+  const float* q[R];
+  float* out[R];
+  const uint8_t* vis[R];
+  int64_t last[R];
+  float* scores[R];
+};
+
+template <int W, int R, int CH, class KV>
+DRAFTLAB_INLINE void attention_block(const AttentionBlock<R>& b, int64_t tmax, const KV* kh, const KV* vh,
+                                     float scale) {
+  using F = typename Vec<W>::F;
+  constexpr int64_t hd = W * CH;
+  // Scores of every key below tmax for every item (keys an item does not see are computed and ignored).
+  F qv[R][CH];
+  DRAFTLAB_UNROLL
+  for (int r = 0; r < R; ++r) {
+    DRAFTLAB_UNROLL
+    for (int c = 0; c < CH; ++c) qv[r][c] = load_lanes<W>(b.q[r] + W * c);
+  }
+  for (int64_t t = 0; t < tmax; ++t) {
+    F kv[CH];
+    DRAFTLAB_UNROLL
+    for (int c = 0; c < CH; ++c) kv[c] = load_lanes<W>(kh + t * hd + W * c);
+    DRAFTLAB_UNROLL
+    for (int r = 0; r < R; ++r) {
+      F acc = qv[r][0] * kv[0];
+      DRAFTLAB_UNROLL
+      for (int c = 1; c < CH; ++c) acc = qv[r][c] * kv[c] + acc;
+      b.scores[r][t] = reduce_lanes(acc * scale);
+    }
+  }
+  // Softmax weights per item: max over visible keys, exp over whole W-blocks (padding set to the max).
+  DRAFTLAB_UNROLL
+  for (int r = 0; r < R; ++r) {
+    float* sc = b.scores[r];
+    const int64_t last = b.last[r];
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t t = 0; t < last; ++t)
+      if (!b.vis[r] || b.vis[r][t]) m = std::max(m, sc[t]);
+    const int64_t padded = (last + W - 1) / W * W;
+    for (int64_t t = last; t < padded; ++t) sc[t] = m;
+    for (int64_t t = 0; t < padded; t += W) {
+      const F e = exp_nonpositive_lanes<W>(load_lanes<W>(sc + t) - m);
+      std::memcpy(sc + t, &e, sizeof(e));
+    }
+  }
+  // Weighted values, visible keys in cache order.
+  F o[R][CH];
+  float sum[R];
+  DRAFTLAB_UNROLL
+  for (int r = 0; r < R; ++r) {
+    sum[r] = 0.0f;
+    DRAFTLAB_UNROLL
+    for (int c = 0; c < CH; ++c) o[r][c] = F{};
+  }
+  for (int64_t t = 0; t < tmax; ++t) {
+    F vv[CH];
+    DRAFTLAB_UNROLL
+    for (int c = 0; c < CH; ++c) vv[c] = load_lanes<W>(vh + t * hd + W * c);
+    DRAFTLAB_UNROLL
+    for (int r = 0; r < R; ++r) {
+      if (t >= b.last[r] || (b.vis[r] && !b.vis[r][t])) continue;
+      const float p = b.scores[r][t];
+      sum[r] += p;
+      DRAFTLAB_UNROLL
+      for (int c = 0; c < CH; ++c) o[r][c] = p * vv[c] + o[r][c];
+    }
+  }
+  DRAFTLAB_UNROLL
+  for (int r = 0; r < R; ++r) {
+    const float inv = 1.0f / sum[r];  // >= 1: the max term contributes exp(0)
+    DRAFTLAB_UNROLL
+    for (int c = 0; c < CH; ++c) {
+      const F y = o[r][c] * inv;
+      std::memcpy(b.out[r] + W * c, &y, sizeof(y));
     }
   }
 }
 
-void attention_avx512_best(const float* q, int64_t ldq, int64_t n, const float* k, const float* v, int64_t T,
-                           const uint8_t* vis, int64_t ldv, const AttentionShape& s, float* out, int64_t ldo,
-                           float* scratch) {
-  if (s.head_dim % 16 == 0 && s.head_dim <= 256)
-    return attention_avx512_hd16(q, ldq, n, k, v, T, vis, ldv, s, out, ldo, scratch);
-  attention_avx512(q, ldq, n, k, v, T, vis, ldv, s, out, ldo, scratch);
+// Scratch the shared pass needs: kMaxBlock rows of T rounded up to 16.
+constexpr int64_t kMaxBlock = 4;
+int64_t padded_rows(int64_t T) { return (T + 15) / 16 * 16; }
+
+// The items [i0, i0 + R) of kv head g as one block.
+template <int W, int R, int CH, class KV>
+DRAFTLAB_INLINE void attention_items(const float* q, int64_t ldq, int64_t n, const KV* k, const KV* v, int64_t T,
+                                     const uint8_t* visible, int64_t ldv, const AttentionShape& s, float* out,
+                                     int64_t ldo, float* scratch, int64_t g, int64_t i0) {
+  const int64_t group = s.heads / s.kv_heads;
+  AttentionBlock<R> b;
+  int64_t tmax = 0;
+  for (int r = 0; r < R; ++r) {
+    const int64_t j = (i0 + r) / group, h = g * group + (i0 + r) % group;
+    b.q[r] = q + j * ldq + h * s.head_dim;
+    b.out[r] = out + j * ldo + h * s.head_dim;
+    b.vis[r] = visible ? visible + j * ldv : nullptr;
+    b.last[r] = visible ? T : T - n + j + 1;
+    b.scores[r] = scratch + r * padded_rows(T);
+    tmax = std::max(tmax, b.last[r]);
+  }
+  attention_block<W, R, CH, KV>(b, tmax, k + g * s.kv_head_stride, v + g * s.kv_head_stride, s.scale);
 }
+
+// Blocks of four items while four remain, then two, then one: no block carries items that are not there.
+template <int W, int CH, class KV>
+DRAFTLAB_INLINE void attention_shared_body(const float* q, int64_t ldq, int64_t n, const KV* k, const KV* v,
+                                           int64_t T, const uint8_t* visible, int64_t ldv, const AttentionShape& s,
+                                           float* out, int64_t ldo, float* scratch) {
+  const int64_t items = n * (s.heads / s.kv_heads);
+  for (int64_t g = 0; g < s.kv_heads; ++g) {
+    int64_t i0 = 0;
+    for (; i0 + 4 <= items; i0 += 4)
+      attention_items<W, 4, CH>(q, ldq, n, k, v, T, visible, ldv, s, out, ldo, scratch, g, i0);
+    for (; i0 + 2 <= items; i0 += 2)
+      attention_items<W, 2, CH>(q, ldq, n, k, v, T, visible, ldv, s, out, ldo, scratch, g, i0);
+    for (; i0 < items; ++i0)
+      attention_items<W, 1, CH>(q, ldq, n, k, v, T, visible, ldv, s, out, ldo, scratch, g, i0);
+  }
+}
+
+#define DRAFTLAB_SHARED_ATTENTION_FOR(SUFFIX, ATTR, W)                                                              \
+  template <class KV>                                                                                              \
+  ATTR bool attention_shared_##SUFFIX(const float* q, int64_t ldq, int64_t n, const KV* k, const KV* v,             \
+                                      int64_t T, const uint8_t* vis, int64_t ldv, const AttentionShape& s,          \
+                                      float* out, int64_t ldo, float* scratch) {                                    \
+    switch (s.head_dim) {                                                                                          \
+      case 16: attention_shared_body<W, 16 / W>(q, ldq, n, k, v, T, vis, ldv, s, out, ldo, scratch); return true;   \
+      case 32: attention_shared_body<W, 32 / W>(q, ldq, n, k, v, T, vis, ldv, s, out, ldo, scratch); return true;   \
+      case 64: attention_shared_body<W, 64 / W>(q, ldq, n, k, v, T, vis, ldv, s, out, ldo, scratch); return true;   \
+      case 128: attention_shared_body<W, 128 / W>(q, ldq, n, k, v, T, vis, ldv, s, out, ldo, scratch); return true; \
+      default: return false;                                                                                       \
+    }                                                                                                              \
+  }
+DRAFTLAB_SHARED_ATTENTION_FOR(avx512, DRAFTLAB_T512, 16)
+DRAFTLAB_SHARED_ATTENTION_FOR(avx2, DRAFTLAB_T256, 8)
 
 #define DRAFTLAB_DISPATCH(OP, ...)                                      \
   switch (best_kernel_isa()) {                                         \
@@ -292,24 +441,50 @@ void silu_mul_rows(const float* gate_up, int64_t ldg, int64_t n, int64_t I, floa
   DRAFTLAB_DISPATCH(silu_mul, gate_up, ldg, n, I, out, ldo)
 }
 
-void attention_rows(const float* q, int64_t ldq, int64_t n, const float* k, const float* v, int64_t T,
+int64_t attention_scratch_floats(int64_t T) { return kMaxBlock * padded_rows(T); }
+
+void attention_rows(const float* q, int64_t ldq, int64_t n, const void* k, const void* v, int64_t T,
                     const uint8_t* visible, int64_t ldv, const AttentionShape& shape, float* out, int64_t ldo,
                     float* scratch) {
   attention_rows(q, ldq, n, k, v, T, visible, ldv, shape, out, ldo, scratch, best_kernel_isa());
 }
 
-void attention_rows(const float* q, int64_t ldq, int64_t n, const float* k, const float* v, int64_t T,
+namespace {
+template <class KV>
+void attention_on(const float* q, int64_t ldq, int64_t n, const KV* k, const KV* v, int64_t T,
+                  const uint8_t* visible, int64_t ldv, const AttentionShape& shape, float* out, int64_t ldo,
+                  float* scratch, KernelIsa isa) {
+#if defined(__x86_64__)
+  if (isa == KernelIsa::Avx512) {
+    if (attention_shared_avx512(q, ldq, n, k, v, T, visible, ldv, shape, out, ldo, scratch)) return;
+    return attention_avx512(q, ldq, n, k, v, T, visible, ldv, shape, out, ldo, scratch);
+  }
+  if (isa == KernelIsa::Avx2) {
+    if (attention_shared_avx2(q, ldq, n, k, v, T, visible, ldv, shape, out, ldo, scratch)) return;
+    return attention_avx2(q, ldq, n, k, v, T, visible, ldv, shape, out, ldo, scratch);
+  }
+#endif
+  (void)isa;
+  attention_portable(q, ldq, n, k, v, T, visible, ldv, shape, out, ldo, scratch);
+}
+}  // namespace
+
+void attention_rows(const float* q, int64_t ldq, int64_t n, const void* k, const void* v, int64_t T,
                     const uint8_t* visible, int64_t ldv, const AttentionShape& shape, float* out, int64_t ldo,
                     float* scratch, KernelIsa isa) {
   if (static_cast<int>(isa) > static_cast<int>(best_kernel_isa()))
     throw std::invalid_argument(std::string("attention_rows: this CPU cannot run the ") + kernel_isa_name(isa) +
                                 " kernel");
-#if defined(__x86_64__)
-  if (isa == KernelIsa::Avx512)
-    return attention_avx512_best(q, ldq, n, k, v, T, visible, ldv, shape, out, ldo, scratch);
-  if (isa == KernelIsa::Avx2) return attention_avx2(q, ldq, n, k, v, T, visible, ldv, shape, out, ldo, scratch);
-#endif
-  attention_portable(q, ldq, n, k, v, T, visible, ldv, shape, out, ldo, scratch);
+  if (shape.kv_float16)
+    attention_on(q, ldq, n, static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), T, visible, ldv, shape,
+                 out, ldo, scratch, isa);
+  else
+    attention_on(q, ldq, n, static_cast<const float*>(k), static_cast<const float*>(v), T, visible, ldv, shape, out,
+                 ldo, scratch, isa);
+}
+
+void float_to_half_rows(const float* x, int64_t count, uint16_t* out) {
+  DRAFTLAB_DISPATCH(float_to_half, x, count, out)
 }
 
 }  // namespace draftlab

@@ -32,22 +32,30 @@ void add_rows(float* x, int64_t ldx, const float* y, int64_t ldy, int64_t n, int
 void silu_mul_rows(const float* gate_up, int64_t ldg, int64_t n, int64_t I, float* out, int64_t ldo);
 
 // Grouped-query attention of n query rows over a KV cache.
-//   q [n, H * hd] (row stride ldq); keys/values of kv head g, row t at k + g * kv_head_stride + t * hd (same for v);
+//   q [n, H * hd] (row stride ldq); keys/values of kv head g, row t at k + g * kv_head_stride + t * hd (same for v),
+//   float32 elements, or float16 ones (uint16_t bits) when shape.kv_float16, widened exactly; sums are float32;
 //   query head h reads kv head h / (H / KVH).
 //   visible: n rows of `T` bytes (row stride ldv), nonzero = row j attends to cache row t; nullptr = causal: row j
 //   sees rows [0, T - n + j].
-//   out [n, H * hd] (row stride ldo). scratch: at least T floats.
+//   out [n, H * hd] (row stride ldo). scratch: attention_scratch_floats(T) floats.
+// For head_dim 16, 32, 64 and 128 the AVX-512 and AVX2 paths read each cached key and value once per block of
+// query items (rows x query heads of one kv head), not once per row.
 struct AttentionShape {
   int64_t heads, kv_heads, head_dim;
   int64_t kv_head_stride;  // floats between kv heads in the cache
   float scale;             // 1 / sqrt(head_dim)
+  bool kv_float16 = false;  // the cache stores float16 (uint16_t bits), not float32
 };
-void attention_rows(const float* q, int64_t ldq, int64_t n, const float* k, const float* v, int64_t T,
+void attention_rows(const float* q, int64_t ldq, int64_t n, const void* k, const void* v, int64_t T,
                     const uint8_t* visible, int64_t ldv, const AttentionShape& shape, float* out, int64_t ldo,
                     float* scratch);
+int64_t attention_scratch_floats(int64_t T);
+
+// out[i] = x[i] rounded to float16 (nearest even), as uint16_t bits: rows going into a float16 KV cache.
+void float_to_half_rows(const float* x, int64_t count, uint16_t* out);
 
 // The same, forced onto one code path (tests hold the paths to each other).
-void attention_rows(const float* q, int64_t ldq, int64_t n, const float* k, const float* v, int64_t T,
+void attention_rows(const float* q, int64_t ldq, int64_t n, const void* k, const void* v, int64_t T,
                     const uint8_t* visible, int64_t ldv, const AttentionShape& shape, float* out, int64_t ldo,
                     float* scratch, KernelIsa isa);
 

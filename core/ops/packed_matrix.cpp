@@ -3,12 +3,15 @@
 // Tiles: MR rows of x by NP panels (NP * 16 output columns). The MR x NP accumulators live in registers for the
 // whole input; per input index the tile loads NP panel vectors (widening half precision) and issues MR * NP FMAs.
 // MR and NP are chosen so the accumulators plus the loaded vectors fit the register file and there are always at
-// least 8 independent FMA chains (two FMA pipes, four cycles of latency):
-//   AVX-512 (32 zmm): MR 1..2 -> NP 8, 3..4 -> 6, 5..6 -> 4, 7..8 -> 3.      rows are cut into chunks of <= 8
-//   AVX2    (16 ymm, a panel is 2 ymm): MR 1 -> NP 4, 2 -> 3, 3 -> 2, 4 -> 1. chunks of <= 4
-// n rows are cut into balanced chunks (n = 10 -> 5 + 5). Loop order: panel groups outer, row chunks inner, so a
-// group's panels (at most a few hundred KB) stay in L2 while every chunk reads them: memory sees each weight once.
-// Each panel is one sequential stream; software prefetch runs a fixed distance ahead in each.
+// least 8 independent FMA chains (two FMA pipes, four cycles of latency), 10-12 where the rows allow:
+//   AVX-512 (32 zmm): MR 1..2 -> NP 8, 3..4 -> 6, 5..6 -> 4, 7..8 -> 3.            rows cut into chunks of <= 8
+//   AVX2    (16 ymm, a panel is 2 ymm): MR 1 -> NP 6, 2 -> 3, 3 -> 2, 4..6 -> 1.   rows cut into chunks of <= 6
+//
+// Loop order: groups of panels outer, row chunks inner; each chunk walks the group in tiles of its own NP. A
+// group's panels (tens of KB) stay in L1/L2 while every chunk reads them, so memory sees each weight once per call.
+// Streaming overlaps the arithmetic: with one chunk, software prefetch runs a fixed distance ahead in each panel's
+// stream; with several, the tiles of group g prefetch group g + 1 into L2, a slice each, so that by the time the
+// next group starts its weights are already near (without it a multi-chunk call paid memory time plus FMA time).
 #include "core/ops/packed_matrix.h"
 #include "core/ops/unroll.h"
 
@@ -141,7 +144,30 @@ namespace {
 
 
 constexpr int64_t P = PackedMatrix::kPanel;
-constexpr int64_t kPrefetchBytes = 768;  // how far ahead in each panel's stream
+constexpr int64_t kPrefetchBytes = 768;  // how far ahead in each panel's stream (one row chunk)
+
+// Where a tile's software prefetch goes. in_stream: kPrefetchBytes ahead in each of its panels (a call with one
+// row chunk: nothing else will read these panels). next != nullptr: `lines` cache lines from `next` (its slice of
+// the next panel group), spread evenly over the tile's k input indices, into L2. Neither: no prefetch.
+struct Prefetch {
+  bool in_stream = false;
+  const uint8_t* next = nullptr;
+  int64_t lines = 0;
+};
+
+// The prefetches input index i of k issues (called once per i inside a tile, before its panel loads): the lines
+// from floor(i * lines / k) up to the next index's, so each line of the slice is asked for once.
+inline void prefetch_next_line(const Prefetch& pf, int64_t i, int64_t step16) {
+#if defined(__x86_64__)
+  if (pf.next == nullptr) return;
+  for (int64_t l = (i * step16) >> 16, end = ((i + 1) * step16) >> 16; l < end; ++l)
+    _mm_prefetch(reinterpret_cast<const char*>(pf.next + l * 64), _MM_HINT_T1);
+#else
+  (void)pf, (void)i, (void)step16;
+#endif
+}
+// Lines per input index in 16.16 fixed point (so the loop needs no division).
+inline int64_t prefetch_step16(const Prefetch& pf, int64_t k) { return pf.next ? (pf.lines << 16) / k : 0; }
 
 // Balanced row chunks: n rows into ceil(n / max_mr) chunks whose sizes differ by at most one.
 struct RowChunks {
@@ -188,9 +214,10 @@ void portable_tile(const float* x, int64_t ldx, int64_t mr, const uint8_t* panel
 struct PortableKernels {
   static constexpr int64_t kMaxRows = 8;
   static constexpr int panels_for(int) { return 1; }
+  static constexpr int group_panels(int) { return 1; }
   template <WeightStorage S>
   static void tile(int64_t mr, int /*np = 1*/, const float* x, int64_t ldx, const uint8_t* panels,
-                   int64_t /*panel_bytes*/, int64_t k, float* y, int64_t ldy, int64_t cols) {
+                   int64_t /*panel_bytes*/, int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch&) {
     portable_tile<S>(x, ldx, mr, panels, k, y, ldy, cols);
   }
 };
@@ -214,7 +241,7 @@ DRAFTLAB_AVX2 inline __m256 load8(const uint8_t* p) {
 // MR rows x NP panels; `cols` valid columns in the tile (NP * 16 unless it holds the matrix's last panel).
 template <WeightStorage S, int MR, int NP>
 DRAFTLAB_AVX2 void avx2_tile(const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes, int64_t k,
-                             float* y, int64_t ldy, int64_t cols) {
+                             float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
   constexpr int64_t B = S == WeightStorage::Float32 ? 4 : 2;
   __m256 acc[MR][NP][2];
   DRAFTLAB_UNROLL
@@ -222,11 +249,13 @@ DRAFTLAB_AVX2 void avx2_tile(const float* x, int64_t ldx, const uint8_t* panels,
     DRAFTLAB_UNROLL
     for (int q = 0; q < NP; ++q) acc[r][q][0] = acc[r][q][1] = _mm256_setzero_ps();
   }
+  const int64_t step16 = prefetch_step16(pf, k);
   for (int64_t i = 0; i < k; ++i) {
+    prefetch_next_line(pf, i, step16);
     DRAFTLAB_UNROLL
     for (int q = 0; q < NP; ++q) {
       const uint8_t* wp = panels + q * panel_bytes + i * P * B;
-      _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T0);
+      if (pf.in_stream) _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T0);
       const __m256 w0 = load8<S>(wp), w1 = load8<S>(wp + 8 * B);
       DRAFTLAB_UNROLL
       for (int r = 0; r < MR; ++r) {
@@ -246,8 +275,12 @@ DRAFTLAB_AVX2 void avx2_tile(const float* x, int64_t ldx, const uint8_t* panels,
       }
     }
   } else {
+    // Unrolled like the main loop: an accumulator indexed in a rolled loop would make GCC keep the whole array
+    // in memory and store it on every input index (12 stores per 12 FMAs: the store ports, not the FMAs, bound).
     alignas(32) float tmp[NP * P];
+    DRAFTLAB_UNROLL
     for (int r = 0; r < MR; ++r) {
+      DRAFTLAB_UNROLL
       for (int q = 0; q < NP; ++q) {
         _mm256_store_ps(tmp + q * P, acc[r][q][0]);
         _mm256_store_ps(tmp + q * P + 8, acc[r][q][1]);
@@ -257,30 +290,42 @@ DRAFTLAB_AVX2 void avx2_tile(const float* x, int64_t ldx, const uint8_t* panels,
   }
 }
 
-constexpr int avx2_panels_for(int mr) { return mr == 1 ? 4 : mr == 2 ? 3 : mr == 3 ? 2 : 1; }
+// 12 accumulators (of 16 ymm) wherever the rows allow; a chunk of 4 or 5 rows keeps 8 or 10.
+constexpr int avx2_panels_for(int mr) { return mr == 1 ? 6 : mr == 2 ? 3 : mr == 3 ? 2 : 1; }
 
 template <WeightStorage S, int MR>
 DRAFTLAB_AVX2 void avx2_tile_np(int np, const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes,
-                                int64_t k, float* y, int64_t ldy, int64_t cols) {
+                                int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
+  constexpr int G = avx2_panels_for(MR);
+#define DRAFTLAB_TILE_CASE(N) \
+  case N: if constexpr (G >= N) avx2_tile<S, MR, N>(x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
   switch (np) {
-    case 1: avx2_tile<S, MR, 1>(x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
-    case 2: if constexpr (avx2_panels_for(MR) >= 2) avx2_tile<S, MR, 2>(x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
-    case 3: if constexpr (avx2_panels_for(MR) >= 3) avx2_tile<S, MR, 3>(x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
-    default: if constexpr (avx2_panels_for(MR) >= 4) avx2_tile<S, MR, 4>(x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
+    DRAFTLAB_TILE_CASE(1)
+    DRAFTLAB_TILE_CASE(2)
+    DRAFTLAB_TILE_CASE(3)
+    DRAFTLAB_TILE_CASE(4)
+    DRAFTLAB_TILE_CASE(5)
+    DRAFTLAB_TILE_CASE(6)
+    default: break;
   }
+#undef DRAFTLAB_TILE_CASE
 }
 
 struct Avx2Kernels {
   static constexpr int64_t kMaxRows = 4;
   static constexpr int panels_for(int mr) { return avx2_panels_for(mr); }
+  // Six panels make whole tiles for every chunk size (NP 6, 3, 2, 1).
+  static constexpr int group_panels(int) { return 6; }
   template <WeightStorage S>
   static void tile(int64_t mr, int np, const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes,
-                   int64_t k, float* y, int64_t ldy, int64_t cols) {
+                   int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
     switch (mr) {
-      case 1: avx2_tile_np<S, 1>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
-      case 2: avx2_tile_np<S, 2>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
-      case 3: avx2_tile_np<S, 3>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
-      default: avx2_tile_np<S, 4>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
+      case 1: avx2_tile_np<S, 1>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 2: avx2_tile_np<S, 2>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 3: avx2_tile_np<S, 3>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 4: avx2_tile_np<S, 4>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 5: avx2_tile_np<S, 5>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      default: avx2_tile_np<S, 6>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
     }
   }
 };
@@ -302,7 +347,7 @@ DRAFTLAB_AVX512 inline __m512 load16(const uint8_t* p) {
 
 template <WeightStorage S, int MR, int NP>
 DRAFTLAB_AVX512 void avx512_tile(const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes, int64_t k,
-                                 float* y, int64_t ldy, int64_t cols) {
+                                 float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
   constexpr int64_t B = S == WeightStorage::Float32 ? 4 : 2;
   __m512 acc[MR][NP];
   DRAFTLAB_UNROLL
@@ -310,12 +355,14 @@ DRAFTLAB_AVX512 void avx512_tile(const float* x, int64_t ldx, const uint8_t* pan
     DRAFTLAB_UNROLL
     for (int q = 0; q < NP; ++q) acc[r][q] = _mm512_setzero_ps();
   }
+  const int64_t step16 = prefetch_step16(pf, k);
   for (int64_t i = 0; i < k; ++i) {
+    prefetch_next_line(pf, i, step16);
     __m512 w[NP];
     DRAFTLAB_UNROLL
     for (int q = 0; q < NP; ++q) {
       const uint8_t* wp = panels + q * panel_bytes + i * P * B;
-      _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T0);
+      if (pf.in_stream) _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T0);
       w[q] = load16<S>(wp);
     }
     DRAFTLAB_UNROLL
@@ -339,10 +386,10 @@ constexpr int avx512_panels_for(int mr) { return mr <= 2 ? 8 : mr <= 4 ? 6 : mr 
 
 template <WeightStorage S, int MR>
 DRAFTLAB_AVX512 void avx512_tile_np(int np, const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes,
-                                    int64_t k, float* y, int64_t ldy, int64_t cols) {
+                                    int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
   constexpr int G = avx512_panels_for(MR);
 #define DRAFTLAB_TILE_CASE(N) \
-  case N: if constexpr (G >= N) avx512_tile<S, MR, N>(x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
+  case N: if constexpr (G >= N) avx512_tile<S, MR, N>(x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
   switch (np) {
     DRAFTLAB_TILE_CASE(1)
     DRAFTLAB_TILE_CASE(2)
@@ -360,39 +407,56 @@ DRAFTLAB_AVX512 void avx512_tile_np(int np, const float* x, int64_t ldx, const u
 struct Avx512Kernels {
   static constexpr int64_t kMaxRows = 8;
   static constexpr int panels_for(int mr) { return avx512_panels_for(mr); }
+  static constexpr int group_panels(int largest_chunk) { return avx512_panels_for(largest_chunk); }
   template <WeightStorage S>
   static void tile(int64_t mr, int np, const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes,
-                   int64_t k, float* y, int64_t ldy, int64_t cols) {
+                   int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
     switch (mr) {
-      case 1: avx512_tile_np<S, 1>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
-      case 2: avx512_tile_np<S, 2>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
-      case 3: avx512_tile_np<S, 3>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
-      case 4: avx512_tile_np<S, 4>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
-      case 5: avx512_tile_np<S, 5>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
-      case 6: avx512_tile_np<S, 6>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
-      case 7: avx512_tile_np<S, 7>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
-      default: avx512_tile_np<S, 8>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols); break;
+      case 1: avx512_tile_np<S, 1>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 2: avx512_tile_np<S, 2>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 3: avx512_tile_np<S, 3>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 4: avx512_tile_np<S, 4>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 5: avx512_tile_np<S, 5>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 6: avx512_tile_np<S, 6>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 7: avx512_tile_np<S, 7>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      default: avx512_tile_np<S, 8>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
     }
   }
 };
 #endif  // __x86_64__
 
-// The loop every path shares: panel groups outer (as many panels as the largest row chunk's tile takes), row
-// chunks inner, so a group's panels stay in cache while every chunk reads them.
+// The loop every path shares: panel groups outer, row chunks inner, each chunk in tiles of its own width, so a
+// group's panels stay in cache while every chunk reads them; with several chunks the tiles of one group prefetch
+// the next, a slice each.
 template <class Kernels, WeightStorage S>
 void multiply_with(const uint8_t* data, int64_t out, int64_t k, const float* x, int64_t ldx, int64_t n, float* y,
                    int64_t ldy, int64_t p0, int64_t p1) {
   const RowChunks chunks(n, Kernels::kMaxRows);
-  const int group = Kernels::panels_for(static_cast<int>(chunks.largest()));
+  const int group = Kernels::group_panels(static_cast<int>(chunks.largest()));
   const int64_t panel_bytes = k * P * weight_storage_bytes(S);
+  auto width = [&](int64_t mr) { return std::min(Kernels::panels_for(static_cast<int>(mr)), group); };
+  int64_t tiles_per_group = 0;
+  for (int64_t c = 0; c < chunks.count; ++c) tiles_per_group += (group + width(chunks.rows(c)) - 1) / width(chunks.rows(c));
   for (int64_t p = p0; p < p1; p += group) {
-    const int np = static_cast<int>(std::min<int64_t>(group, p1 - p));
-    const int64_t cols = std::min(np * P, out - p * P);
-    int64_t r0 = 0;
+    const int64_t in_group = std::min<int64_t>(group, p1 - p);
+    const int64_t next_lines = std::min<int64_t>(group, p1 - p - in_group) * panel_bytes / 64;
+    int64_t r0 = 0, t = 0;
     for (int64_t c = 0; c < chunks.count; ++c) {
-      const int64_t mr = chunks.rows(c);
-      Kernels::template tile<S>(mr, np, x + r0 * ldx, ldx, data + p * panel_bytes, panel_bytes, k,
-                                y + r0 * ldy + p * P, ldy, cols);
+      const int64_t mr = chunks.rows(c), np = width(mr);
+      for (int64_t q = 0; q < in_group; q += np, ++t) {
+        const int nq = static_cast<int>(std::min(np, in_group - q));
+        const int64_t cols = std::min(nq * P, out - (p + q) * P);
+        Prefetch pf;
+        if (chunks.count == 1) {
+          pf.in_stream = true;
+        } else if (next_lines > 0) {
+          const int64_t l0 = t * next_lines / tiles_per_group, l1 = (t + 1) * next_lines / tiles_per_group;
+          pf.next = data + (p + in_group) * panel_bytes + l0 * 64;
+          pf.lines = l1 - l0;
+        }
+        Kernels::template tile<S>(mr, nq, x + r0 * ldx, ldx, data + (p + q) * panel_bytes, panel_bytes, k,
+                                  y + r0 * ldy + (p + q) * P, ldy, cols, pf);
+      }
       r0 += mr;
     }
   }

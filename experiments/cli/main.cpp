@@ -38,7 +38,7 @@ void print_usage() {
 
 int main(int argc, char** argv) {
   // Must run before the first BLAS call (it may re-execute the program with OPENBLAS_CORETYPE set).
-  draftlab::ensure_blas_coretype(argc, argv);
+  draftlab::prepare_process_environment(argc, argv);
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     print_usage();
     return argc < 2 ? 2 : 0;

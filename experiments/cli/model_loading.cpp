@@ -47,6 +47,9 @@ void add_model_options(po::options_description& desc, ModelOptions& o) {
       ("weights", po::value(&o.weights)->default_value(o.weights),
        "weight storage on the native path: auto (as the checkpoint stores them), float32, float16, bfloat16; "
        "accumulation is float32")
+      ("kv-cache", po::value(&o.kv_cache)->default_value(o.kv_cache),
+       "KV cache storage: auto (the compute dtype), float32, float16 (half the bytes attention reads; widened "
+       "exactly, summed in float32)")
       ("threads", po::value(&o.threads)->default_value(o.threads),
        "intra-op threads. 0 = $OMP_NUM_THREADS when set, else libtorch's default, one per physical core as its "
        "cpuinfo counts them (1 on the 2-vCPU VM this was measured on, where 2 threads decoded no faster); "
@@ -73,6 +76,7 @@ ComputeOptions compute_options(const ModelOptions& o) {
   compute.device = parse_compute_device(o.device);
   compute.cpu_path = parse_cpu_path(o.path);
   compute.weights = parse_weight_storage(o.weights);
+  compute.kv_cache = parse_kv_cache_storage(o.kv_cache);
   check_supported(compute);
   uses_native_path(compute);  // throws when --path native cannot apply
   return compute;

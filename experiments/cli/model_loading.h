@@ -19,6 +19,7 @@ struct ModelOptions {
   std::string device = "cpu";
   std::string path = "auto";     // CPU forward: auto, native, reference
   std::string weights = "auto";  // native path weight storage: auto (as stored), float32, float16, bfloat16
+  std::string kv_cache = "auto";  // KV cache storage: auto (the compute dtype), float32, float16
   int threads = 0;  // 0: $OMP_NUM_THREADS if set, else libtorch's default (physical cores)
   bool verbose = false;
 };
@@ -30,7 +31,7 @@ bool parse_command_line(const boost::program_options::options_description& desc,
                         const boost::program_options::positional_options_description* positional = nullptr,
                         const boost::program_options::options_description* shown_in_help = nullptr);
 
-// Adds --model, --tokenizer, --dtype, --device, --path, --weights, --threads, --verbose.
+// Adds --model, --tokenizer, --dtype, --device, --path, --weights, --kv-cache, --threads, --verbose.
 void add_model_options(boost::program_options::options_description& desc, ModelOptions& o);
 
 struct LoadedModel {
@@ -46,7 +47,7 @@ std::vector<int64_t> encode_prompt(const Tokenizer& tokenizer, const std::string
 // tokenizer's vocabulary fits the model's. Throws Error naming the file on any problem.
 LoadedModel load_model_and_tokenizer(const ModelOptions& o);
 
-// The compute options --dtype, --device, --path and --weights ask for (checked). Also sets --threads.
+// The compute options --dtype, --device, --path, --weights and --kv-cache ask for (checked). Also sets --threads.
 ComputeOptions compute_options(const ModelOptions& o);
 
 }  // namespace draftlab::cli

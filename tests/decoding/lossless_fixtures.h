@@ -49,14 +49,18 @@ inline std::vector<StrategyConfig> all_strategy_configs(const std::string& targe
 }
 
 // A strategy configuration on one CPU forward path: every lossless test runs on the native path and on the
-// libtorch reference path.
+// libtorch reference path; the greedy ones also on the native path with a float16 KV cache.
 struct LosslessCase {
   StrategyConfig config;
   CpuPath path;
-  std::string label() const { return config.label + (path == CpuPath::Native ? "_native" : "_reference"); }
+  bool float16_kv_cache = false;
+  std::string label() const {
+    return config.label + (path == CpuPath::Native ? "_native" : "_reference") + (float16_kv_cache ? "_kv16" : "");
+  }
   ComputeOptions compute() const {
     ComputeOptions o;
     o.cpu_path = path;
+    if (float16_kv_cache) o.kv_cache = at::kHalf;
     return o;
   }
 };
@@ -66,6 +70,14 @@ inline std::vector<LosslessCase> on_both_paths(const std::vector<StrategyConfig>
   std::vector<LosslessCase> cases;
   for (CpuPath path : {CpuPath::Native, CpuPath::Reference})
     for (const auto& c : configs) cases.push_back({c, path});
+  return cases;
+}
+
+// Both paths, and the native path over a float16 KV cache (vanilla runs with the same cache: the claim is that
+// a strategy reproduces the target's own decoding in that configuration).
+inline std::vector<LosslessCase> on_every_path(const std::vector<StrategyConfig>& configs) {
+  std::vector<LosslessCase> cases = on_both_paths(configs);
+  for (const auto& c : configs) cases.push_back({c, CpuPath::Native, true});
   return cases;
 }
 

@@ -3,7 +3,7 @@
 //   row moves logits by their whole scale), greedy tokens identical over 48 steps;
 //   a tree forward's rows bit-identical to chain forwards of their paths (what lossless verification rests on);
 //   half-precision weight storage against the reference with its weights rounded the same way;
-//   the EAGLE head on both paths; one KV cache layout for both.
+//   the EAGLE head on both paths; one KV cache layout for both; the float16 KV cache on both paths.
 #include <gtest/gtest.h>
 
 #include <ATen/Parallel.h>
@@ -21,16 +21,18 @@ namespace {
 
 constexpr double kTolerance = 1e-4;
 
-ComputeOptions on(CpuPath path, const std::string& weights = "auto") {
+ComputeOptions on(CpuPath path, const std::string& weights = "auto", const std::string& kv_cache = "auto") {
   ComputeOptions o;
   o.cpu_path = path;
   o.weights = parse_weight_storage(weights);
+  o.kv_cache = parse_kv_cache_storage(kv_cache);
   return o;
 }
 
 struct Checkpoint {
   std::string label, path;  // path relative to the source tree ("src:") or to ../shared
   bool shared;
+  std::string kv_cache = "auto";  // both paths' KV cache storage
 };
 void PrintTo(const Checkpoint& c, std::ostream* os) { *os << c.label; }
 
@@ -40,8 +42,8 @@ class NativeVersusReference : public ::testing::TestWithParam<Checkpoint> {
     const Checkpoint& c = GetParam();
     if (c.shared) DRAFTLAB_REQUIRE_SHARED(c.path);
     path = c.shared ? shared_path(c.path) : source_path(c.path);
-    native = LlamaModel::load(path, on(CpuPath::Native));
-    reference = LlamaModel::load(path, on(CpuPath::Reference));
+    native = LlamaModel::load(path, on(CpuPath::Native, "auto", c.kv_cache));
+    reference = LlamaModel::load(path, on(CpuPath::Reference, "auto", c.kv_cache));
     ASSERT_NE(native->native(), nullptr);
     ASSERT_EQ(reference->native(), nullptr);
   }
@@ -136,7 +138,11 @@ TEST_P(NativeVersusReference, CachesAreInterchangeable) {
 INSTANTIATE_TEST_SUITE_P(Checkpoints, NativeVersusReference,
                          ::testing::Values(Checkpoint{"ts_tiny", "data/models/ts-tiny", false},
                                            Checkpoint{"aidreams260K", "models/aidreams260K/aidreams260K.bin", true},
-                                           Checkpoint{"stories260K_gqa", "models/stories260K/stories260K.bin", true}),
+                                           Checkpoint{"stories260K_gqa", "models/stories260K/stories260K.bin", true},
+                                           // The float16 KV cache, on both paths.
+                                           Checkpoint{"ts_tiny_kv16", "data/models/ts-tiny", false, "float16"},
+                                           Checkpoint{"stories260K_gqa_kv16", "models/stories260K/stories260K.bin",
+                                                      true, "float16"}),
                          [](const auto& info) { return info.param.label; });
 
 // float16 / bfloat16 storage: the native path reads the rounded weights; the reference with weights rounded to
@@ -169,9 +175,27 @@ TEST(NativeWeightStorage, HalfPrecisionMatchesReferenceOnRoundedWeights) {
             LlamaModel::load(source_path("data/models/ts-tiny"), on(CpuPath::Native, "float32"))->native()->weight_bytes());
 }
 
+// A float16 KV cache stores half the bytes, and its keys and values are the float32 cache's rounded to float16.
+TEST(NativeKvCache, Float16CacheHoldsTheRoundedRows) {
+  auto wide = LlamaModel::load(source_path("data/models/ts-tiny"), on(CpuPath::Native));
+  auto narrow = LlamaModel::load(source_path("data/models/ts-tiny"), on(CpuPath::Native, "auto", "float16"));
+  KvCache a = wide->make_cache(32), b = narrow->make_cache(32);
+  ASSERT_EQ(a.dtype(), at::kFloat);
+  ASSERT_EQ(b.dtype(), at::kHalf);
+  const std::vector<int64_t> p{1, 5, 9, 26, 53, 58, 93, 23};
+  const auto x = wide->forward_chain(a, p), y = narrow->forward_chain(b, p);
+  // Layer 0's keys and values depend only on the embeddings: exactly the float32 rows rounded.
+  EXPECT_TRUE(at::equal(a.keys(0, 8).to(at::kHalf), b.keys(0, 8)));
+  EXPECT_TRUE(at::equal(a.values(0, 8).to(at::kHalf), b.values(0, 8)));
+  // Rounding the cache moves the logits a little, not by their scale.
+  EXPECT_LT(rel_diff(x.logits, y.logits), 1e-2);
+  EXPECT_NE(narrow->path_description().find("float16 KV cache"), std::string::npos) << narrow->path_description();
+}
+
 TEST(NativeWeightStorage, PathAndStorageNamesAreChecked) {
   EXPECT_THROW(parse_cpu_path("fast"), Error);
   EXPECT_THROW(parse_weight_storage("int8"), Error);
+  EXPECT_THROW(parse_kv_cache_storage("int8"), Error);
   ComputeOptions bf16 = on(CpuPath::Native);
   bf16.dtype = at::kBFloat16;
   EXPECT_THROW(uses_native_path(bf16), Error);  // native asked for, cannot apply
