@@ -31,25 +31,39 @@ namespace {
 constexpr int kLanes = 16;
 
 // exp(x) for x <= 0 (softmax after subtracting the max): 2^(x log2 e) split into an integer power of two and a
-// degree-6 polynomial on [-0.5, 0.5]; relative error ~2e-7 (1-2 ulp). Element-wise, so it vectorises.
-DRAFTLAB_INLINE float exp_nonpositive(float x) {
-  x = std::max(x, -87.0f);
-  const float t = x * 1.44269504088896341f;
-  // Round to nearest even by adding and removing 1.5 * 2^23 (exact for |t| < 2^22): nearbyint's result in the
-  // default rounding mode, but GCC vectorises this under AVX2 too (nearbyint it left scalar there: SiLU over a
-  // 64-row forward then cost more than its products).
-  const float fi = (t + 12582912.0f) - 12582912.0f;
-  const float f = t - fi;  // [-0.5, 0.5]
-  float p = 1.535336188319500e-4f;
+// degree-6 polynomial on [-0.5, 0.5]; relative error ~2e-7 (1-2 ulp). Written once for a float (F = float,
+// I = int32_t) and for GCC vectors of them (the shared attention pass), element-wise, so loops of it vectorise.
+// Rounding adds and removes 1.5 * 2^23 (exact for |t| < 2^22): nearbyint's result in the default rounding mode,
+// but GCC vectorises this under AVX2 too (nearbyint it left scalar there: SiLU over a 64-row forward then cost
+// more than its products).
+template <class F>
+struct IntLanes {
+  typedef int32_t type __attribute__((vector_size(sizeof(F))));
+};
+template <class F>
+DRAFTLAB_INLINE typename IntLanes<F>::type to_int(F f) {
+  return __builtin_convertvector(f, typename IntLanes<F>::type);
+}
+DRAFTLAB_INLINE int32_t to_int(float f) { return static_cast<int32_t>(f); }
+
+template <class F>
+DRAFTLAB_INLINE F exp_nonpositive(F x) {
+  const F low = F{} - 87.0f;
+  x = x > low ? x : low;
+  const F t = x * 1.44269504088896341f;
+  const F magic = F{} + 12582912.0f;
+  const F fi = (t + magic) - magic;
+  const F f = t - fi;  // [-0.5, 0.5]
+  F p = F{} + 1.535336188319500e-4f;
   p = p * f + 1.339887440266574e-3f;
   p = p * f + 9.618437357674640e-3f;
   p = p * f + 5.550332471162809e-2f;
   p = p * f + 2.402264791363012e-1f;
   p = p * f + 6.931472028550421e-1f;
   p = p * f + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(fi) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, 4);
+  const auto bits = (to_int(fi) + 127) << 23;
+  F scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
   return p * scale;
 }
 
@@ -212,14 +226,14 @@ struct Vec;
 template <>
 struct Vec<8> {
   typedef float F __attribute__((vector_size(32)));
-  typedef int32_t I __attribute__((vector_size(32)));
-  typedef _Float16 H __attribute__((vector_size(16)));
+  typedef uint32_t U __attribute__((vector_size(32)));
+  typedef uint16_t H __attribute__((vector_size(16)));
 };
 template <>
 struct Vec<16> {
   typedef float F __attribute__((vector_size(64)));
-  typedef int32_t I __attribute__((vector_size(64)));
-  typedef _Float16 H __attribute__((vector_size(32)));
+  typedef uint32_t U __attribute__((vector_size(64)));
+  typedef uint16_t H __attribute__((vector_size(32)));
 };
 typedef float v4 __attribute__((vector_size(16)));
 
@@ -229,12 +243,28 @@ DRAFTLAB_INLINE typename Vec<W>::F load_lanes(const float* p) {
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-// W float16 cache values widened exactly (vcvtph2ps under both ISAs' targets, which include F16C).
+// W float16 cache values widened exactly, with integer lane operations: exponent and mantissa moved to float
+// position, then scaled by 2^112 (exact for normal and subnormal halves), inf and NaN set apart, the sign put
+// back. (GCC 12 turns a vector of _Float16 into one pinsrw + vcvtph2ps per element, slower than a float32 cache;
+// F16C's intrinsics cannot be called from this ISA-neutral body.)
 template <int W>
 DRAFTLAB_INLINE typename Vec<W>::F load_lanes(const uint16_t* p) {
+  using F = typename Vec<W>::F;
+  using U = typename Vec<W>::U;
   typename Vec<W>::H h;
   std::memcpy(&h, p, sizeof(h));
-  return __builtin_convertvector(h, typename Vec<W>::F);
+  const U u = __builtin_convertvector(h, U);
+  const U magnitude = (u & 0x7fffu) << 13;
+  F scaled;
+  std::memcpy(&scaled, &magnitude, sizeof(scaled));
+  scaled = scaled * 0x1p112f;
+  U bits;
+  std::memcpy(&bits, &scaled, sizeof(bits));
+  bits = magnitude >= (0x7c00u << 13) ? (magnitude | 0x7f800000u) : bits;
+  bits |= (u & 0x8000u) << 16;
+  F out;
+  std::memcpy(&out, &bits, sizeof(out));
+  return out;
 }
 
 // Lanes (c, c + W/2), ..., then (c, c + 2), (c, c + 1).
@@ -245,30 +275,6 @@ DRAFTLAB_INLINE float reduce_lanes(Vec<8>::F a) {
 DRAFTLAB_INLINE float reduce_lanes(Vec<16>::F a) {
   return reduce_lanes(Vec<8>::F(__builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7) +
                                 __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15)));
-}
-
-// exp(x) for x <= 0 on W lanes: exp_nonpositive's arithmetic, written on vectors.
-template <int W>
-DRAFTLAB_INLINE typename Vec<W>::F exp_nonpositive_lanes(typename Vec<W>::F x) {
-  using F = typename Vec<W>::F;
-  using I = typename Vec<W>::I;
-  const F low = F{} - 87.0f;
-  x = x > low ? x : low;
-  const F t = x * 1.44269504088896341f;
-  const F magic = F{} + 12582912.0f;
-  const F fi = (t + magic) - magic;
-  const F f = t - fi;  // [-0.5, 0.5]
-  F p = F{} + 1.535336188319500e-4f;
-  p = p * f + 1.339887440266574e-3f;
-  p = p * f + 9.618437357674640e-3f;
-  p = p * f + 5.550332471162809e-2f;
-  p = p * f + 2.402264791363012e-1f;
-  p = p * f + 6.931472028550421e-1f;
-  p = p * f + 1.0f;
-  const I bits = (__builtin_convertvector(fi, I) + 127) << 23;
-  F scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return p * scale;
 }
 
 // One block of R query items over one kv head: query, output, visibility row (nullptr = all of [0, last)), rows
@@ -317,7 +323,7 @@ DRAFTLAB_INLINE void attention_block(const AttentionBlock<R>& b, int64_t tmax, c
     const int64_t padded = (last + W - 1) / W * W;
     for (int64_t t = last; t < padded; ++t) sc[t] = m;
     for (int64_t t = 0; t < padded; t += W) {
-      const F e = exp_nonpositive_lanes<W>(load_lanes<W>(sc + t) - m);
+      const F e = exp_nonpositive(load_lanes<W>(sc + t) - m);
       std::memcpy(sc + t, &e, sizeof(e));
     }
   }

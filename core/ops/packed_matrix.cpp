@@ -293,22 +293,20 @@ DRAFTLAB_AVX2 void avx2_tile(const float* x, int64_t ldx, const uint8_t* panels,
 // 12 accumulators (of 16 ymm) wherever the rows allow; a chunk of 4 or 5 rows keeps 8 or 10.
 constexpr int avx2_panels_for(int mr) { return mr == 1 ? 6 : mr == 2 ? 3 : mr == 3 ? 2 : 1; }
 
+// np (a run-time tile width, 1..8) to the tile instantiated for it, for widths up to G; inside an ISA's *_tile_np.
+#define DRAFTLAB_TILE_CASE(TILE, G, N) \
+  case N: if constexpr (G >= N) TILE<S, MR, N>(x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
+#define DRAFTLAB_TILE_SWITCH(TILE, G)                                                                  \
+  switch (np) {                                                                                        \
+    DRAFTLAB_TILE_CASE(TILE, G, 1) DRAFTLAB_TILE_CASE(TILE, G, 2) DRAFTLAB_TILE_CASE(TILE, G, 3)       \
+    DRAFTLAB_TILE_CASE(TILE, G, 4) DRAFTLAB_TILE_CASE(TILE, G, 5) DRAFTLAB_TILE_CASE(TILE, G, 6)       \
+    DRAFTLAB_TILE_CASE(TILE, G, 7) DRAFTLAB_TILE_CASE(TILE, G, 8) default: break;                     \
+  }
+
 template <WeightStorage S, int MR>
 DRAFTLAB_AVX2 void avx2_tile_np(int np, const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes,
                                 int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
-  constexpr int G = avx2_panels_for(MR);
-#define DRAFTLAB_TILE_CASE(N) \
-  case N: if constexpr (G >= N) avx2_tile<S, MR, N>(x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-  switch (np) {
-    DRAFTLAB_TILE_CASE(1)
-    DRAFTLAB_TILE_CASE(2)
-    DRAFTLAB_TILE_CASE(3)
-    DRAFTLAB_TILE_CASE(4)
-    DRAFTLAB_TILE_CASE(5)
-    DRAFTLAB_TILE_CASE(6)
-    default: break;
-  }
-#undef DRAFTLAB_TILE_CASE
+  DRAFTLAB_TILE_SWITCH(avx2_tile, avx2_panels_for(MR))
 }
 
 struct Avx2Kernels {
@@ -387,22 +385,10 @@ constexpr int avx512_panels_for(int mr) { return mr <= 2 ? 8 : mr <= 4 ? 6 : mr 
 template <WeightStorage S, int MR>
 DRAFTLAB_AVX512 void avx512_tile_np(int np, const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes,
                                     int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
-  constexpr int G = avx512_panels_for(MR);
-#define DRAFTLAB_TILE_CASE(N) \
-  case N: if constexpr (G >= N) avx512_tile<S, MR, N>(x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-  switch (np) {
-    DRAFTLAB_TILE_CASE(1)
-    DRAFTLAB_TILE_CASE(2)
-    DRAFTLAB_TILE_CASE(3)
-    DRAFTLAB_TILE_CASE(4)
-    DRAFTLAB_TILE_CASE(5)
-    DRAFTLAB_TILE_CASE(6)
-    DRAFTLAB_TILE_CASE(7)
-    DRAFTLAB_TILE_CASE(8)
-    default: break;
-  }
-#undef DRAFTLAB_TILE_CASE
+  DRAFTLAB_TILE_SWITCH(avx512_tile, avx512_panels_for(MR))
 }
+#undef DRAFTLAB_TILE_SWITCH
+#undef DRAFTLAB_TILE_CASE
 
 struct Avx512Kernels {
   static constexpr int64_t kMaxRows = 8;

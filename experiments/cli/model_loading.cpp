@@ -51,10 +51,10 @@ void add_model_options(po::options_description& desc, ModelOptions& o) {
        "KV cache storage: auto (the compute dtype), float32, float16 (half the bytes attention reads; widened "
        "exactly, summed in float32)")
       ("threads", po::value(&o.threads)->default_value(o.threads),
-       "intra-op threads. 0 = $OMP_NUM_THREADS when set, else libtorch's default, one per physical core as its "
-       "cpuinfo counts them (1 on the 2-vCPU VM this was measured on, where 2 threads decoded no faster); "
-       "--verbose prints the number in force. Measure on an idle "
-       "machine: a thread that shares its core with another process stalls every parallel region")
+       "threads: the native path's worker pool and libtorch's intra-op threads. 0 = $OMP_NUM_THREADS when set, "
+       "else libtorch's default, one per physical core as its cpuinfo counts them (1 on the 2-vCPU VMs measured "
+       "here, where --threads 2 decodes ts-target about 1.7x faster); --verbose prints the number in force. "
+       "Measure on an idle machine: a thread that shares its core with another process stalls every parallel step")
       ("verbose,v", po::bool_switch(&o.verbose), "print the environment (BLAS, threads, model shape)");
 }
 
