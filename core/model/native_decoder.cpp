@@ -37,7 +37,7 @@ NativeLayerWeights pack_layer(const LlamaLayerWeights& L, WeightStorage storage)
 }
 
 // The native path's threads: at::get_num_threads() of them (--threads), from the WorkerPool, not libtorch's.
-int native_threads(int64_t units, int64_t per_thread) {
+static int native_threads(int64_t units, int64_t per_thread) {
   const int64_t useful = (units + per_thread - 1) / per_thread;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), useful)));
 }
