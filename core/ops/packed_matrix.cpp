@@ -5,7 +5,8 @@
 // MR and NP are chosen so the accumulators plus the loaded vectors fit the register file and there are always at
 // least 8 independent FMA chains (two FMA pipes, four cycles of latency), 10-12 where the rows allow:
 //   AVX-512 (32 zmm): MR 1..2 -> NP 8, 3..4 -> 6, 5..6 -> 4, 7..8 -> 3.            rows cut into chunks of <= 8
-//   AVX2    (16 ymm, a panel is 2 ymm): MR 1 -> NP 6, 2 -> 3, 3 -> 2, 4..6 -> 1.   rows cut into chunks of <= 6
+//   AVX2    (16 ymm, a panel is 2 ymm): MR 1 -> NP 6, 2 -> 3, 3 -> 2, 4 -> 1.      rows cut into chunks of <= 4
+//   (5- and 6-row AVX2 tiles with 10-12 accumulators measured slower than 4-row ones on Zen 5, so none are built)
 //
 // Loop order: groups of panels outer, row chunks inner; each chunk walks the group in tiles of its own NP. A
 // group's panels (tens of KB) stay in L1/L2 while every chunk reads them, so memory sees each weight once per call.
@@ -290,7 +291,7 @@ DRAFTLAB_AVX2 void avx2_tile(const float* x, int64_t ldx, const uint8_t* panels,
   }
 }
 
-// 12 accumulators (of 16 ymm) wherever the rows allow; a chunk of 4 or 5 rows keeps 8 or 10.
+// 12 accumulators (of 16 ymm) wherever the rows allow; a chunk of 4 rows keeps 8.
 constexpr int avx2_panels_for(int mr) { return mr == 1 ? 6 : mr == 2 ? 3 : mr == 3 ? 2 : 1; }
 
 // np (a run-time tile width, 1..8) to the tile instantiated for it, for widths up to G; inside an ISA's *_tile_np.
@@ -321,9 +322,7 @@ struct Avx2Kernels {
       case 1: avx2_tile_np<S, 1>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
       case 2: avx2_tile_np<S, 2>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
       case 3: avx2_tile_np<S, 3>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 4: avx2_tile_np<S, 4>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 5: avx2_tile_np<S, 5>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      default: avx2_tile_np<S, 6>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      default: avx2_tile_np<S, 4>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
     }
   }
 };
