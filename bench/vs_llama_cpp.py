@@ -179,7 +179,7 @@ def main():
             rd = {}
             # Alternate the engines within each measurement.
             rd["llama_tg"] = llama_bench(bin_dir, gguf[("target", dt)], threads, gen=a.n)
-            rd["draftlab"], compare_json = draftlab_compare(draftlab, a.model, weights_name[dt], threads, a.n,
+            rd["draftlab"], _ = draftlab_compare(draftlab, a.model, weights_name[dt], threads, a.n,
                                                             strategies)
             rd["llama_pp_ms"] = {}
             for n in ns:

@@ -21,8 +21,22 @@ bool cpu_has_avx512f() {
 #endif
 }
 
+namespace {
+// More than one thread asked for: --threads N / --threads=N with N >= 2 on the command line, or OMP_NUM_THREADS >= 2.
+bool asks_for_threads(int argc, char** argv) {
+  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+    if (std::atoi(env) >= 2) return true;
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc && std::atoi(argv[i + 1]) >= 2) return true;
+    if (a.rfind("--threads=", 0) == 0 && std::atoi(a.c_str() + 10) >= 2) return true;
+  }
+  return false;
+}
+}  // namespace
+
 void prepare_process_environment(int argc, char** argv) {
-  (void)argc;
   // Guard against an exec loop if something clears the variables again.
   if (std::getenv("DRAFTLAB_REEXECED") != nullptr) return;
   bool changed = false;
@@ -30,7 +44,7 @@ void prepare_process_environment(int argc, char** argv) {
     ::setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
     changed = true;
   }
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr && asks_for_threads(argc, argv)) {
     ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     changed = true;
   }

@@ -10,10 +10,13 @@ namespace draftlab {
 // Returns normally when nothing needed doing. Whatever the user set is kept.
 //  - OPENBLAS_CORETYPE=SkylakeX on a CPU with AVX-512F: OpenBLAS 0.3.21 misdetects some AVX-512 CPUs and falls
 //    back to slow kernels (without AVX-512 nothing is set: SkylakeX kernels would die with an illegal instruction).
-//  - OMP_WAIT_POLICY=PASSIVE: libgomp's threads otherwise spin for hundreds of microseconds after each of
-//    libtorch's parallel regions and take the core the native path's WorkerPool needs next (two threads: EAGLE-2
-//    6/4/2 ran at 0.33x vanilla with spinning, 1.18x without; plain decoding 1.2x faster). Training and the
-//    reference path lose a little to thread wake-ups; set OMP_WAIT_POLICY=ACTIVE to have them spin.
+//  - OMP_WAIT_POLICY=PASSIVE when more than one thread is asked for (--threads N >= 2 or OMP_NUM_THREADS >= 2):
+//    libgomp's threads otherwise spin for hundreds of microseconds after each of libtorch's parallel regions and
+//    take the core the native path's WorkerPool needs next (two threads: EAGLE-2 6/4/2 ran at 0.33x vanilla with
+//    spinning, 1.18x without). With one thread nothing spins, and the re-execution (it loads libtorch twice:
+//    +0.6 s) is skipped. Training and the reference path lose a little to thread wake-ups; set
+//    OMP_WAIT_POLICY=ACTIVE to have them spin. A libtorch default of several threads (no --threads, a many-core
+//    machine) is not detected: set OMP_WAIT_POLICY=PASSIVE there.
 void prepare_process_environment(int argc, char** argv);
 
 bool cpu_has_avx512f();
