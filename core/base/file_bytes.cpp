@@ -39,6 +39,13 @@ FileBytes::~FileBytes() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
+void forget_mapped_pages(const uint8_t* data, size_t n) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data) + n;
+  if (n > 0) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);  // advice: errors are harmless
+}
+
 std::string read_text_file(const std::string& path) {
   if (!is_file(path)) throw Error::at(path, "file not found");
   std::ifstream in(path, std::ios::binary);

@@ -27,6 +27,12 @@ class FileBytes {
   size_t size_ = 0;
 };
 
+// Tells the kernel that the pages of [data, data + n) inside a FileBytes mapping are not needed now: they leave
+// the process's resident memory and are read again from the page cache if touched. (The mapping is read-only and
+// private, so no page holds anything the file does not.) Loaders call it once a tensor is copied out, so a
+// checkpoint's pages do not add to the peak memory of a load.
+void forget_mapped_pages(const uint8_t* data, size_t n);
+
 // Whole file as a string (small text files: config.json, tokenizer.json). Throws Error naming the path.
 std::string read_text_file(const std::string& path);
 

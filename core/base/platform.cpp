@@ -1,6 +1,7 @@
 #include "core/base/platform.h"
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -83,6 +84,24 @@ std::string blas_coretype_warning() {
          " is preset on a CPU with AVX-512: OpenBLAS runs that core's kernels, not its AVX-512 ones (libtorch "
          "reference path GEMMs slower); unset it or set SkylakeX";
 }
+
+void return_free_memory_to_os() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
+static int64_t proc_status_kb(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.compare(0, key.size(), key) == 0 && line.size() > key.size() && line[key.size()] == ':')
+      return std::atoll(line.c_str() + key.size() + 1);
+  return 0;
+}
+
+int64_t resident_memory_bytes() { return proc_status_kb("VmRSS") * 1024; }
+int64_t peak_resident_memory_bytes() { return proc_status_kb("VmHWM") * 1024; }
 
 std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");

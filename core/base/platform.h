@@ -1,6 +1,7 @@
 // Process-level set-up that must happen before any BLAS call, and a description of the machine for logs.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace draftlab {
@@ -30,6 +31,14 @@ std::string blas_description();
 // (seen: OPENBLAS_CORETYPE=Haswell): OpenBLAS then runs its AVX2 kernels and the reference path's larger GEMMs
 // (verifying 60 tokens) run ~25% slower. The native path does not use BLAS and is unaffected.
 std::string blas_coretype_warning();
+
+// Gives freed heap memory back to the operating system (glibc's malloc_trim; a no-op elsewhere). glibc only
+// returns the top of the heap by itself, so memory freed below live allocations stays resident without this.
+void return_free_memory_to_os();
+
+// This process's resident memory now and at its peak (VmRSS / VmHWM of /proc/self/status; 0 where unknown).
+int64_t resident_memory_bytes();
+int64_t peak_resident_memory_bytes();
 
 // CPU model name from /proc/cpuinfo, or "unknown".
 std::string cpu_model_name();

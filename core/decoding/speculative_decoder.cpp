@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/base/error.h"
+#include "core/model/forward_clock.h"
 
 namespace draftlab {
 
@@ -34,6 +35,17 @@ double SpeculativeResult::verify_seconds() const {
   double s = 0.0;
   for (const auto& c : cycles) s += c.verify_seconds;
   return s;
+}
+
+double SpeculativeResult::forward_seconds() const {
+  double s = 0.0;
+  for (const auto& c : cycles) s += c.forward_seconds;
+  return s;
+}
+
+double SpeculativeResult::overhead_per_cycle() const {
+  if (cycles.empty()) return 0.0;
+  return (draft_seconds() + verify_seconds() - forward_seconds()) / static_cast<double>(cycles.size());
 }
 
 SpeculativeDecoder::SpeculativeDecoder(const LlamaModel& target, DraftStrategy& strategy, RejectionUpdate on_rejection)
@@ -89,6 +101,7 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<int64_t>& promp
     const int64_t wanted = config.max_new_tokens - static_cast<int64_t>(result.tokens.size());
     DraftRequest request{sequence, static_cast<int32_t>(std::min<int64_t>(room, INT32_MAX)),
                          static_cast<int32_t>(std::min<int64_t>(wanted, INT32_MAX)), sampler};
+    const double forwards_before = ForwardClock::seconds();
     auto a = Clock::now();
     DraftTree tree = strategy_.propose(request);
     auto b = Clock::now();
@@ -100,6 +113,7 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<int64_t>& promp
     auto c = Clock::now();
     strategy_.observe(verified);
     auto d = Clock::now();
+    stats.forward_seconds = ForwardClock::seconds() - forwards_before;
     ++result.forwards;
 
     stats.drafted = tree.size();

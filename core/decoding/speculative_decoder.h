@@ -18,6 +18,7 @@ struct CycleStats {
   int32_t accepted = 0;         // accepted draft nodes (the cycle emits accepted + 1 tokens, before truncation)
   double draft_seconds = 0.0;   // propose() + observe()
   double verify_seconds = 0.0;  // target forward + acceptance + cache compaction
+  double forward_seconds = 0.0; // of draft + verify, the time inside model forwards (ForwardClock)
 };
 
 struct SpeculativeResult : GenerationResult {
@@ -29,6 +30,9 @@ struct SpeculativeResult : GenerationResult {
   double tau() const;
   double draft_seconds() const;
   double verify_seconds() const;
+  double forward_seconds() const;
+  // What a cycle costs beyond its forwards, mean over cycles (seconds): the strategy's and verifier's own work.
+  double overhead_per_cycle() const;
 };
 
 class SpeculativeDecoder {

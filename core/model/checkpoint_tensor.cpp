@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/base/error.h"
+#include "core/base/file_bytes.h"
 
 namespace draftlab {
 
@@ -31,6 +32,7 @@ at::Tensor checkpoint_tensor(const TensorEntry& e, const std::vector<int64_t>& e
   if (e.shape != expected) throw Error::in_file(e.file, e.name + " shape", shape_string(expected) + note, shape_string(e.shape));
   auto t = at::empty(e.shape, at::TensorOptions().dtype(torch_dtype(e)));
   if (e.nbytes) std::memcpy(t.data_ptr(), e.data, e.nbytes);
+  forget_mapped_pages(e.data, e.nbytes);  // copied: the file's pages need not stay resident
   return t.to(o.device, o.dtype);
 }
 

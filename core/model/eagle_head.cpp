@@ -15,6 +15,7 @@
 #include "core/model/checkpoint_tensor.h"
 #include "core/base/file_bytes.h"
 #include "core/io/safetensors.h"
+#include "core/model/forward_clock.h"
 #include "core/model/llama_layer.h"
 #include "core/ops/decoder_ops.h"
 
@@ -130,7 +131,7 @@ EagleHead::EagleHead(ModelConfig config, EagleHeadWeights weights, const LlamaMo
     d2t_ = d2t.to(at::kCPU).contiguous().clone();
     d2t_device_ = d2t_.to(target.options().device);
     // Gathered once: the point of a reduced vocabulary is a draft LM head of K rows instead of vocab rows.
-    draft_lm_head_ = column_major(target.weights().lm_head.index_select(0, d2t_device_));
+    draft_lm_head_ = column_major(target.lm_head().index_select(0, d2t_device_));
   }
   // Column-major projections: OpenBLAS's GEMV/small GEMM are faster on that layout (see llama_weights.h).
   weights_.fc = column_major(weights_.fc);
@@ -363,6 +364,7 @@ at::Tensor EagleHead::forward_visible(KvCache& cache, const at::Tensor& tokens, 
 
 at::Tensor EagleHead::run(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
                           const at::Tensor& positions, const at::Tensor& visible) const {
+  ForwardClock::Scope forward_clock;
   const bool grad = at::GradMode::is_enabled() && (features.requires_grad() || weights_.fc.requires_grad());
   if (native_ && !grad) return native_run(cache, tokens, features, positions, visible);
   return reference_run(cache, tokens, features, positions, visible);
@@ -380,7 +382,7 @@ at::Tensor EagleHead::reference_run(KvCache& cache, const at::Tensor& tokens, co
     mask = attention_mask({}, start, n, o);
   const auto [cos, sin] = rope_.at_positions(positions.to(o.device));
   at::Tensor embedded;  // feature_only reads no token: skip the lookup
-  if (input_variant_ != kEagleInputFeatureOnly) embedded = at::embedding(target_.weights().embed, tokens.to(o.device));
+  if (input_variant_ != kEagleInputFeatureOnly) embedded = at::embedding(target_.embedding(), tokens.to(o.device));
   auto x = project(eagle_fc_input(input_variant_, embedded, features.to(o.device, o.dtype)), weights_.fc);
   if (weights_.fc_bias.defined()) x = x + weights_.fc_bias;
   auto out = llama_decoder_layer(x, weights_.layer, config_, cache, /*layer=*/0, start, cos, sin, mask,
@@ -407,7 +409,7 @@ at::Tensor EagleHead::native_run(KvCache& cache, const at::Tensor& tokens_in, co
   const int64_t width = native_->fc.in();
   std::vector<float>& in = native_->fc_input;
   in.resize(static_cast<size_t>(n * width));
-  const float* embed = target_.weights().embed.data_ptr<float>();
+  const float* embed = target_.embedding().data_ptr<float>();
   for (int64_t j = 0; j < n; ++j) {
     float* row = in.data() + j * width;
     if (reads_token) std::memcpy(row, embed + t[j] * d, d * sizeof(float));
@@ -436,6 +438,7 @@ at::Tensor EagleHead::native_run(KvCache& cache, const at::Tensor& tokens_in, co
 }
 
 at::Tensor EagleHead::draft_logits(const at::Tensor& predicted_features) const {
+  ForwardClock::Scope forward_clock;
   // No final norm: the head is trained so that its output goes straight into the target's LM head.
   if (native_ && !(at::GradMode::is_enabled() && predicted_features.requires_grad())) {
     const auto f = predicted_features.to(at::kCPU, at::kFloat).contiguous();
@@ -446,7 +449,7 @@ at::Tensor EagleHead::draft_logits(const at::Tensor& predicted_features) const {
                       native_->draft_lm_head.out());
     return logits;
   }
-  return project(predicted_features, d2t_.defined() ? draft_lm_head_ : target_.weights().lm_head).to(at::kFloat);
+  return project(predicted_features, d2t_.defined() ? draft_lm_head_ : target_.lm_head()).to(at::kFloat);
 }
 
 at::Tensor EagleHead::logits(const at::Tensor& predicted_features) const {

@@ -11,6 +11,7 @@
 #include "core/base/file_bytes.h"
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint_tensor.h"
+#include "core/model/forward_clock.h"
 #include "core/model/head_folder.h"
 
 namespace draftlab {
@@ -190,7 +191,7 @@ std::unique_ptr<HydraHeads> HydraHeads::random(const LlamaModel& target, uint64_
     h.residual = {residual, uniform({d}, in_bound)};
     for (auto& b : h.blocks) b = {normal({d, d}), uniform({d}, 1.0 / std::sqrt(static_cast<double>(d)))};
     if (config.own_lm_head)
-      h.lm_head = {target.weights().lm_head.to(at::kCPU, at::kFloat).contiguous().clone(),
+      h.lm_head = {target.lm_head().to(at::kCPU, at::kFloat).contiguous().clone(),
                    uniform({V}, weight_std / 0.02 / std::sqrt(static_cast<double>(d)))};
   }
   for (auto& h : w.heads)
@@ -242,6 +243,7 @@ int64_t HydraHeads::num_parameters() const {
 }
 
 at::Tensor HydraHeads::logits(const at::Tensor& feature, int64_t k, const std::vector<int64_t>& paths) const {
+  ForwardClock::Scope forward_clock;
   const int64_t d = target_.config().hidden_size, V = target_.config().vocab_size;
   check(k >= 0 && k < config_.num_heads,
         "HydraHeads::logits: head " + std::to_string(k) + " of " + std::to_string(config_.num_heads));
@@ -259,9 +261,9 @@ at::Tensor HydraHeads::logits(const at::Tensor& feature, int64_t k, const std::v
   const ComputeOptions& o = target_.options();
   const auto rows = static_cast<int64_t>(paths.size() / width);
   const at::Tensor ids = at::tensor(paths, at::kLong).to(o.device);
-  const at::Tensor embeddings = target_.weights().embed.index_select(0, ids).to(o.dtype).reshape({rows, (k + 1) * d});
+  const at::Tensor embeddings = target_.embedding().index_select(0, ids).to(o.dtype).reshape({rows, (k + 1) * d});
   const at::Tensor f = feature.reshape({1, d}).to(o.device, o.dtype).expand({rows, d});
-  return hydra_head_logits(weights_, k, f, embeddings, target_.weights().lm_head).to(at::kCPU, at::kFloat).contiguous();
+  return hydra_head_logits(weights_, k, f, embeddings, target_.lm_head()).to(at::kCPU, at::kFloat).contiguous();
 }
 
 }  // namespace draftlab

@@ -6,10 +6,12 @@
 
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
+#include "core/base/platform.h"
 #include "core/io/gguf_checkpoint.h"
 #include "core/io/llama2c_checkpoint.h"
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint_tensor.h"
+#include "core/model/forward_clock.h"
 #include "core/model/llama_layer.h"
 
 #include <ATen/core/grad_mode.h>
@@ -53,10 +55,85 @@ CheckedInputs check_forward_inputs(const ModelConfig& c, const KvCache& cache, c
 
 }  // namespace
 
+namespace {
+
+int64_t count_parameters(const ModelConfig& c, const LlamaWeights& w) {
+  int64_t n = w.embed.numel() + w.norm.numel();
+  if (!c.tie_word_embeddings) n += w.lm_head.numel();
+  for (const auto& L : w.layers)
+    n += L.attn_norm.numel() + L.wqkv.numel() + L.wo.numel() + L.mlp_norm.numel() + L.w_gate_up.numel() +
+         L.w_down.numel();
+  return n;
+}
+
+// The native path drops the float32 projections once packed (most of the memory) when the packed copy gives them
+// back exactly: the checkpoint's own storage, or float32. Embeddings, norms and the LM head stay.
+bool packed_copy_is_exact(WeightStorage packed, WeightStorage stored) {
+  return packed == stored || packed == WeightStorage::Float32;
+}
+
+int64_t projection_parameters(const ModelConfig& c) {
+  const int64_t d = c.hidden_size, hd = c.head_dim;
+  const int64_t qkv = (c.num_attention_heads + 2 * c.num_key_value_heads) * hd * d;
+  return c.num_hidden_layers * (qkv + d * c.num_attention_heads * hd + 3 * c.intermediate_size * d);
+}
+
+}  // namespace
+
 LlamaModel::LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options, WeightStorage stored)
     : config_(std::move(config)), weights_(std::move(weights)), options_(options), rope_(config_, options_) {
-  if (uses_native_path(options_))
-    native_ = std::make_unique<NativeDecoder>(config_, weights_, options_.weights.value_or(stored));
+  num_parameters_ = count_parameters(config_, weights_);
+  if (uses_native_path(options_)) {
+    const WeightStorage storage = options_.weights.value_or(stored);
+    projections_released_ = packed_copy_is_exact(storage, stored);
+    native_ = std::make_unique<NativeDecoder>(config_, weights_, storage, projections_released_);
+    // glibc keeps freed heap pages resident (the packed copy sits above them): hand them back.
+    if (projections_released_) return_free_memory_to_os();
+  }
+}
+
+LlamaModel::LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options,
+                       std::unique_ptr<NativeDecoder> native, bool projections_released)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      options_(options),
+      num_parameters_(count_parameters(config_, weights_) + (projections_released ? projection_parameters(config_) : 0)),
+      projections_released_(projections_released),
+      rope_(config_, options_),
+      native_(std::move(native)) {
+  if (native_) {
+    native_->set_output(weights_);
+    check(native_->complete(), "LlamaModel: the native decoder is missing layers");
+  }
+  if (projections_released_) return_free_memory_to_os();
+}
+
+std::unique_ptr<LlamaModel> LlamaModel::from_checkpoint(ModelConfig config, const TensorLookup& lookup,
+                                                        bool rope_pairs, const std::string& source,
+                                                        const ComputeOptions& options) {
+  const WeightStorage stored = checkpoint_storage(lookup("model.embed_tokens.weight"));
+  std::unique_ptr<NativeDecoder> native;
+  bool release = false;
+  LayerSink pack;
+  if (uses_native_path(options)) {
+    const WeightStorage storage = options.weights.value_or(stored);
+    release = packed_copy_is_exact(storage, stored);
+    native = std::make_unique<NativeDecoder>(config, storage);
+    pack = [&](LlamaLayerWeights& layer) { native->add_layer(layer, release); };
+  }
+  auto weights = load_llama_weights(config, lookup, rope_pairs, source, options, pack);
+  return std::unique_ptr<LlamaModel>(
+      new LlamaModel(std::move(config), std::move(weights), options, std::move(native), release));
+}
+
+bool LlamaModel::holds_projections() const {
+  return weights_.layers.empty() || weights_.layers[0].wqkv.defined();
+}
+
+const LlamaWeights& LlamaModel::weights() const {
+  if (projections_released_)
+    std::call_once(projections_restored_, [this] { native_->restore_projections(weights_); });
+  return weights_;
 }
 
 LlamaModel::~LlamaModel() = default;
@@ -70,21 +147,13 @@ std::string LlamaModel::path_description() const {
   return "reference (libtorch), " + compute_dtype_name(options_.dtype) + " on " + options_.device.str() + cache;
 }
 
-int64_t LlamaModel::num_parameters() const {
-  int64_t n = weights_.embed.numel() + weights_.norm.numel();
-  if (!config_.tie_word_embeddings) n += weights_.lm_head.numel();
-  for (const auto& L : weights_.layers)
-    n += L.attn_norm.numel() + L.wqkv.numel() + L.wo.numel() + L.mlp_norm.numel() + L.w_gate_up.numel() +
-         L.w_down.numel();
-  return n;
-}
-
 KvCache LlamaModel::make_cache(int64_t capacity) const {
   return KvCache(config_.num_hidden_layers, config_.num_key_value_heads, config_.head_dim, capacity, options_);
 }
 
 ForwardOutput LlamaModel::forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& positions,
                                   const at::Tensor& ancestor_mask, const ForwardOptions& fo) const {
+  ForwardClock::Scope forward_clock;
   const auto in = check_forward_inputs(config_, cache, tokens, positions, ancestor_mask, rope_.max_positions());
   if (!native_ || (at::GradMode::is_enabled() && weights_.embed.requires_grad()))
     return reference_forward(cache, in.tokens, in.positions, in.mask, fo);
@@ -99,6 +168,7 @@ ForwardOutput LlamaModel::reference_forward(KvCache& cache, const at::Tensor& to
                                             const at::Tensor& positions_in, const at::Tensor& ancestor_mask,
                                             const ForwardOptions& fo) const {
   const ModelConfig& c = config_;
+  const LlamaWeights& w = weights();
   const auto tokens = tokens_in.to(options_.device);
   const auto positions = positions_in.to(options_.device);
   const int64_t n = tokens.size(0), start = cache.length(), T = start + n;
@@ -106,15 +176,15 @@ ForwardOutput LlamaModel::reference_forward(KvCache& cache, const at::Tensor& to
   const auto mask = attention_mask(ancestor_mask, start, n, options_);
 
   ForwardOutput out;
-  auto h = at::embedding(weights_.embed, tokens);  // [n, d]
+  auto h = at::embedding(w.embed, tokens);  // [n, d]
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    h = llama_decoder_layer(h, weights_.layers[l], c, cache, l, start, cos, sin, mask);
+    h = llama_decoder_layer(h, w.layers[l], c, cache, l, start, cos, sin, mask);
     for (int64_t want : fo.capture_layers)
       if (want == l) out.hidden.push_back(h);
   }
   cache.advance_to(T);
 
-  out.features = rms_norm(h, weights_.norm, c.rms_norm_eps);
+  out.features = rms_norm(h, w.norm, c.rms_norm_eps);
   at::Tensor rows;
   switch (fo.logits) {
     case ForwardOptions::Logits::All: rows = out.features; break;
@@ -122,7 +192,7 @@ ForwardOutput LlamaModel::reference_forward(KvCache& cache, const at::Tensor& to
     case ForwardOptions::Logits::Rows: rows = out.features.index_select(0, fo.rows.to(options_.device)); break;
     case ForwardOptions::Logits::None: break;
   }
-  if (rows.defined()) out.logits = project(rows, weights_.lm_head).to(at::kFloat);
+  if (rows.defined()) out.logits = project(rows, w.lm_head).to(at::kFloat);
   return out;
 }
 
@@ -139,17 +209,14 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Comp
   check_supported(options);
   const bool is_bin = path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0 && is_file(path);
   if (is_bin) {
-    Llama2cCheckpoint ckpt(path);
-    auto weights = load_llama_weights(
-        ckpt.config(), [&](const std::string& n) { return ckpt.find(n); }, /*rope_pairs=*/true, path, options);
-    return std::make_unique<LlamaModel>(ckpt.config(), std::move(weights), options);  // float32 file
+    Llama2cCheckpoint ckpt(path);  // float32, RoPE on consecutive pairs (Meta's layout)
+    return from_checkpoint(ckpt.config(), [&](const std::string& n) { return ckpt.find(n); }, /*rope_pairs=*/true,
+                           path, options);
   }
   if (path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0 && is_file(path)) {
     GgufCheckpoint ckpt(path);  // llama.cpp's layout: RoPE on consecutive pairs
-    auto weights = load_llama_weights(
-        ckpt.config(), [&](const std::string& n) { return ckpt.find(n); }, /*rope_pairs=*/true, path, options);
-    return std::make_unique<LlamaModel>(ckpt.config(), std::move(weights),
-                                        options, checkpoint_storage(ckpt.find("model.embed_tokens.weight")));
+    return from_checkpoint(ckpt.config(), [&](const std::string& n) { return ckpt.find(n); }, /*rope_pairs=*/true,
+                           path, options);
   }
   std::string dir = path;
   if (is_file(path)) {
@@ -163,18 +230,15 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Comp
     throw Error::at(config_path, "not found: a Hugging Face model needs config.json beside its safetensors");
   ModelConfig config = load_hf_config(config_path);
   SafetensorsCollection tensors(path);
-  auto weights = load_llama_weights(
-      config, [&](const std::string& n) { return tensors.find(n); }, /*rope_pairs=*/false, tensors.description(),
-      options);
-  return std::make_unique<LlamaModel>(std::move(config), std::move(weights),
-                                      options, checkpoint_storage(tensors.find("model.embed_tokens.weight")));
+  return from_checkpoint(std::move(config), [&](const std::string& n) { return tensors.find(n); },
+                         /*rope_pairs=*/false, tensors.description(), options);
 }
 
 void LlamaModel::save_hf(const std::string& dir, at::ScalarType file_dtype) const {
   check(is_directory(dir), dir + ": not a directory");
   std::string torch_dtype = file_dtype == at::kFloat ? "float32" : file_dtype == at::kHalf ? "float16" : "bfloat16";
   DType st = file_dtype == at::kFloat ? DType::F32 : file_dtype == at::kHalf ? DType::F16 : DType::BF16;
-  auto named = hf_named_tensors(config_, weights_, file_dtype);
+  auto named = hf_named_tensors(config_, weights(), file_dtype);
   std::vector<TensorToWrite> entries;
   for (const auto& [name, t] : named)
     entries.push_back({name, st, t.sizes().vec(), t.data_ptr(), static_cast<size_t>(t.nbytes())});

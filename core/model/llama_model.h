@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -63,8 +64,16 @@ class LlamaModel {
 
   const ModelConfig& config() const { return config_; }
   const ComputeOptions& options() const { return options_; }
-  const LlamaWeights& weights() const { return weights_; }
-  int64_t num_parameters() const;
+  // On the native path the layer projections live only in the packed copy when it holds the checkpoint's values
+  // unchanged (same storage, or float32): the first call rebuilds them as float32 tensors (training, export).
+  const LlamaWeights& weights() const;
+  // False while the layer projections exist only in the native path's packed copy (weights() rebuilds them).
+  bool holds_projections() const;
+  // The embedding [vocab, d] and the LM head [vocab, d] (column-major): always in memory, never rebuilt (draft
+  // heads read them every cycle).
+  const at::Tensor& embedding() const { return weights_.embed; }
+  const at::Tensor& lm_head() const { return weights_.lm_head; }
+  int64_t num_parameters() const { return num_parameters_; }
 
   // The native path's decoder, or nullptr when forwards run on the reference path.
   const NativeDecoder* native() const { return native_.get(); }
@@ -73,12 +82,22 @@ class LlamaModel {
   std::string path_description() const;
 
  private:
+  // load()'s: the native decoder was filled while the checkpoint was read (see load_llama_weights' on_layer).
+  LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options, std::unique_ptr<NativeDecoder> native,
+             bool projections_released);
+  // Reads a checkpoint's tensors through `lookup`, packing each layer as it is read on the native path.
+  static std::unique_ptr<LlamaModel> from_checkpoint(ModelConfig config, const TensorLookup& lookup, bool rope_pairs,
+                                                     const std::string& source, const ComputeOptions& options);
+
   ForwardOutput reference_forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& positions,
                                   const at::Tensor& ancestor_mask, const ForwardOptions& options) const;
 
   ModelConfig config_;
-  LlamaWeights weights_;
+  mutable LlamaWeights weights_;  // layer projections undefined while projections_released_ (see weights())
   ComputeOptions options_;
+  int64_t num_parameters_ = 0;
+  bool projections_released_ = false;
+  mutable std::once_flag projections_restored_;
   RotaryEmbedding rope_;
   std::unique_ptr<NativeDecoder> native_;
 };

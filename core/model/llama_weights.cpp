@@ -26,6 +26,7 @@ at::Tensor column_major(const at::Tensor& m) {
 
 void use_column_major(LlamaWeights& w) {
   for (auto& L : w.layers) {
+    if (!L.wqkv.defined()) continue;  // released by a LayerSink
     L.wqkv = column_major(L.wqkv);
     L.wo = column_major(L.wo);
     L.w_gate_up = column_major(L.w_gate_up);
@@ -36,7 +37,7 @@ void use_column_major(LlamaWeights& w) {
 }
 
 LlamaWeights load_llama_weights(const ModelConfig& c, const TensorLookup& lookup, bool rope_pairs,
-                                const std::string& source, const ComputeOptions& o) {
+                                const std::string& source, const ComputeOptions& o, const LayerSink& on_layer) {
   auto get = [&](const std::string& name, const std::vector<int64_t>& shape) {
     const TensorEntry* e = lookup(name);
     if (!e) throw Error::at(source, "tensor '" + name + "' not found (expected shape " + shape_string(shape) + ")");
@@ -63,6 +64,13 @@ LlamaWeights load_llama_weights(const ModelConfig& c, const TensorLookup& lookup
     L.mlp_norm = get(p + "post_attention_layernorm.weight", {d});
     L.w_gate_up = at::cat({get(p + "mlp.gate_proj.weight", {I, d}), get(p + "mlp.up_proj.weight", {I, d})}, 0);
     L.w_down = get(p + "mlp.down_proj.weight", {d, I});
+    if (on_layer) {
+      L.wqkv = column_major(L.wqkv);
+      L.wo = column_major(L.wo);
+      L.w_gate_up = column_major(L.w_gate_up);
+      L.w_down = column_major(L.w_down);
+      on_layer(L);
+    }
     w.layers.push_back(std::move(L));
   }
   w.norm = get("model.norm.weight", {d});

@@ -12,6 +12,7 @@
 #include "core/base/file_bytes.h"
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint_tensor.h"
+#include "core/model/forward_clock.h"
 #include "core/model/head_folder.h"
 #include "core/model/native_decoder.h"
 
@@ -181,7 +182,7 @@ std::unique_ptr<MedusaHeads> MedusaHeads::random(const LlamaModel& target, uint6
       at::Tensor bias = (at::rand({d}, gen, f32) * 2.0 - 1.0) * bound;
       w.blocks.back().push_back({weight.to(o.device, o.dtype), bias.to(o.device, o.dtype)});
     }
-    if (config.own_lm_head) w.lm_heads.push_back(target.weights().lm_head.to(o.device, o.dtype).contiguous().clone());
+    if (config.own_lm_head) w.lm_heads.push_back(target.lm_head().to(o.device, o.dtype).contiguous().clone());
   }
   return std::make_unique<MedusaHeads>(config, std::move(w), target);
 }
@@ -228,6 +229,7 @@ int64_t MedusaHeads::num_parameters() const {
 }
 
 at::Tensor MedusaHeads::logits(const at::Tensor& feature, int64_t heads) const {
+  ForwardClock::Scope forward_clock;
   const int64_t d = target_.config().hidden_size;
   if (heads < 0) heads = config_.num_heads;
   check(heads >= 1 && heads <= config_.num_heads, "MedusaHeads::logits: expected 1.." + std::to_string(config_.num_heads) +
@@ -240,7 +242,7 @@ at::Tensor MedusaHeads::logits(const at::Tensor& feature, int64_t heads) const {
   const ComputeOptions& o = target_.options();
   const at::Tensor f = feature.reshape({1, d}).to(o.device, o.dtype);
   std::vector<at::Tensor> rows;
-  for (int64_t k = 0; k < heads; ++k) rows.push_back(medusa_head_logits(weights_, k, f, target_.weights().lm_head));
+  for (int64_t k = 0; k < heads; ++k) rows.push_back(medusa_head_logits(weights_, k, f, target_.lm_head()));
   return at::cat(rows, 0).to(at::kFloat);
 }
 

@@ -25,6 +25,14 @@ PackedMatrix pack_matrix(const at::Tensor& w, WeightStorage storage) {
   return PackedMatrix(f.data_ptr<float>(), f.size(0), f.size(1), f.stride(0), f.stride(1), storage);
 }
 
+at::Tensor unpack_matrix(const PackedMatrix& m) {
+  auto physical = at::empty({m.in(), m.out()}, at::TensorOptions().dtype(at::kFloat));  // [in, out]
+  float* p = physical.data_ptr<float>();
+  for (int64_t i = 0; i < m.in(); ++i)
+    for (int64_t o = 0; o < m.out(); ++o) p[i * m.out() + o] = m.at(o, i);
+  return physical.t();
+}
+
 NativeLayerWeights pack_layer(const LlamaLayerWeights& L, WeightStorage storage) {
   NativeLayerWeights out;
   out.attn_norm = float_vector(L.attn_norm);
@@ -136,11 +144,37 @@ void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvC
   add_rows(ws.h, d, ws.proj, d, n, d);
 }
 
-NativeDecoder::NativeDecoder(const ModelConfig& config, const LlamaWeights& weights, WeightStorage storage)
-    : config_(config), storage_(storage) {
-  for (const auto& L : weights.layers) layers_.push_back(pack_layer(L, storage));
+NativeDecoder::NativeDecoder(const ModelConfig& config, WeightStorage storage) : config_(config), storage_(storage) {}
+
+NativeDecoder::NativeDecoder(const ModelConfig& config, LlamaWeights& weights, WeightStorage storage,
+                             bool release_projections)
+    : NativeDecoder(config, storage) {
+  for (auto& L : weights.layers) add_layer(L, release_projections);
+  set_output(weights);
+}
+
+void NativeDecoder::add_layer(LlamaLayerWeights& L, bool release_projections) {
+  layers_.push_back(pack_layer(L, storage_));
+  if (release_projections) L.wqkv = L.wo = L.w_gate_up = L.w_down = at::Tensor();
+}
+
+void NativeDecoder::set_output(const LlamaWeights& weights) {
   norm_ = float_vector(weights.norm);
-  lm_head_ = pack_matrix(weights.lm_head, storage);
+  lm_head_ = pack_matrix(weights.lm_head, storage_);
+}
+
+bool NativeDecoder::complete() const {
+  return static_cast<int64_t>(layers_.size()) == config_.num_hidden_layers && !lm_head_.empty();
+}
+
+void NativeDecoder::restore_projections(LlamaWeights& weights) const {
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    auto& L = weights.layers[l];
+    L.wqkv = unpack_matrix(layers_[l].wqkv);
+    L.wo = unpack_matrix(layers_[l].wo);
+    L.w_gate_up = unpack_matrix(layers_[l].w_gate_up);
+    L.w_down = unpack_matrix(layers_[l].w_down);
+  }
 }
 
 int64_t NativeDecoder::weight_bytes() const {

@@ -41,6 +41,9 @@ struct NativeLayerWeights {
 };
 NativeLayerWeights pack_layer(const LlamaLayerWeights& layer, WeightStorage storage);
 
+// The packed values as a float32 CPU tensor [out, in] in column-major storage (llama_weights.h's layout).
+at::Tensor unpack_matrix(const PackedMatrix& m);
+
 // A weight tensor [out, in] of any strides (any device and dtype; read as float32 on CPU), packed.
 PackedMatrix pack_matrix(const at::Tensor& w, WeightStorage storage);
 // A vector's values as float32 (empty for an undefined tensor).
@@ -77,8 +80,22 @@ void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvC
 
 class NativeDecoder {
  public:
-  // Packs the projections and the LM head of `weights` (float32 tensors on CPU) in `storage`.
-  NativeDecoder(const ModelConfig& config, const LlamaWeights& weights, WeightStorage storage);
+  // Packs the projections and the LM head of `weights` (float32 tensors on CPU) in `storage`: add_layer for each
+  // layer, then set_output.
+  NativeDecoder(const ModelConfig& config, LlamaWeights& weights, WeightStorage storage, bool release_projections);
+  // An empty decoder that a loader fills layer by layer as it reads the checkpoint.
+  NativeDecoder(const ModelConfig& config, WeightStorage storage);
+
+  // Packs the next layer. With release_projections its projection tensors are then dropped (undefined), so the
+  // float32 copy and the packed copy never both exist in full; restore_projections brings them back. Only exact
+  // when `storage` holds the tensors' values unchanged (the caller decides).
+  void add_layer(LlamaLayerWeights& layer, bool release_projections);
+  // The final norm and the LM head; the decoder is complete once every layer and this are in.
+  void set_output(const LlamaWeights& weights);
+  bool complete() const;
+
+  // Sets every layer's wqkv / wo / w_gate_up / w_down in `weights` to the packed values (float32, column-major).
+  void restore_projections(LlamaWeights& weights) const;
 
   // The forward of LlamaModel::forward (inputs already checked by the caller). tokens / positions: n values;
   // ancestor: [n, n] row-major bytes (nullptr = causal chain).

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "core/base/error.h"
+#include "core/base/platform.h"
 #include "core/decoding/speculative_decoder.h"
 #include "core/decoding/vanilla_decoder.h"
 #include "core/text/text_stream.h"
@@ -97,10 +98,13 @@ int run_generate(int argc, char** argv) {
       accepted += c.accepted;
     }
     std::fprintf(stderr,
-                 "[%s] %zu cycles, tau %.2f tokens/cycle, drafted %ld accepted %ld; time: draft %.3f s, verify %.3f s\n",
-                 strategy->name().c_str(), spec.cycles.size(), spec.tau(), (long)drafted,
-                 (long)accepted, spec.draft_seconds(), spec.verify_seconds());
+                 "[%s] %zu cycles, tau %.2f tokens/cycle, drafted %ld accepted %ld; time: draft %.3f s, verify %.3f s, "
+                 "of which forwards %.3f s; the rest %.1f us per cycle\n",
+                 strategy->name().c_str(), spec.cycles.size(), spec.tau(), (long)drafted, (long)accepted,
+                 spec.draft_seconds(), spec.verify_seconds(), spec.forward_seconds(), spec.overhead_per_cycle() * 1e6);
   }
+  std::fprintf(stderr, "[memory] resident %.0f MB, peak %.0f MB\n", resident_memory_bytes() / 1048576.0,
+               peak_resident_memory_bytes() / 1048576.0);
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include "core/base/error.h"
 #include "core/decoding/speculative_decoder.h"
 #include "core/decoding/vanilla_decoder.h"
+#include "core/model/forward_clock.h"
 #include "model/model_fixtures.h"
 #include "strategies/eagle2.h"
 #include "strategies/eagle_drafter.h"
@@ -349,6 +350,31 @@ TEST_F(EagleStrategies, Eagle2SwitchesGiveValidTreesWithinBudget) {
             std::string::npos);
   EXPECT_NE(error_of([&] { started("eagle2", {"head=/nonexistent/head"}); }).find("/nonexistent/head"),
             std::string::npos);
+}
+
+// The decoder's per-cycle forward time (ForwardClock): forwards add to it, nested scopes count once, and a cycle's
+// forwards never exceed the cycle.
+TEST_F(EagleStrategies, ForwardClockTimesEachCyclesForwards) {
+  const double before = ForwardClock::seconds();
+  KvCache cache = target->make_cache(64);
+  target->forward_chain(cache, prompt);
+  EXPECT_GT(ForwardClock::seconds(), before);
+  {
+    ForwardClock::Scope outer;
+    const double inside = ForwardClock::seconds();
+    target->forward_chain(cache, {7});
+    EXPECT_EQ(ForwardClock::seconds(), inside) << "a forward inside a timed scope is counted by the outer one";
+  }
+  auto s = make_strategy("eagle2", StrategyContext{*target}, StrategyOptions::parse({"total_tokens=6", "depth=3"}));
+  GenerationConfig config;
+  config.max_new_tokens = 24;
+  const auto result = SpeculativeDecoder(*target, *s).generate(prompt, config);
+  ASSERT_FALSE(result.cycles.empty());
+  for (const auto& c : result.cycles) {
+    EXPECT_GT(c.forward_seconds, 0.0);
+    EXPECT_LE(c.forward_seconds, c.draft_seconds + c.verify_seconds + 1e-6);
+  }
+  EXPECT_GE(result.overhead_per_cycle(), -1e-6);
 }
 
 TEST_F(EagleStrategies, EagleChainGreedyAndSampled) {

@@ -135,6 +135,26 @@ TEST_P(NativeVersusReference, CachesAreInterchangeable) {
   EXPECT_LT(rel_diff(x.logits, y.logits), kTolerance);
 }
 
+// The native path keeps the layer projections only in its packed copy (the memory a float32 copy would take);
+// weights() gives them back with the checkpoint's exact values, as the reference path holds them.
+TEST_P(NativeVersusReference, WeightsRebuiltFromThePackedCopyAreTheCheckpoints) {
+  EXPECT_FALSE(native->holds_projections());
+  EXPECT_TRUE(reference->holds_projections());
+  EXPECT_EQ(native->num_parameters(), reference->num_parameters());
+  const auto want = hf_named_tensors(reference->config(), reference->weights(), at::kFloat);
+  const auto got = hf_named_tensors(native->config(), native->weights(), at::kFloat);
+  EXPECT_TRUE(native->holds_projections());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].first, want[i].first);
+    EXPECT_TRUE(at::equal(got[i].second, want[i].second)) << got[i].first;
+  }
+  // Forwards after the rebuild still run on the packed copy and agree with the reference.
+  KvCache a = native->make_cache(32), b = reference->make_cache(32);
+  EXPECT_LT(rel_diff(native->forward_chain(a, prompt()).logits, reference->forward_chain(b, prompt()).logits),
+            kTolerance);
+}
+
 INSTANTIATE_TEST_SUITE_P(Checkpoints, NativeVersusReference,
                          ::testing::Values(Checkpoint{"ts_tiny", "data/models/ts-tiny", false},
                                            Checkpoint{"aidreams260K", "models/aidreams260K/aidreams260K.bin", true},
@@ -173,6 +193,27 @@ TEST(NativeWeightStorage, HalfPrecisionMatchesReferenceOnRoundedWeights) {
   EXPECT_EQ(stored->native()->storage(), WeightStorage::Float16);
   EXPECT_EQ(stored->native()->weight_bytes() * 2,
             LlamaModel::load(source_path("data/models/ts-tiny"), on(CpuPath::Native, "float32"))->native()->weight_bytes());
+}
+
+// Packing a float32 checkpoint in float16 rounds it: then the float32 projections stay, so weights() is still the
+// checkpoint's (training and export never see rounded values).
+TEST(NativeWeightStorage, RoundedPackingKeepsTheCheckpointsTensors) {
+  DRAFTLAB_REQUIRE_SHARED("models/stories260K/stories260K.bin");
+  const std::string path = shared_path("models/stories260K/stories260K.bin");
+  auto half = LlamaModel::load(path, on(CpuPath::Native, "float16"));
+  auto reference = LlamaModel::load(path, on(CpuPath::Reference));
+  EXPECT_TRUE(half->holds_projections());
+  const auto got = hf_named_tensors(half->config(), half->weights(), at::kFloat);
+  const auto want = hf_named_tensors(reference->config(), reference->weights(), at::kFloat);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(at::equal(got[i].second, want[i].second)) << got[i].first;
+  // Weights made in memory are float32: packed as float32, released, and rebuilt bit for bit.
+  ModelConfig c = tiny_config(2, false, 97);
+  LlamaWeights w = random_llama_weights(c, 5, ComputeOptions{});
+  LlamaModel in_memory(c, w, on(CpuPath::Native));
+  EXPECT_FALSE(in_memory.holds_projections());
+  EXPECT_TRUE(at::equal(in_memory.weights().layers[1].w_down, w.layers[1].w_down));
+  EXPECT_TRUE(at::equal(in_memory.weights().layers[0].wqkv, w.layers[0].wqkv));
 }
 
 // A float16 KV cache stores half the bytes, and its keys and values are the float32 cache's rounded to float16.
