@@ -157,6 +157,7 @@ int main(int argc, char** argv) {
                           {"cache_tokens", cache_len},
                           {"threads", at::get_num_threads()},
                           {"dtype", dtype},
+                          {"parameters", model->num_parameters()},
                           {"forward", model->path_description()},
                           {"kv_cache", compute_dtype_name(compute.kv_cache_dtype())},
                           {"blas", blas_description()},

@@ -200,6 +200,7 @@ def main():
                 [f"{bin_dir}/llama-simple", "-m", gguf[("target", dt)], "-n", str(a.n), PROMPTS[0]])
             cell["rounds"].append(rd)
         cell["environment"] = {"forward": fc_json.get("forward"), "isa": fc_json.get("isa"),
+                               "parameters": fc_json.get("parameters"),
                                "fma_peak_gflops": fc_json.get("fma_peak_gflops"), "blas": fc_json.get("blas"),
                                "cpu": fc_json.get("cpu")}
         results.append(cell)
@@ -235,7 +236,8 @@ def main():
         rss_d = med([r["draftlab_rss_mb"] for r in rounds])
         rss_l = med([r["llama_rss_mb"] for r in rounds])
         rss_base = med([r["draftlab_libraries_rss_mb"] for r in rounds])
-        stored_mb = os.path.getsize(gguf[("target", dt)]) / 2**20
+        # The weights as the run stores them: parameters x bytes of the dtype (the GGUF file holds more).
+        stored_mb = cell["environment"]["parameters"] * {"f32": 4, "f16": 2}[cell["dtype"]] / 2**20
         print(f"| peak RSS of plain decoding, MB | {rss_d:.0f} | {rss_l:.0f} | {rss_d / rss_l:.2f}x |")
         print(f"| ... less draftlab's libraries ({rss_base:.0f} MB with no model), MB; x weights as stored "
               f"({stored_mb:.0f} MB) | {rss_d - rss_base:.0f} ({(rss_d - rss_base) / stored_mb:.2f}x) | "

@@ -57,73 +57,62 @@ CheckedInputs check_forward_inputs(const ModelConfig& c, const KvCache& cache, c
 
 namespace {
 
-int64_t count_parameters(const ModelConfig& c, const LlamaWeights& w) {
-  int64_t n = w.embed.numel() + w.norm.numel();
-  if (!c.tie_word_embeddings) n += w.lm_head.numel();
-  for (const auto& L : w.layers)
-    n += L.attn_norm.numel() + L.wqkv.numel() + L.wo.numel() + L.mlp_norm.numel() + L.w_gate_up.numel() +
-         L.w_down.numel();
-  return n;
-}
-
 // The native path drops the float32 projections once packed (most of the memory) when the packed copy gives them
 // back exactly: the checkpoint's own storage, or float32. Embeddings, norms and the LM head stay.
 bool packed_copy_is_exact(WeightStorage packed, WeightStorage stored) {
   return packed == stored || packed == WeightStorage::Float32;
 }
 
-int64_t projection_parameters(const ModelConfig& c) {
-  const int64_t d = c.hidden_size, hd = c.head_dim;
-  const int64_t qkv = (c.num_attention_heads + 2 * c.num_key_value_heads) * hd * d;
-  return c.num_hidden_layers * (qkv + d * c.num_attention_heads * hd + 3 * c.intermediate_size * d);
-}
-
 }  // namespace
 
-LlamaModel::LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options, WeightStorage stored)
-    : config_(std::move(config)), weights_(std::move(weights)), options_(options), rope_(config_, options_) {
-  num_parameters_ = count_parameters(config_, weights_);
-  if (uses_native_path(options_)) {
-    const WeightStorage storage = options_.weights.value_or(stored);
-    projections_released_ = packed_copy_is_exact(storage, stored);
-    native_ = std::make_unique<NativeDecoder>(config_, weights_, storage, projections_released_);
-    // glibc keeps freed heap pages resident (the packed copy sits above them): hand them back.
-    if (projections_released_) return_free_memory_to_os();
-  }
+LlamaModel::NativePlan LlamaModel::plan_native(const ModelConfig& config, const ComputeOptions& options,
+                                               WeightStorage stored) {
+  NativePlan plan;
+  if (!uses_native_path(options)) return plan;
+  const WeightStorage storage = options.weights.value_or(stored);
+  plan.decoder = std::make_unique<NativeDecoder>(config, storage);
+  plan.release_projections = packed_copy_is_exact(storage, stored);
+  return plan;
 }
 
-LlamaModel::LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options,
-                       std::unique_ptr<NativeDecoder> native, bool projections_released)
+LlamaModel::LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options, WeightStorage stored)
+    : LlamaModel(config, std::move(weights), options, plan_native(config, options, stored), /*layers_packed=*/false) {}
+
+LlamaModel::LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options, NativePlan native,
+                       bool layers_packed)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       options_(options),
-      num_parameters_(count_parameters(config_, weights_) + (projections_released ? projection_parameters(config_) : 0)),
-      projections_released_(projections_released),
+      projections_released_(native.release_projections),
       rope_(config_, options_),
-      native_(std::move(native)) {
-  if (native_) {
-    native_->set_output(weights_);
-    check(native_->complete(), "LlamaModel: the native decoder is missing layers");
-  }
+      native_(std::move(native.decoder)) {
+  if (!native_) return;
+  if (!layers_packed)
+    for (auto& layer : weights_.layers) native_->add_layer(layer, projections_released_);
+  native_->set_output(weights_);
+  // glibc keeps freed heap pages resident (the packed copy sits above them): hand them back.
   if (projections_released_) return_free_memory_to_os();
 }
 
 std::unique_ptr<LlamaModel> LlamaModel::from_checkpoint(ModelConfig config, const TensorLookup& lookup,
                                                         bool rope_pairs, const std::string& source,
                                                         const ComputeOptions& options) {
-  const WeightStorage stored = checkpoint_storage(lookup("model.embed_tokens.weight"));
-  std::unique_ptr<NativeDecoder> native;
-  bool release = false;
-  LayerSink pack;
-  if (uses_native_path(options)) {
-    const WeightStorage storage = options.weights.value_or(stored);
-    release = packed_copy_is_exact(storage, stored);
-    native = std::make_unique<NativeDecoder>(config, storage);
-    pack = [&](LlamaLayerWeights& layer) { native->add_layer(layer, release); };
-  }
+  NativePlan native = plan_native(config, options, checkpoint_storage(lookup("model.embed_tokens.weight")));
+  LayerSink pack;  // each layer packed (and maybe dropped) as it is read: no whole float32 copy at any time
+  if (native.decoder)
+    pack = [&](LlamaLayerWeights& layer) { native.decoder->add_layer(layer, native.release_projections); };
   auto weights = load_llama_weights(config, lookup, rope_pairs, source, options, pack);
   return std::unique_ptr<LlamaModel>(
-      new LlamaModel(std::move(config), std::move(weights), options, std::move(native), release));
+      new LlamaModel(std::move(config), std::move(weights), options, std::move(native), /*layers_packed=*/true));
+}
+
+int64_t LlamaModel::num_parameters() const {
+  // Every shape follows from the config (loading checks them), whether or not the projections are in memory.
+  const ModelConfig& c = config_;
+  const int64_t d = c.hidden_size, hd = c.head_dim;
+  const int64_t per_layer = 2 * d + (c.num_attention_heads + 2 * c.num_key_value_heads) * hd * d +
+                            c.num_attention_heads * hd * d + 3 * c.intermediate_size * d;
+  return c.vocab_size * d * (c.tie_word_embeddings ? 1 : 2) + d + c.num_hidden_layers * per_layer;
 }
 
 bool LlamaModel::holds_projections() const {

@@ -73,7 +73,7 @@ class LlamaModel {
   // heads read them every cycle).
   const at::Tensor& embedding() const { return weights_.embed; }
   const at::Tensor& lm_head() const { return weights_.lm_head; }
-  int64_t num_parameters() const { return num_parameters_; }
+  int64_t num_parameters() const;
 
   // The native path's decoder, or nullptr when forwards run on the reference path.
   const NativeDecoder* native() const { return native_.get(); }
@@ -82,9 +82,15 @@ class LlamaModel {
   std::string path_description() const;
 
  private:
-  // load()'s: the native decoder was filled while the checkpoint was read (see load_llama_weights' on_layer).
-  LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options, std::unique_ptr<NativeDecoder> native,
-             bool projections_released);
+  // The native path's decoder before it is filled (null on the reference path), and whether the float32
+  // projections can be dropped once packed.
+  struct NativePlan {
+    std::unique_ptr<NativeDecoder> decoder;
+    bool release_projections = false;
+  };
+  static NativePlan plan_native(const ModelConfig& config, const ComputeOptions& options, WeightStorage stored);
+  // layers_packed: the loader already packed every layer into native.decoder (load_llama_weights' on_layer).
+  LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions options, NativePlan native, bool layers_packed);
   // Reads a checkpoint's tensors through `lookup`, packing each layer as it is read on the native path.
   static std::unique_ptr<LlamaModel> from_checkpoint(ModelConfig config, const TensorLookup& lookup, bool rope_pairs,
                                                      const std::string& source, const ComputeOptions& options);
@@ -95,7 +101,6 @@ class LlamaModel {
   ModelConfig config_;
   mutable LlamaWeights weights_;  // layer projections undefined while projections_released_ (see weights())
   ComputeOptions options_;
-  int64_t num_parameters_ = 0;
   bool projections_released_ = false;
   mutable std::once_flag projections_restored_;
   RotaryEmbedding rope_;

@@ -24,14 +24,15 @@ at::Tensor column_major(const at::Tensor& m) {
   return m.t().contiguous().t();
 }
 
+void use_column_major(LlamaLayerWeights& L) {
+  L.wqkv = column_major(L.wqkv);
+  L.wo = column_major(L.wo);
+  L.w_gate_up = column_major(L.w_gate_up);
+  L.w_down = column_major(L.w_down);
+}
+
 void use_column_major(LlamaWeights& w) {
-  for (auto& L : w.layers) {
-    if (!L.wqkv.defined()) continue;  // released by a LayerSink
-    L.wqkv = column_major(L.wqkv);
-    L.wo = column_major(L.wo);
-    L.w_gate_up = column_major(L.w_gate_up);
-    L.w_down = column_major(L.w_down);
-  }
+  for (auto& L : w.layers) use_column_major(L);
   // A tied head gets its own column-major copy: the embedding lookup wants rows, the head wants columns.
   w.lm_head = column_major(w.lm_head);
 }
@@ -64,13 +65,8 @@ LlamaWeights load_llama_weights(const ModelConfig& c, const TensorLookup& lookup
     L.mlp_norm = get(p + "post_attention_layernorm.weight", {d});
     L.w_gate_up = at::cat({get(p + "mlp.gate_proj.weight", {I, d}), get(p + "mlp.up_proj.weight", {I, d})}, 0);
     L.w_down = get(p + "mlp.down_proj.weight", {d, I});
-    if (on_layer) {
-      L.wqkv = column_major(L.wqkv);
-      L.wo = column_major(L.wo);
-      L.w_gate_up = column_major(L.w_gate_up);
-      L.w_down = column_major(L.w_down);
-      on_layer(L);
-    }
+    use_column_major(L);
+    if (on_layer) on_layer(L);
     w.layers.push_back(std::move(L));
   }
   w.norm = get("model.norm.weight", {d});
@@ -81,7 +77,7 @@ LlamaWeights load_llama_weights(const ModelConfig& c, const TensorLookup& lookup
       throw Error::at(source, "tensor 'lm_head.weight' not found and tie_word_embeddings is false");
     w.lm_head = get("lm_head.weight", {V, d});
   }
-  use_column_major(w);
+  w.lm_head = column_major(w.lm_head);  // layers are column-major already
   return w;
 }
 

@@ -41,6 +41,7 @@ at::Tensor column_major(const at::Tensor& matrix);
 
 // Puts every projection and the LM head into column-major storage.
 void use_column_major(LlamaWeights& weights);
+void use_column_major(LlamaLayerWeights& layer);  // one layer's projections
 
 // Finds a checkpoint tensor by Hugging Face name (nullptr if absent).
 using TensorLookup = std::function<const TensorEntry*(const std::string& name)>;

@@ -146,13 +146,6 @@ void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvC
 
 NativeDecoder::NativeDecoder(const ModelConfig& config, WeightStorage storage) : config_(config), storage_(storage) {}
 
-NativeDecoder::NativeDecoder(const ModelConfig& config, LlamaWeights& weights, WeightStorage storage,
-                             bool release_projections)
-    : NativeDecoder(config, storage) {
-  for (auto& L : weights.layers) add_layer(L, release_projections);
-  set_output(weights);
-}
-
 void NativeDecoder::add_layer(LlamaLayerWeights& L, bool release_projections) {
   layers_.push_back(pack_layer(L, storage_));
   if (release_projections) L.wqkv = L.wo = L.w_gate_up = L.w_down = at::Tensor();
@@ -161,10 +154,6 @@ void NativeDecoder::add_layer(LlamaLayerWeights& L, bool release_projections) {
 void NativeDecoder::set_output(const LlamaWeights& weights) {
   norm_ = float_vector(weights.norm);
   lm_head_ = pack_matrix(weights.lm_head, storage_);
-}
-
-bool NativeDecoder::complete() const {
-  return static_cast<int64_t>(layers_.size()) == config_.num_hidden_layers && !lm_head_.empty();
 }
 
 void NativeDecoder::restore_projections(LlamaWeights& weights) const {

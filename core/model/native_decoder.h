@@ -80,19 +80,16 @@ void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvC
 
 class NativeDecoder {
  public:
-  // Packs the projections and the LM head of `weights` (float32 tensors on CPU) in `storage`: add_layer for each
-  // layer, then set_output.
-  NativeDecoder(const ModelConfig& config, LlamaWeights& weights, WeightStorage storage, bool release_projections);
-  // An empty decoder that a loader fills layer by layer as it reads the checkpoint.
+  // An empty decoder, filled by add_layer for each layer in order, then set_output (LlamaModel does this, as the
+  // checkpoint is read).
   NativeDecoder(const ModelConfig& config, WeightStorage storage);
 
   // Packs the next layer. With release_projections its projection tensors are then dropped (undefined), so the
   // float32 copy and the packed copy never both exist in full; restore_projections brings them back. Only exact
   // when `storage` holds the tensors' values unchanged (the caller decides).
   void add_layer(LlamaLayerWeights& layer, bool release_projections);
-  // The final norm and the LM head; the decoder is complete once every layer and this are in.
+  // The final norm and the LM head of `weights` (float32 tensors on CPU).
   void set_output(const LlamaWeights& weights);
-  bool complete() const;
 
   // Sets every layer's wqkv / wo / w_gate_up / w_down in `weights` to the packed values (float32, column-major).
   void restore_projections(LlamaWeights& weights) const;

@@ -288,6 +288,13 @@ struct AttentionBlock {
   float* scores[R];
 };
 
+// One head row of W * CH values (a query, key or value) as CH vectors of W float32 lanes.
+template <int W, int CH, class T>
+DRAFTLAB_INLINE void load_row(const T* row, typename Vec<W>::F (&out)[CH]) {
+  DRAFTLAB_UNROLL
+  for (int c = 0; c < CH; ++c) out[c] = load_lanes<W>(row + W * c);
+}
+
 template <int W, int R, int CH, class KV>
 DRAFTLAB_INLINE void attention_block(const AttentionBlock<R>& b, int64_t tmax, const KV* kh, const KV* vh,
                                      float scale) {
@@ -296,14 +303,10 @@ DRAFTLAB_INLINE void attention_block(const AttentionBlock<R>& b, int64_t tmax, c
   // Scores of every key below tmax for every item (keys an item does not see are computed and ignored).
   F qv[R][CH];
   DRAFTLAB_UNROLL
-  for (int r = 0; r < R; ++r) {
-    DRAFTLAB_UNROLL
-    for (int c = 0; c < CH; ++c) qv[r][c] = load_lanes<W>(b.q[r] + W * c);
-  }
+  for (int r = 0; r < R; ++r) load_row<W, CH>(b.q[r], qv[r]);
   for (int64_t t = 0; t < tmax; ++t) {
     F kv[CH];
-    DRAFTLAB_UNROLL
-    for (int c = 0; c < CH; ++c) kv[c] = load_lanes<W>(kh + t * hd + W * c);
+    load_row<W, CH>(kh + t * hd, kv);
     DRAFTLAB_UNROLL
     for (int r = 0; r < R; ++r) {
       F acc = qv[r][0] * kv[0];
@@ -338,8 +341,7 @@ DRAFTLAB_INLINE void attention_block(const AttentionBlock<R>& b, int64_t tmax, c
   }
   for (int64_t t = 0; t < tmax; ++t) {
     F vv[CH];
-    DRAFTLAB_UNROLL
-    for (int c = 0; c < CH; ++c) vv[c] = load_lanes<W>(vh + t * hd + W * c);
+    load_row<W, CH>(vh + t * hd, vv);
     DRAFTLAB_UNROLL
     for (int r = 0; r < R; ++r) {
       if (t >= b.last[r] || (b.vis[r] && !b.vis[r][t])) continue;
