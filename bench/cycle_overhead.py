@@ -33,8 +33,8 @@ METHODS = [  # label, generate arguments (none: generate's own vanilla loop, no 
     ("eagle2 default (random head)", ["-s", "eagle2"]),
 ]
 
-RATE = re.compile(r"decode [0-9.]+ s: ([0-9.]+) tokens/s")
-CYCLE = re.compile(r"(\d+) cycles, tau ([0-9.]+) .*of which forwards ([0-9.]+) s; the rest ([0-9.]+) us per cycle")
+RATE = re.compile(r"decode [0-9.]+ ms: ([0-9.]+) tokens/s")
+CYCLE = re.compile(r"(\d+) cycles, tau ([0-9.]+) .*of which forwards ([0-9.]+) ms; the rest ([0-9.]+) us per cycle")
 
 
 def once(draftlab, args, a, env):
@@ -47,7 +47,7 @@ def once(draftlab, args, a, env):
     m = CYCLE.search(r.stderr)
     if m:
         cycles = int(m.group(1))
-        row.update(tau=float(m.group(2)), forward_us=1e6 * float(m.group(3)) / max(cycles, 1),
+        row.update(tau=float(m.group(2)), forward_us=1e3 * float(m.group(3)) / max(cycles, 1),
                    rest_us=float(m.group(4)))
     return row
 

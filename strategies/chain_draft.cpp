@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/base/error.h"
+#include "core/model/host_tensor.h"
 
 namespace draftlab {
 
@@ -59,15 +60,15 @@ class ChainDraftStrategy : public DraftStrategy {
     DraftTree tree;
     int32_t parent = -1;
     for (int64_t i = 0; i < k; ++i) {
-      const at::Tensor logits = feed(pending, ForwardOptions::Logits::Last)[0];
+      const at::Tensor logits = feed(pending, ForwardOptions::Logits::Last);  // [1, vocab]
       int64_t token = 0;
       float confidence = 1.0f;
       int32_t distribution = -1;  // deterministic draft: the verifier treats it as a point mass
       if (greedy) {
-        token = logits.argmax().item<int64_t>();
-        confidence = at::softmax(logits, 0)[token].item<float>();
+        token = argmax_of(logits);
+        confidence = softmax_probability(logits, token);
       } else {
-        at::Tensor q = request.sampler.distribution(logits);
+        at::Tensor q = request.sampler.distribution(logits[0]);
         token = request.sampler.sample_from(q);
         confidence = q[token].item<float>();
         distribution = tree.add_distribution(q);

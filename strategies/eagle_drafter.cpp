@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/base/error.h"
+#include "core/model/host_tensor.h"
 
 namespace draftlab {
 
@@ -20,17 +21,25 @@ at::Tensor long_tensor(const std::vector<int64_t>& v) { return at::tensor(v, at:
 
 std::vector<Candidates> top_candidates(const at::Tensor& logits, int64_t k) {
   check(logits.dim() == 2, "top_candidates: logits must be [n, vocab]");
-  k = std::min<int64_t>(k, logits.size(1));
+  const int64_t n = logits.size(0), V = logits.size(1);
+  k = std::min<int64_t>(k, V);
   check(k > 0, "top_candidates: k must be positive");
-  auto [probs, tokens] = at::softmax(logits, -1).topk(k, -1, /*largest=*/true, /*sorted=*/true);
-  probs = probs.to(at::kCPU, at::kFloat).contiguous();
-  tokens = tokens.to(at::kCPU).contiguous();
-  const float* p = probs.data_ptr<float>();
-  const int64_t* t = tokens.data_ptr<int64_t>();
-  std::vector<Candidates> out(static_cast<size_t>(logits.size(0)));
-  for (size_t r = 0; r < out.size(); ++r) {
-    out[r].tokens.assign(t + r * k, t + (r + 1) * k);
-    out[r].probs.assign(p + r * k, p + (r + 1) * k);
+  std::vector<int64_t> tokens(static_cast<size_t>(n * k));
+  std::vector<float> probs(static_cast<size_t>(n * k));
+  if (logits.device().is_cpu()) {  // read in place: no softmax and topk dispatch per draft step
+    const at::Tensor host = to_host(logits, at::kFloat);
+    top_k_softmax(host.data_ptr<float>(), n, V, k, tokens.data(), probs.data());
+  } else {  // on an accelerator, only the k winners per row come back
+    auto [p, t] = at::softmax(logits.to(at::kFloat), -1).topk(k, -1, /*largest=*/true, /*sorted=*/true);
+    p = p.to(at::kCPU).contiguous();
+    t = t.to(at::kCPU).contiguous();
+    std::copy_n(p.data_ptr<float>(), n * k, probs.begin());
+    std::copy_n(t.data_ptr<int64_t>(), n * k, tokens.begin());
+  }
+  std::vector<Candidates> out(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    out[r].tokens.assign(tokens.begin() + r * k, tokens.begin() + (r + 1) * k);
+    out[r].probs.assign(probs.begin() + r * k, probs.begin() + (r + 1) * k);
   }
   return out;
 }
@@ -71,9 +80,10 @@ void EagleDrafter::feed_pairs(const std::vector<int64_t>& tokens, const at::Tens
 void EagleDrafter::begin(const std::vector<int64_t>& prompt, const at::Tensor& prompt_features, int64_t first_token) {
   const auto P = static_cast<int64_t>(prompt.size());
   check(P > 0, "EagleDrafter::begin: empty prompt");
-  check(prompt_features.dim() == 2 && prompt_features.size(0) == P,
-        "EagleDrafter::begin: prompt_features must have one row per prompt token (" + std::to_string(P) + "), got " +
-            std::to_string(prompt_features.dim() == 2 ? prompt_features.size(0) : -1));
+  check(prompt_features.dim() == 2 && prompt_features.size(0) == P, [&] {
+    return "EagleDrafter::begin: prompt_features must have one row per prompt token (" + std::to_string(P) + "), got " +
+           std::to_string(prompt_features.dim() == 2 ? prompt_features.size(0) : -1);
+  });
   cache_ = head_->make_cache(P + kInitialSlack);
   committed_ = 0;
   // Pairs (t_{i+1}, f_i) for i = 0 .. P-1: the prompt shifted by one, then the first root.
@@ -87,9 +97,11 @@ void EagleDrafter::observe(const VerifyResult& result) {
   const auto n = static_cast<int64_t>(result.tokens.size());
   check(n == static_cast<int64_t>(result.accepted_nodes.size()) + 1 && result.features.defined() &&
             result.features.size(0) == n,
-        "EagleDrafter::observe: expected accepted + 1 tokens and features, got " + std::to_string(n) + " tokens, " +
-            std::to_string(result.accepted_nodes.size()) + " accepted and " +
-            std::to_string(result.features.defined() ? result.features.size(0) : 0) + " feature rows");
+        [&] {
+          return "EagleDrafter::observe: expected accepted + 1 tokens and features, got " + std::to_string(n) +
+                 " tokens, " + std::to_string(result.accepted_nodes.size()) + " accepted and " +
+                 std::to_string(result.features.defined() ? result.features.size(0) : 0) + " feature rows";
+        });
   // (a_1, f_root), (a_2, f_{a_1}), ..., (next root, f_{a_m}): the k-th token with the k-th feature.
   feed_pairs(result.tokens, result.features, root_token_);
 }
@@ -120,13 +132,15 @@ at::Tensor EagleDrafter::expand(const DraftTree& tree, const std::vector<int32_t
   std::vector<int32_t> nodes;  // the frontier without the root: these need a forward
   for (int32_t f : frontier) {
     if (f == kRoot) continue;
-    check(f >= 0 && f < tree.size(), "EagleDrafter::expand: node " + std::to_string(f) + " is not in the tree");
+    check(f >= 0 && f < tree.size(),
+          [&] { return "EagleDrafter::expand: node " + std::to_string(f) + " is not in the tree"; });
     check(node_row_[f] < 0 && std::find(nodes.begin(), nodes.end(), f) == nodes.end(),
-          "EagleDrafter::expand: node " + std::to_string(f) + " expanded twice");
+          [&] { return "EagleDrafter::expand: node " + std::to_string(f) + " expanded twice"; });
     const int32_t parent = tree.node(f).parent;
-    check(parent < 0 || node_row_[parent] >= 0,
-          "EagleDrafter::expand: node " + std::to_string(f) + " before its parent " + std::to_string(parent) +
-              " (a node enters with its parent's predicted feature, so parents are expanded first)");
+    check(parent < 0 || node_row_[parent] >= 0, [&] {
+      return "EagleDrafter::expand: node " + std::to_string(f) + " before its parent " + std::to_string(parent) +
+             " (a node enters with its parent's predicted feature, so parents are expanded first)";
+    });
     nodes.push_back(f);
   }
 
@@ -159,10 +173,19 @@ at::Tensor EagleDrafter::expand(const DraftTree& tree, const std::vector<int32_t
       all_visible = all_visible && ancestors == start - committed_;
     }
 
-    // Inputs: the parents' predicted features (one gather when they all come from the same expand, the usual case).
+    // Inputs: the parents' predicted features, copied row by row on the host (a gather op on an accelerator).
     auto block_of = [&](int32_t b) -> const at::Tensor& { return b < 0 ? root_prediction_ : blocks_[b]; };
     at::Tensor features;
-    if (std::all_of(parent_blocks.begin(), parent_blocks.end(), [&](int32_t b) { return b == parent_blocks[0]; })) {
+    const int64_t d = root_prediction_.size(1);
+    const bool host = std::all_of(parent_blocks.begin(), parent_blocks.end(),
+                                  [&](int32_t b) { return is_host(block_of(b), at::kFloat); });
+    if (host) {
+      features = at::empty({n, d}, at::TensorOptions().dtype(at::kFloat));
+      for (int64_t j = 0; j < n; ++j)
+        std::memcpy(features.data_ptr<float>() + j * d, block_of(parent_blocks[j]).data_ptr<float>() + slots[j] * d,
+                    static_cast<size_t>(d) * sizeof(float));
+    } else if (std::all_of(parent_blocks.begin(), parent_blocks.end(),
+                           [&](int32_t b) { return b == parent_blocks[0]; })) {
       features = block_of(parent_blocks[0]).index_select(0, long_tensor(slots).to(root_prediction_.device()));
     } else {
       std::vector<at::Tensor> rows;
@@ -170,7 +193,11 @@ at::Tensor EagleDrafter::expand(const DraftTree& tree, const std::vector<int32_t
       features = at::cat(rows, 0);
     }
     at::Tensor mask;
-    if (!all_visible) mask = at::from_blob(visible.data(), {n, T}, at::kByte).to(at::kBool);
+    if (!all_visible) {
+      static_assert(sizeof(bool) == 1, "the visibility bytes are copied into a bool tensor");
+      mask = at::empty({n, T}, at::TensorOptions().dtype(at::kBool));
+      std::memcpy(mask.data_ptr<bool>(), visible.data(), visible.size());
+    }
     out = head_->forward_visible(*cache_, long_tensor(tokens), features, long_tensor(positions), mask);
     ++head_forwards_;
 
@@ -214,8 +241,10 @@ std::shared_ptr<const EagleHead> eagle_head_from_options(const StrategyContext& 
     const int64_t V = context.target.config().vocab_size;
     at::Tensor d2t;
     if (draft_vocab != 0) {
-      check(draft_vocab >= 1 && draft_vocab <= V, "option draft_vocab: expected an integer in [1, " +
-                                                      std::to_string(V) + "], got " + std::to_string(draft_vocab));
+      check(draft_vocab >= 1 && draft_vocab <= V, [&] {
+        return "option draft_vocab: expected an integer in [1, " + std::to_string(V) + "], got " +
+               std::to_string(draft_vocab);
+      });
       auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed) + 1);
       d2t = std::get<0>(at::randperm(V, gen, at::TensorOptions().dtype(at::kLong)).narrow(0, 0, draft_vocab).sort());
     }

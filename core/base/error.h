@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace draftlab {
 
@@ -26,6 +27,16 @@ class Error : public std::runtime_error {
 // Throws Error(message) when cond is false. For input validation, not for internal invariants.
 inline void check(bool cond, const std::string& message) {
   if (!cond) throw Error(message);
+}
+// A literal message: no std::string is built when the check passes.
+inline void check(bool cond, const char* message) {
+  if (!cond) throw Error(message);
+}
+// A message built by make() only when the check fails: for checks on per-token paths, where concatenating the
+// message every time would cost more than the work it guards.
+template <class MakeMessage, class = decltype(std::string(std::declval<MakeMessage&>()()))>
+inline void check(bool cond, MakeMessage&& make) {
+  if (!cond) throw Error(make());
 }
 
 }  // namespace draftlab

@@ -7,11 +7,12 @@
 namespace draftlab {
 
 int32_t DraftTree::add(int64_t token, int32_t parent, float confidence, int32_t distribution) {
-  check(parent >= -1 && parent < size(),
-        "DraftTree::add: parent " + std::to_string(parent) + " must be -1 or an existing node (< " +
-            std::to_string(size()) + ")");
+  check(parent >= -1 && parent < size(), [&] {
+    return "DraftTree::add: parent " + std::to_string(parent) + " must be -1 or an existing node (< " +
+           std::to_string(size()) + ")";
+  });
   check(distribution >= -1 && distribution < static_cast<int32_t>(distributions_.size()),
-        "DraftTree::add: distribution index " + std::to_string(distribution) + " was not added");
+        [&] { return "DraftTree::add: distribution index " + std::to_string(distribution) + " was not added"; });
   DraftNode n;
   n.token = token;
   n.parent = parent;
@@ -73,6 +74,12 @@ std::vector<int64_t> DraftTree::positions_with_root(int64_t root_position) const
 }
 
 at::Tensor DraftTree::attention_mask_with_root() const {
+  const int64_t n = 1 + size() + extra_size();
+  std::vector<uint8_t> m = attention_bytes_with_root();
+  return at::from_blob(m.data(), {n, n}, at::kByte).to(at::kBool);
+}
+
+std::vector<uint8_t> DraftTree::attention_bytes_with_root() const {
   const int64_t first_extra = size() + 1;
   const int64_t n = first_extra + extra_size();
   // Built on the host in a plain buffer: a few dozen nodes, where per-element tensor ops would cost microseconds.
@@ -91,7 +98,7 @@ at::Tensor DraftTree::attention_mask_with_root() const {
     for (int32_t i : e.sees_nodes) row[i + 1] = 1;
     for (int32_t r : e.sees_rows) row[first_extra + r] = 1;
   }
-  return at::from_blob(m.data(), {n, n}, at::kByte).to(at::kBool);
+  return m;
 }
 
 std::vector<std::vector<int32_t>> DraftTree::leaf_paths() const {
@@ -114,11 +121,13 @@ DraftTree DraftTree::subtree(const std::vector<int32_t>& keep_in) const {
   out.distributions_ = distributions_;
   std::vector<int32_t> new_index(nodes_.size(), -2);
   for (int32_t old : keep) {
-    check(old >= 0 && old < size(), "DraftTree::subtree: node " + std::to_string(old) + " does not exist");
+    check(old >= 0 && old < size(),
+          [&] { return "DraftTree::subtree: node " + std::to_string(old) + " does not exist"; });
     const DraftNode& n = nodes_[old];
     const int32_t parent = n.parent < 0 ? -1 : new_index[n.parent];
-    check(parent != -2, "DraftTree::subtree: node " + std::to_string(old) + " kept without its parent " +
-                            std::to_string(n.parent));
+    check(parent != -2, [&] {
+      return "DraftTree::subtree: node " + std::to_string(old) + " kept without its parent " + std::to_string(n.parent);
+    });
     new_index[old] = out.add(n.token, parent, n.confidence, n.distribution);
   }
   for (ExtraRow e : extra_rows_) {

@@ -76,6 +76,8 @@ class DraftTree {
   // [r, r] bool, r = 1 + size() + extra_size(), diagonal true: a node sees the root and its ancestors, an extra
   // row the root and what it lists.
   at::Tensor attention_mask_with_root() const;
+  // The same as r * r bytes (1 = visible), row-major: what the verifier hands the target.
+  std::vector<uint8_t> attention_bytes_with_root() const;
 
   // Root-to-leaf paths as flat node indices (one per leaf), for inspection and tests.
   std::vector<std::vector<int32_t>> leaf_paths() const;

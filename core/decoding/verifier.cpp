@@ -1,6 +1,9 @@
 #include "core/decoding/verifier.h"
 
+#include <cstring>
+
 #include "core/base/error.h"
+#include "core/model/host_tensor.h"
 
 namespace draftlab {
 
@@ -30,8 +33,9 @@ VerifyResult Verifier::verify(KvCache& cache, int64_t root_token, const DraftTre
   // extra row k is row n + 1 + k.
   auto tokens = tree.tokens_with_root(root_token);
   auto positions = tree.positions_with_root(start);
-  auto out = target_.forward(cache, at::tensor(tokens, at::kLong), at::tensor(positions, at::kLong),
-                             n + m > 0 ? tree.attention_mask_with_root() : at::Tensor());
+  const std::vector<uint8_t> mask = n + m > 0 ? tree.attention_bytes_with_root() : std::vector<uint8_t>();
+  auto out = target_.forward(cache, tokens.data(), positions.data(), static_cast<int64_t>(tokens.size()),
+                             mask.empty() ? nullptr : mask.data());
   const at::Tensor all_logits = out.logits.to(at::kCPU);
   const at::Tensor logits = m > 0 ? all_logits.narrow(0, 0, n + 1) : all_logits;  // the tree's rows
 
@@ -43,11 +47,11 @@ VerifyResult Verifier::verify(KvCache& cache, int64_t root_token, const DraftTre
   };
 
   if (sampler_.params().greedy()) {
-    // The target's argmax at every row in one call; then walk down the matching children.
-    const auto argmax = logits.argmax(1).contiguous();
-    const int64_t* best = argmax.data_ptr<int64_t>();
+    // The target's argmax at a row (read in place, argmax_of as in Sampler::sample); walk down the matching children.
+    const at::Tensor host = to_host(logits, at::kFloat);
+    const int64_t V = host.size(1);
     while (true) {
-      const int64_t want = best[row_of(node)];
+      const int64_t want = argmax_of(host.data_ptr<float>() + row_of(node) * V, V);
       int32_t next = -1;
       for (int32_t c : children_of(node))
         if (tree.node(c).token == want) {
@@ -98,7 +102,15 @@ VerifyResult Verifier::verify(KvCache& cache, int64_t root_token, const DraftTre
     feature_rows.push_back(row_of(a));
   }
   cache.keep_rows(start, keep_rows);
-  result.features = out.features.index_select(0, at::tensor(feature_rows, at::kLong).to(out.features.device()));
+  if (is_host(out.features, at::kFloat)) {  // row copies, no gather op
+    const int64_t d = out.features.size(1);
+    result.features = at::empty({static_cast<int64_t>(feature_rows.size()), d}, out.features.options());
+    for (size_t k = 0; k < feature_rows.size(); ++k)
+      std::memcpy(result.features.data_ptr<float>() + k * d, out.features.data_ptr<float>() + feature_rows[k] * d,
+                  static_cast<size_t>(d) * sizeof(float));
+  } else {
+    result.features = out.features.index_select(0, at::tensor(feature_rows, at::kLong).to(out.features.device()));
+  }
 
   result.records.reserve(n);
   std::vector<bool> accepted(n, false);

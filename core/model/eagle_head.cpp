@@ -16,6 +16,7 @@
 #include "core/base/file_bytes.h"
 #include "core/io/safetensors.h"
 #include "core/model/forward_clock.h"
+#include "core/model/host_tensor.h"
 #include "core/model/llama_layer.h"
 #include "core/ops/decoder_ops.h"
 
@@ -65,15 +66,16 @@ void check_inputs(const ModelConfig& c, const KvCache& cache, const at::Tensor& 
   check(tokens.scalar_type() == at::kLong && positions.scalar_type() == at::kLong,
         "EagleHead::forward: tokens and positions must be int64");
   check(positions.dim() == 1 && positions.size(0) == n, "EagleHead::forward: positions must have one entry per token");
-  check(features.dim() == 2 && features.size(0) == n && features.size(1) == c.hidden_size,
-        "EagleHead::forward: features must be [n, " + std::to_string(c.hidden_size) + "] for n = " + std::to_string(n) +
-            ", got " + shape_string(features.sizes().vec()));
+  check(features.dim() == 2 && features.size(0) == n && features.size(1) == c.hidden_size, [&] {
+    return "EagleHead::forward: features must be [n, " + std::to_string(c.hidden_size) +
+           "] for n = " + std::to_string(n) + ", got " + shape_string(features.sizes().vec());
+  });
   cache.check_room(n);
-  const int64_t tmin = tokens.min().item<int64_t>(), tmax = tokens.max().item<int64_t>();
+  const auto [tmin, tmax] = min_max_of(tokens);
   if (tmin < 0 || tmax >= c.vocab_size)
     throw Error("EagleHead::forward: token id " + std::to_string(tmin < 0 ? tmin : tmax) + " outside the vocabulary [0, " +
                 std::to_string(c.vocab_size) + ")");
-  const int64_t pmin = positions.min().item<int64_t>(), pmax = positions.max().item<int64_t>();
+  const auto [pmin, pmax] = min_max_of(positions);
   if (pmin < 0 || pmax >= max_positions)
     throw Error("EagleHead::forward: position " + std::to_string(pmin < 0 ? pmin : pmax) + " outside [0, " +
                 std::to_string(max_positions) + ")");
@@ -92,7 +94,8 @@ bool is_eagle_input(const std::string& variant) {
 }
 
 int64_t eagle_fc_input_width(const std::string& variant, int64_t hidden_size) {
-  check(is_eagle_input(variant), "unknown EAGLE input variant '" + variant + "' (known: " + eagle_input_names() + ")");
+  check(is_eagle_input(variant),
+        [&] { return "unknown EAGLE input variant '" + variant + "' (known: " + eagle_input_names() + ")"; });
   const bool two = variant == kEagleInputFeatureShiftedToken || variant == kEagleInputFeatureUnshiftedToken;
   return two ? 2 * hidden_size : hidden_size;
 }
@@ -113,21 +116,24 @@ EagleHead::EagleHead(ModelConfig config, EagleHeadWeights weights, const LlamaMo
       target_(target),
       input_variant_(std::move(input_variant)),
       rope_(rope_config(config_, target), target.options()) {
-  check(config_.num_hidden_layers == 1, "EagleHead: expected num_hidden_layers 1, got " +
-                                            std::to_string(config_.num_hidden_layers));
-  check(config_.hidden_size == target.config().hidden_size && config_.vocab_size == target.config().vocab_size,
-        "EagleHead: hidden_size/vocab_size (" + std::to_string(config_.hidden_size) + "/" +
-            std::to_string(config_.vocab_size) + ") differ from the target's (" +
-            std::to_string(target.config().hidden_size) + "/" + std::to_string(target.config().vocab_size) + ")");
-  check(is_eagle_input(input_variant_),
-        "EagleHead: unknown input variant '" + input_variant_ + "' (known: " + eagle_input_names() + ")");
+  check(config_.num_hidden_layers == 1,
+        [&] { return "EagleHead: expected num_hidden_layers 1, got " + std::to_string(config_.num_hidden_layers); });
+  check(config_.hidden_size == target.config().hidden_size && config_.vocab_size == target.config().vocab_size, [&] {
+    return "EagleHead: hidden_size/vocab_size (" + std::to_string(config_.hidden_size) + "/" +
+           std::to_string(config_.vocab_size) + ") differ from the target's (" +
+           std::to_string(target.config().hidden_size) + "/" + std::to_string(target.config().vocab_size) + ")";
+  });
+  check(is_eagle_input(input_variant_), [&] {
+    return "EagleHead: unknown input variant '" + input_variant_ + "' (known: " + eagle_input_names() + ")";
+  });
   const int64_t fc_in = eagle_fc_input_width(input_variant_, config_.hidden_size);
-  check(weights_.fc.dim() == 2 && weights_.fc.size(0) == config_.hidden_size && weights_.fc.size(1) == fc_in,
-        "EagleHead: fc must be [" + std::to_string(config_.hidden_size) + ", " + std::to_string(fc_in) + "] for input " +
-            input_variant_ + ", got " + shape_string(weights_.fc.sizes().vec()));
+  check(weights_.fc.dim() == 2 && weights_.fc.size(0) == config_.hidden_size && weights_.fc.size(1) == fc_in, [&] {
+    return "EagleHead: fc must be [" + std::to_string(config_.hidden_size) + ", " + std::to_string(fc_in) +
+           "] for input " + input_variant_ + ", got " + shape_string(weights_.fc.sizes().vec());
+  });
   if (d2t.defined()) {
     const std::string problem = d2t_problem(d2t, config_.vocab_size);
-    check(problem.empty(), "EagleHead: draft vocabulary d2t: " + problem);
+    check(problem.empty(), [&] { return "EagleHead: draft vocabulary d2t: " + problem; });
     d2t_ = d2t.to(at::kCPU).contiguous().clone();
     d2t_device_ = d2t_.to(target.options().device);
     // Gathered once: the point of a reduced vocabulary is a draft LM head of K rows instead of vocab rows.
@@ -293,7 +299,7 @@ std::unique_ptr<EagleHead> EagleHead::random(const LlamaModel& target, uint64_t 
 }
 
 void EagleHead::save(const std::string& dir, at::ScalarType file_dtype) const {
-  check(is_directory(dir), dir + ": not a directory");
+  check(is_directory(dir), [&] { return dir + ": not a directory"; });
   check(file_dtype == at::kFloat || file_dtype == at::kHalf || file_dtype == at::kBFloat16,
         "EagleHead::save: file dtype must be float32, float16 or bfloat16");
   const std::string torch_dtype = file_dtype == at::kFloat ? "float32" : file_dtype == at::kHalf ? "float16" : "bfloat16";
@@ -356,9 +362,10 @@ at::Tensor EagleHead::forward_visible(KvCache& cache, const at::Tensor& tokens, 
   check_inputs(config_, cache, tokens, features, positions, rope_.max_positions());
   const int64_t n = tokens.size(0), T = cache.length() + n;
   if (visible.defined())
-    check(visible.dim() == 2 && visible.size(0) == n && visible.size(1) == T,
-          "EagleHead::forward_visible: visible must be [n, cache rows + n] = [" + std::to_string(n) + ", " +
-              std::to_string(T) + "], got " + shape_string(visible.sizes().vec()));
+    check(visible.dim() == 2 && visible.size(0) == n && visible.size(1) == T, [&] {
+      return "EagleHead::forward_visible: visible must be [n, cache rows + n] = [" + std::to_string(n) + ", " +
+             std::to_string(T) + "], got " + shape_string(visible.sizes().vec());
+    });
   return run(cache, tokens, features, positions, visible);
 }
 
@@ -395,9 +402,9 @@ at::Tensor EagleHead::native_run(KvCache& cache, const at::Tensor& tokens_in, co
                                  const at::Tensor& positions_in, const at::Tensor& visible_in) const {
   std::lock_guard<std::mutex> lock(native_->mutex);
   const int64_t n = tokens_in.size(0), d = config_.hidden_size, start = cache.length(), T = start + n;
-  const auto tokens = tokens_in.to(at::kCPU).contiguous();
-  const auto positions = positions_in.to(at::kCPU).contiguous();
-  const auto features = features_in.to(at::kCPU, at::kFloat).contiguous();
+  const auto tokens = to_host(tokens_in, at::kLong);
+  const auto positions = to_host(positions_in, at::kLong);
+  const auto features = to_host(features_in, at::kFloat);
   const int64_t* t = tokens.data_ptr<int64_t>();
   const int64_t* p = positions.data_ptr<int64_t>();
   const float* f = features.data_ptr<float>();
@@ -427,7 +434,7 @@ at::Tensor EagleHead::native_run(KvCache& cache, const at::Tensor& tokens_in, co
   }
   const bool masked = visible_in.defined();
   if (masked) {
-    const auto visible = visible_in.to(at::kCPU, at::kBool).contiguous();
+    const auto visible = to_host(visible_in, at::kBool);
     std::memcpy(ws.visible, visible.data_ptr<bool>(), static_cast<size_t>(n * T));
   }
   native_decoder_layer(native_->layer, config_, cache, /*layer=*/0, start, n, masked, ws);
@@ -441,7 +448,7 @@ at::Tensor EagleHead::draft_logits(const at::Tensor& predicted_features) const {
   ForwardClock::Scope forward_clock;
   // No final norm: the head is trained so that its output goes straight into the target's LM head.
   if (native_ && !(at::GradMode::is_enabled() && predicted_features.requires_grad())) {
-    const auto f = predicted_features.to(at::kCPU, at::kFloat).contiguous();
+    const auto f = to_host(predicted_features, at::kFloat);
     const int64_t rows = f.size(0);
     if (native_->draft_lm_head.empty()) return target_.native()->lm_head_logits(f.data_ptr<float>(), f.size(1), rows);
     auto logits = at::empty({rows, native_->draft_lm_head.out()}, at::TensorOptions().dtype(at::kFloat));

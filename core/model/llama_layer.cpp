@@ -1,16 +1,17 @@
 #include "core/model/llama_layer.h"
 
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "core/base/error.h"
+#include "core/model/host_tensor.h"
 #include "core/model/rope.h"
 #include "core/ops/skinny_gemm.h"
-
-#include <ATen/Parallel.h>
-#include <ATen/core/grad_mode.h>
 
 namespace draftlab {
 
@@ -82,9 +83,11 @@ at::Tensor attention_mask(const at::Tensor& ancestor, int64_t start, int64_t n, 
 
 void check_ancestor_mask(const at::Tensor& mask, int64_t n) {
   check(mask.dim() == 2 && mask.size(0) == n && mask.size(1) == n,
-        "forward: ancestor mask must be [n, n] for n = " + std::to_string(n));
-  check(mask.to(at::kBool).diagonal().all().item<bool>(),
-        "forward: ancestor mask must be true on the diagonal (each token sees itself)");
+        [&] { return "forward: ancestor mask must be [n, n] for n = " + std::to_string(n); });
+  const at::Tensor host = to_host(mask, at::kBool);
+  const bool* m = host.data_ptr<bool>();
+  for (int64_t i = 0; i < n; ++i)
+    check(m[i * n + i], "forward: ancestor mask must be true on the diagonal (each token sees itself)");
 }
 
 at::Tensor llama_decoder_layer(const at::Tensor& h, const LlamaLayerWeights& L, const ModelConfig& c, KvCache& cache,

@@ -12,6 +12,7 @@
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint_tensor.h"
 #include "core/model/forward_clock.h"
+#include "core/model/host_tensor.h"
 #include "core/model/llama_layer.h"
 
 #include <ATen/core/grad_mode.h>
@@ -20,24 +21,11 @@ namespace draftlab {
 
 namespace {
 
-// Input checks shared by both paths, on CPU copies of the (small) index tensors. Throws Error; nothing is written.
-struct CheckedInputs {
-  at::Tensor tokens, positions, mask;  // contiguous CPU int64 / int64 / bool (mask undefined = causal)
-};
-
-CheckedInputs check_forward_inputs(const ModelConfig& c, const KvCache& cache, const at::Tensor& tokens_in,
-                                   const at::Tensor& positions_in, const at::Tensor& mask_in, int64_t max_positions) {
-  check(tokens_in.defined() && tokens_in.dim() == 1 && tokens_in.size(0) > 0,
-        "forward: tokens must be a non-empty 1-D tensor");
-  const int64_t n = tokens_in.size(0);
-  check(positions_in.defined() && positions_in.dim() == 1 && positions_in.size(0) == n,
-        "forward: positions must have one entry per token");
-  check(tokens_in.scalar_type() == at::kLong && positions_in.scalar_type() == at::kLong,
-        "forward: tokens and positions must be int64");
+// Input checks shared by both paths, on host buffers. Throws Error; nothing is written.
+void check_forward_inputs(const ModelConfig& c, const KvCache& cache, const int64_t* t, const int64_t* p, int64_t n,
+                          const uint8_t* mask, int64_t max_positions) {
+  check(n > 0, "forward: no tokens");
   cache.check_room(n);
-  CheckedInputs in{tokens_in.to(at::kCPU).contiguous(), positions_in.to(at::kCPU).contiguous(), {}};
-  const int64_t* t = in.tokens.data_ptr<int64_t>();
-  const int64_t* p = in.positions.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     if (t[i] < 0 || t[i] >= c.vocab_size)
       throw Error("forward: token id " + std::to_string(t[i]) + " outside the vocabulary [0, " +
@@ -46,11 +34,9 @@ CheckedInputs check_forward_inputs(const ModelConfig& c, const KvCache& cache, c
       throw Error("forward: position " + std::to_string(p[i]) + " outside the context [0, " +
                   std::to_string(max_positions) + ")");
   }
-  if (mask_in.defined()) {
-    check_ancestor_mask(mask_in, n);
-    in.mask = mask_in.to(at::kCPU, at::kBool).contiguous();
-  }
-  return in;
+  if (mask != nullptr)
+    for (int64_t i = 0; i < n; ++i)
+      check(mask[i * n + i] != 0, "forward: ancestor mask must be true on the diagonal (each token sees itself)");
 }
 
 }  // namespace
@@ -142,15 +128,37 @@ KvCache LlamaModel::make_cache(int64_t capacity) const {
 
 ForwardOutput LlamaModel::forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& positions,
                                   const at::Tensor& ancestor_mask, const ForwardOptions& fo) const {
-  ForwardClock::Scope forward_clock;
-  const auto in = check_forward_inputs(config_, cache, tokens, positions, ancestor_mask, rope_.max_positions());
-  if (!native_ || (at::GradMode::is_enabled() && weights_.embed.requires_grad()))
-    return reference_forward(cache, in.tokens, in.positions, in.mask, fo);
+  check(tokens.defined() && tokens.dim() == 1 && tokens.size(0) > 0, "forward: tokens must be a non-empty 1-D tensor");
+  const int64_t n = tokens.size(0);
+  check(positions.defined() && positions.dim() == 1 && positions.size(0) == n,
+        "forward: positions must have one entry per token");
+  check(tokens.scalar_type() == at::kLong && positions.scalar_type() == at::kLong,
+        "forward: tokens and positions must be int64");
+  at::Tensor mask;
+  if (ancestor_mask.defined()) {
+    check(ancestor_mask.dim() == 2 && ancestor_mask.size(0) == n && ancestor_mask.size(1) == n,
+          [&] { return "forward: ancestor mask must be [n, n] for n = " + std::to_string(n); });
+    mask = to_host(ancestor_mask, at::kBool);
+  }
   static_assert(sizeof(bool) == 1, "bool masks are read as bytes");
-  return native_->forward(weights_, rope_, cache, in.tokens.data_ptr<int64_t>(), in.positions.data_ptr<int64_t>(),
-                          in.tokens.size(0),
-                          in.mask.defined() ? reinterpret_cast<const uint8_t*>(in.mask.data_ptr<bool>()) : nullptr,
-                          fo);
+  const auto t = to_host(tokens, at::kLong), p = to_host(positions, at::kLong);
+  return forward(cache, t.data_ptr<int64_t>(), p.data_ptr<int64_t>(), n,
+                 mask.defined() ? reinterpret_cast<const uint8_t*>(mask.data_ptr<bool>()) : nullptr, fo);
+}
+
+ForwardOutput LlamaModel::forward(KvCache& cache, const int64_t* tokens, const int64_t* positions, int64_t n,
+                                  const uint8_t* ancestor_mask, const ForwardOptions& fo) const {
+  ForwardClock::Scope forward_clock;
+  check_forward_inputs(config_, cache, tokens, positions, n, ancestor_mask, rope_.max_positions());
+  if (native_ && !(at::GradMode::is_enabled() && weights_.embed.requires_grad()))
+    return native_->forward(weights_, rope_, cache, tokens, positions, n, ancestor_mask, fo);
+  // The reference path reads tensors: copies of the buffers (it is never the per-token hot path on the CPU).
+  const auto longs = at::TensorOptions().dtype(at::kLong);
+  at::Tensor mask;
+  if (ancestor_mask != nullptr)
+    mask = at::from_blob(const_cast<uint8_t*>(ancestor_mask), {n, n}, at::kByte).to(at::kBool);
+  return reference_forward(cache, at::from_blob(const_cast<int64_t*>(tokens), {n}, longs).clone(),
+                           at::from_blob(const_cast<int64_t*>(positions), {n}, longs).clone(), mask, fo);
 }
 
 ForwardOutput LlamaModel::reference_forward(KvCache& cache, const at::Tensor& tokens_in,
@@ -188,10 +196,9 @@ ForwardOutput LlamaModel::reference_forward(KvCache& cache, const at::Tensor& to
 ForwardOutput LlamaModel::forward_chain(KvCache& cache, const std::vector<int64_t>& tokens,
                                         const ForwardOptions& options) const {
   check(!tokens.empty(), "forward_chain: no tokens");
-  auto t = at::tensor(tokens, at::TensorOptions().dtype(at::kLong));
-  auto pos = at::arange(cache.length(), cache.length() + static_cast<int64_t>(tokens.size()),
-                        at::TensorOptions().dtype(at::kLong));
-  return forward(cache, t, pos, {}, options);
+  std::vector<int64_t> positions(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) positions[i] = cache.length() + static_cast<int64_t>(i);
+  return forward(cache, tokens.data(), positions.data(), static_cast<int64_t>(tokens.size()), nullptr, options);
 }
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const ComputeOptions& options) {
@@ -224,7 +231,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Comp
 }
 
 void LlamaModel::save_hf(const std::string& dir, at::ScalarType file_dtype) const {
-  check(is_directory(dir), dir + ": not a directory");
+  check(is_directory(dir), [&] { return dir + ": not a directory"; });
   std::string torch_dtype = file_dtype == at::kFloat ? "float32" : file_dtype == at::kHalf ? "float16" : "bfloat16";
   DType st = file_dtype == at::kFloat ? DType::F32 : file_dtype == at::kHalf ? DType::F16 : DType::BF16;
   auto named = hf_named_tensors(config_, weights(), file_dtype);

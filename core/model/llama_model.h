@@ -57,6 +57,10 @@ class LlamaModel {
   // Throws Error on out-of-range tokens/positions, a malformed mask, or a full cache (cache left unchanged).
   ForwardOutput forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& positions,
                         const at::Tensor& ancestor_mask = {}, const ForwardOptions& options = {}) const;
+  // The same over host buffers: tokens and positions [n], ancestor_mask n * n bytes, nonzero = allowed (nullptr =
+  // causal). The decode loop's form: on the native path no tensor is built for the inputs.
+  ForwardOutput forward(KvCache& cache, const int64_t* tokens, const int64_t* positions, int64_t n,
+                        const uint8_t* ancestor_mask, const ForwardOptions& options = {}) const;
 
   // Convenience: a chain of tokens continuing the cache (positions = cache rows).
   ForwardOutput forward_chain(KvCache& cache, const std::vector<int64_t>& tokens,

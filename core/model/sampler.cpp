@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/base/error.h"
+#include "core/model/host_tensor.h"
 
 namespace draftlab {
 
@@ -42,7 +43,7 @@ at::Tensor Sampler::distribution(const at::Tensor& logits_in) const {
 }
 
 int64_t Sampler::sample(const at::Tensor& logits) {
-  if (params_.greedy()) return logits.reshape({-1}).argmax().item<int64_t>();
+  if (params_.greedy()) return argmax_of(logits);  // read in place on the CPU: no dispatch per token
   return sample_from(distribution(logits));
 }
 

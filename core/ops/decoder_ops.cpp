@@ -133,6 +133,40 @@ DRAFTLAB_INLINE void silu_mul_body(const float* g, int64_t ldg, int64_t n, int64
   }
 }
 
+// Per row: the largest value m (a NaN is the largest, as in at::argmax) and, unless sum_out is null,
+// sum_i exp(x[i] - m), a -inf entry adding exactly 0: what a softmax over a vocabulary needs. Fixed 16-lane partial sums, as in dot().
+DRAFTLAB_INLINE void softmax_stats_body(const float* x, int64_t ldx, int64_t n, int64_t V, float* max_out,
+                                        float* sum_out) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float* r = x + j * ldx;
+    float lane[kLanes];
+    for (int c = 0; c < kLanes; ++c) lane[c] = -std::numeric_limits<float>::infinity();
+    int64_t i = 0;
+    // A NaN sticks: once a lane holds one, `x > lane` is false and `x != x` only holds for another NaN.
+    for (; i + kLanes <= V; i += kLanes)
+      for (int c = 0; c < kLanes; ++c) lane[c] = (r[i + c] > lane[c] || r[i + c] != r[i + c]) ? r[i + c] : lane[c];
+    for (int c = 0; i < V; ++i, ++c) lane[c] = (r[i] > lane[c] || r[i] != r[i]) ? r[i] : lane[c];
+    float m = lane[0];
+    for (int c = 1; c < kLanes; ++c) m = (lane[c] > m || lane[c] != lane[c]) ? lane[c] : m;
+    max_out[j] = m;
+    if (sum_out == nullptr) continue;
+    float sum[kLanes] = {};
+    i = 0;
+    for (; i + kLanes <= V; i += kLanes)
+      for (int c = 0; c < kLanes; ++c) {
+        const float t = r[i + c] - m;
+        sum[c] += t >= -87.0f ? exp_nonpositive(t) : 0.0f;
+      }
+    for (int c = 0; i < V; ++i, ++c) {
+      const float t = r[i] - m;
+      sum[c] += t >= -87.0f ? exp_nonpositive(t) : 0.0f;
+    }
+    for (int w = kLanes / 2; w > 0; w /= 2)
+      for (int c = 0; c < w; ++c) sum[c] += sum[c + w];
+    sum_out[j] = sum[0];
+  }
+}
+
 template <class KV>
 DRAFTLAB_INLINE void attention_body(const float* q, int64_t ldq, int64_t n, const KV* k, const KV* v, int64_t T,
                                     const uint8_t* visible, int64_t ldv, const AttentionShape& s, float* out,
@@ -205,6 +239,9 @@ DRAFTLAB_INLINE void float_to_half_body(const float* x, int64_t count, uint16_t*
   }                                                                                                               \
   ATTR void float_to_half_##SUFFIX(const float* x, int64_t count, uint16_t* out) {                                \
     float_to_half_body(x, count, out);                                                                            \
+  }                                                                                                               \
+  ATTR void softmax_stats_##SUFFIX(const float* x, int64_t ldx, int64_t n, int64_t V, float* m, float* sum) {     \
+    softmax_stats_body(x, ldx, n, V, m, sum);                                                                     \
   }
 
 DRAFTLAB_OPS_FOR(portable, )
@@ -493,6 +530,10 @@ void attention_rows(const float* q, int64_t ldq, int64_t n, const void* k, const
 
 void float_to_half_rows(const float* x, int64_t count, uint16_t* out) {
   DRAFTLAB_DISPATCH(float_to_half, x, count, out)
+}
+
+void softmax_stats_rows(const float* x, int64_t ldx, int64_t n, int64_t V, float* max_out, float* sum_out) {
+  DRAFTLAB_DISPATCH(softmax_stats, x, ldx, n, V, max_out, sum_out)
 }
 
 }  // namespace draftlab

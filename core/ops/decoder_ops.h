@@ -54,6 +54,11 @@ int64_t attention_scratch_floats(int64_t T);
 // out[i] = x[i] rounded to float16 (nearest even), as uint16_t bits: rows going into a float16 KV cache.
 void float_to_half_rows(const float* x, int64_t count, uint16_t* out);
 
+// Per row of width V (stride ldx): its largest value m (a NaN counts as the largest) and, unless sum_out is null,
+// sum_i exp(x[i] - m), a -inf entry adding exactly 0. softmax(x)[i] = exp(x[i] - m) / sum: what drafting and
+// greedy decoding read from a vocabulary's logits.
+void softmax_stats_rows(const float* x, int64_t ldx, int64_t n, int64_t V, float* max_out, float* sum_out);
+
 // The same, forced onto one code path (tests hold the paths to each other).
 void attention_rows(const float* q, int64_t ldq, int64_t n, const void* k, const void* v, int64_t T,
                     const uint8_t* visible, int64_t ldv, const AttentionShape& shape, float* out, int64_t ldo,

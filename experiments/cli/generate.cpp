@@ -88,7 +88,7 @@ int run_generate(int argc, char** argv) {
     for (int64_t id : result.tokens) std::cout << " " << id;
     std::cout << "\n";
   }
-  std::fprintf(stderr, "[%zu prompt tokens, %zu generated, stop: %s] prefill %.1f ms, decode %.3f s: %.1f tokens/s\n",
+  std::fprintf(stderr, "[%zu prompt tokens, %zu generated, stop: %s] prefill %.1f ms, decode %.2f ms: %.1f tokens/s\n",
                prompt_ids.size(), result.tokens.size(), result.stop_reason.c_str(), result.prefill_seconds * 1e3,
                result.decode_seconds, result.tokens_per_second());
   if (strategy) {
@@ -98,10 +98,11 @@ int run_generate(int argc, char** argv) {
       accepted += c.accepted;
     }
     std::fprintf(stderr,
-                 "[%s] %zu cycles, tau %.2f tokens/cycle, drafted %ld accepted %ld; time: draft %.3f s, verify %.3f s, "
-                 "of which forwards %.3f s; the rest %.1f us per cycle\n",
+                 "[%s] %zu cycles, tau %.2f tokens/cycle, drafted %ld accepted %ld; time: draft %.2f ms, verify %.2f ms, "
+                 "of which forwards %.2f ms; the rest %.1f us per cycle\n",
                  strategy->name().c_str(), spec.cycles.size(), spec.tau(), (long)drafted, (long)accepted,
-                 spec.draft_seconds(), spec.verify_seconds(), spec.forward_seconds(), spec.overhead_per_cycle() * 1e6);
+                 spec.draft_seconds() * 1e3, spec.verify_seconds() * 1e3, spec.forward_seconds() * 1e3,
+                 spec.overhead_per_cycle() * 1e6);
   }
   std::fprintf(stderr, "[memory] resident %.0f MB, peak %.0f MB\n", resident_memory_bytes() / 1048576.0,
                peak_resident_memory_bytes() / 1048576.0);
