@@ -416,12 +416,9 @@ at::Tensor EagleHead::native_run(KvCache& cache, const at::Tensor& tokens_in, co
   const int64_t width = native_->fc.in();
   std::vector<float>& in = native_->fc_input;
   in.resize(static_cast<size_t>(n * width));
-  const float* embed = target_.embedding().data_ptr<float>();
-  for (int64_t j = 0; j < n; ++j) {
-    float* row = in.data() + j * width;
-    if (reads_token) std::memcpy(row, embed + t[j] * d, d * sizeof(float));
-    if (reads_feature) std::memcpy(row + (reads_token ? d : 0), f + j * d, d * sizeof(float));
-  }
+  if (reads_token) target_.embedding_rows(t, n, in.data(), width);  // no float32 embedding needed
+  if (reads_feature)
+    for (int64_t j = 0; j < n; ++j) std::memcpy(in.data() + j * width + (reads_token ? d : 0), f + j * d, d * sizeof(float));
   parallel_multiply(native_->fc, in.data(), width, n, ws.h, d);
   if (!native_->fc_bias.empty()) add_rows(ws.h, d, native_->fc_bias.data(), /*ldy=*/0, n, d);  // every row + bias
 

@@ -75,7 +75,13 @@ LlamaModel::LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions 
   if (!native_) return;
   if (!layers_packed)
     for (auto& layer : weights_.layers) native_->add_layer(layer, projections_released_);
-  native_->set_output(weights_);
+  // The LM head's float32 tensor repeats the packed copy, and so does a tied embedding: dropped with the
+  // projections, the forward then reads token rows from the packed LM head.
+  native_->set_output(weights_, projections_released_ && config_.tie_word_embeddings);
+  if (projections_released_) {
+    weights_.lm_head = at::Tensor();
+    if (config_.tie_word_embeddings) weights_.embed = at::Tensor();
+  }
   // glibc keeps freed heap pages resident (the packed copy sits above them): hand them back.
   if (projections_released_) return_free_memory_to_os();
 }
@@ -106,9 +112,33 @@ bool LlamaModel::holds_projections() const {
 }
 
 const LlamaWeights& LlamaModel::weights() const {
-  if (projections_released_)
+  if (projections_released_) {
     std::call_once(projections_restored_, [this] { native_->restore_projections(weights_); });
+    restore_outputs();
+  }
   return weights_;
+}
+
+void LlamaModel::restore_outputs() const {
+  std::call_once(outputs_restored_, [this] {
+    weights_.lm_head = unpack_matrix(native_->lm_head());  // column-major, as loaded
+    if (config_.tie_word_embeddings) weights_.embed = weights_.lm_head.contiguous();
+  });
+}
+
+const at::Tensor& LlamaModel::embedding() const {
+  if (projections_released_ && config_.tie_word_embeddings) restore_outputs();
+  return weights_.embed;
+}
+
+const at::Tensor& LlamaModel::lm_head() const {
+  if (projections_released_) restore_outputs();
+  return weights_.lm_head;
+}
+
+void LlamaModel::embedding_rows(const int64_t* tokens, int64_t n, float* out, int64_t ld) const {
+  check(native_ != nullptr, "LlamaModel::embedding_rows: the model is not on the native path");
+  native_->embed(weights_, tokens, n, out, ld);
 }
 
 LlamaModel::~LlamaModel() = default;
@@ -150,7 +180,8 @@ ForwardOutput LlamaModel::forward(KvCache& cache, const int64_t* tokens, const i
                                   const uint8_t* ancestor_mask, const ForwardOptions& fo) const {
   ForwardClock::Scope forward_clock;
   check_forward_inputs(config_, cache, tokens, positions, n, ancestor_mask, rope_.max_positions());
-  if (native_ && !(at::GradMode::is_enabled() && weights_.embed.requires_grad()))
+  // (A dropped embedding is never trained: weights() would have rebuilt it.)
+  if (native_ && !(at::GradMode::is_enabled() && weights_.embed.defined() && weights_.embed.requires_grad()))
     return native_->forward(weights_, rope_, cache, tokens, positions, n, ancestor_mask, fo);
   // The reference path reads tensors: copies of the buffers (it is never the per-token hot path on the CPU).
   const auto longs = at::TensorOptions().dtype(at::kLong);

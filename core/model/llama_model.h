@@ -73,10 +73,14 @@ class LlamaModel {
   const LlamaWeights& weights() const;
   // False while the layer projections exist only in the native path's packed copy (weights() rebuilds them).
   bool holds_projections() const;
-  // The embedding [vocab, d] and the LM head [vocab, d] (column-major): always in memory, never rebuilt (draft
-  // heads read them every cycle).
-  const at::Tensor& embedding() const { return weights_.embed; }
-  const at::Tensor& lm_head() const { return weights_.lm_head; }
+  // The embedding [vocab, d] and the LM head [vocab, d] (column-major). When the projections are dropped, so are
+  // the LM head's float32 tensor and a tied embedding (the packed LM head holds their values): the first call
+  // rebuilds them, bit for bit. Per-token code on the native path reads embedding_rows() instead.
+  const at::Tensor& embedding() const;
+  const at::Tensor& lm_head() const;
+  // Native path only: the embedding rows of n tokens into out (float32, row stride ld), read from the packed LM
+  // head when the embedding is tied and dropped (nothing is rebuilt).
+  void embedding_rows(const int64_t* tokens, int64_t n, float* out, int64_t ld) const;
   int64_t num_parameters() const;
 
   // The native path's decoder, or nullptr when forwards run on the reference path.
@@ -103,10 +107,13 @@ class LlamaModel {
                                   const at::Tensor& ancestor_mask, const ForwardOptions& options) const;
 
   ModelConfig config_;
-  mutable LlamaWeights weights_;  // layer projections undefined while projections_released_ (see weights())
+  // While projections_released_: layer projections, lm_head and a tied embed undefined (see weights()).
+  mutable LlamaWeights weights_;
   ComputeOptions options_;
   bool projections_released_ = false;
   mutable std::once_flag projections_restored_;
+  mutable std::once_flag outputs_restored_;  // the LM head and a tied embedding (released with the projections)
+  void restore_outputs() const;
   RotaryEmbedding rope_;
   std::unique_ptr<NativeDecoder> native_;
 };

@@ -151,9 +151,21 @@ void NativeDecoder::add_layer(LlamaLayerWeights& L, bool release_projections) {
   if (release_projections) L.wqkv = L.wo = L.w_gate_up = L.w_down = at::Tensor();
 }
 
-void NativeDecoder::set_output(const LlamaWeights& weights) {
+void NativeDecoder::set_output(const LlamaWeights& weights, bool embed_from_lm_head) {
   norm_ = float_vector(weights.norm);
   lm_head_ = pack_matrix(weights.lm_head, storage_);
+  embed_from_lm_head_ = embed_from_lm_head;
+}
+
+void NativeDecoder::embed(const LlamaWeights& weights, const int64_t* tokens, int64_t n, float* out,
+                          int64_t ld) const {
+  const int64_t d = config_.hidden_size;
+  if (embed_from_lm_head_) {
+    for (int64_t j = 0; j < n; ++j) lm_head_.row(tokens[j], out + j * ld);
+    return;
+  }
+  const float* table = weights.embed.data_ptr<float>();
+  for (int64_t j = 0; j < n; ++j) std::memcpy(out + j * ld, table + tokens[j] * d, d * sizeof(float));
 }
 
 void NativeDecoder::restore_projections(LlamaWeights& weights) const {
@@ -188,12 +200,11 @@ ForwardOutput NativeDecoder::forward(const LlamaWeights& weights, const RotaryEm
   ws.reserve(c, n, T);
 
   // Inputs: embeddings, RoPE rows, the visibility of every cache row for each new row.
-  const float* embed = weights.embed.data_ptr<float>();
+  embed(weights, tokens, n, ws.h, d);
   const int64_t half = c.head_dim / 2;
   const float* cos_table = rope.cos_table().data_ptr<float>();
   const float* sin_table = rope.sin_table().data_ptr<float>();
   for (int64_t j = 0; j < n; ++j) {
-    std::memcpy(ws.h + j * d, embed + tokens[j] * d, d * sizeof(float));
     ws.cos[j] = cos_table + positions[j] * half;
     ws.sin[j] = sin_table + positions[j] * half;
   }

@@ -88,8 +88,13 @@ class NativeDecoder {
   // float32 copy and the packed copy never both exist in full; restore_projections brings them back. Only exact
   // when `storage` holds the tensors' values unchanged (the caller decides).
   void add_layer(LlamaLayerWeights& layer, bool release_projections);
-  // The final norm and the LM head of `weights` (float32 tensors on CPU).
-  void set_output(const LlamaWeights& weights);
+  // The final norm and the LM head of `weights` (float32 tensors on CPU). embed_from_lm_head: the embedding is
+  // the LM head (tied) and the packed copy holds its values unchanged, so token rows are read from the packed LM
+  // head and weights.embed is never read (the model may drop it).
+  void set_output(const LlamaWeights& weights, bool embed_from_lm_head = false);
+
+  // Embedding rows of n tokens into out (row stride ld): from weights.embed, or from the packed LM head.
+  void embed(const LlamaWeights& weights, const int64_t* tokens, int64_t n, float* out, int64_t ld) const;
 
   // Sets every layer's wqkv / wo / w_gate_up / w_down in `weights` to the packed values (float32, column-major).
   void restore_projections(LlamaWeights& weights) const;
@@ -113,6 +118,7 @@ class NativeDecoder {
   std::vector<NativeLayerWeights> layers_;
   std::vector<float> norm_;
   PackedMatrix lm_head_;
+  bool embed_from_lm_head_ = false;
   mutable std::mutex mutex_;  // one forward at a time: the workspace is shared
   mutable NativeWorkspace ws_;
 };

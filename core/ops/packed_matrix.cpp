@@ -500,6 +500,24 @@ float PackedMatrix::at(int64_t o, int64_t i) const {
   return 0.0f;
 }
 
+namespace {
+template <WeightStorage S>
+void copy_row(const uint8_t* base, int64_t o, int64_t in, float* out) {
+  constexpr int64_t P = PackedMatrix::kPanel;
+  const int64_t first = (o / P) * in * P + o % P;  // element (o, 0); element (o, i) is P further per i
+  for (int64_t i = 0; i < in; ++i) out[i] = load_scalar<S>(base, first + i * P);
+}
+}  // namespace
+
+void PackedMatrix::row(int64_t o, float* out) const {
+  const auto* base = static_cast<const uint8_t*>(data_.get());
+  switch (storage_) {
+    case WeightStorage::Float32: return copy_row<WeightStorage::Float32>(base, o, in_, out);
+    case WeightStorage::Float16: return copy_row<WeightStorage::Float16>(base, o, in_, out);
+    case WeightStorage::BFloat16: return copy_row<WeightStorage::BFloat16>(base, o, in_, out);
+  }
+}
+
 void PackedMatrix::multiply(const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t panel_begin,
                             int64_t panel_end) const {
   multiply(x, ldx, n, y, ldy, panel_begin, panel_end, best_kernel_isa());

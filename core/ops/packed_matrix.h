@@ -61,6 +61,8 @@ class PackedMatrix {
 
   // W[o][i] as stored (widened to float32).
   float at(int64_t o, int64_t i) const;
+  // Row o of W, out[i] = W[o][i] for i < in() (widened to float32): an embedding lookup from a tied LM head.
+  void row(int64_t o, float* out) const;
 
   // y[j * ldy + o] = sum_i x[j * ldx + i] * W[o][i] for j < n and o in panels [panel_begin, panel_end) (output
   // columns clipped to out()). Callers split panels across threads. isa: a kernel no better than
