@@ -81,6 +81,8 @@ LlamaModel::LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions 
   if (projections_released_) {
     weights_.lm_head = at::Tensor();
     if (config_.tie_word_embeddings) weights_.embed = at::Tensor();
+  } else {
+    weights_.lm_head = column_major(weights_.lm_head);  // the loader left it as read (a no-op when it already is)
   }
   // glibc keeps freed heap pages resident (the packed copy sits above them): hand them back.
   if (projections_released_) return_free_memory_to_os();

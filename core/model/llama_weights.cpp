@@ -65,8 +65,9 @@ LlamaWeights load_llama_weights(const ModelConfig& c, const TensorLookup& lookup
     L.mlp_norm = get(p + "post_attention_layernorm.weight", {d});
     L.w_gate_up = at::cat({get(p + "mlp.gate_proj.weight", {I, d}), get(p + "mlp.up_proj.weight", {I, d})}, 0);
     L.w_down = get(p + "mlp.down_proj.weight", {d, I});
-    use_column_major(L);
+    // The sink packs from any layout; what it leaves in memory is made column-major (no copy of what it drops).
     if (on_layer) on_layer(L);
+    if (L.wqkv.defined()) use_column_major(L);
     w.layers.push_back(std::move(L));
   }
   w.norm = get("model.norm.weight", {d});
@@ -77,7 +78,9 @@ LlamaWeights load_llama_weights(const ModelConfig& c, const TensorLookup& lookup
       throw Error::at(source, "tensor 'lm_head.weight' not found and tie_word_embeddings is false");
     w.lm_head = get("lm_head.weight", {V, d});
   }
-  w.lm_head = column_major(w.lm_head);  // layers are column-major already
+  // Layers are column-major already. With a sink (the native path) the LM head stays as read - tied, the embedding
+  // itself: LlamaModel packs it from there and makes it column-major only if it keeps it.
+  if (!on_layer) w.lm_head = column_major(w.lm_head);
   return w;
 }
 

@@ -50,8 +50,10 @@ using TensorLookup = std::function<const TensorEntry*(const std::string& name)>;
 // naming file, tensor, expected and actual shape). `rope_pairs` = the checkpoint rotates consecutive pairs
 // (llama2.c / Meta layout): q and k rows are permuted to the halves convention.
 // `source` names the checkpoint in "tensor not found" errors.
-// `on_layer`, when given, sees each layer as soon as it is built (column-major), before the next is read: the native
-// path packs it there and may drop its tensors, so a whole float32 copy of the model never exists.
+// `on_layer`, when given, sees each layer as soon as it is built (row-major), before the next is read: the native
+// path packs it there and may drop its tensors, so a whole float32 copy of the model never exists; projections it
+// keeps are then made column-major. With a sink the LM head is left as read (tied: the embedding tensor itself), for
+// the caller to pack and to make column-major if it keeps it.
 using LayerSink = std::function<void(LlamaLayerWeights& layer)>;
 LlamaWeights load_llama_weights(const ModelConfig& config, const TensorLookup& lookup, bool rope_pairs,
                                 const std::string& source, const ComputeOptions& options,
