@@ -16,6 +16,7 @@
 
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
+#include "core/io/ggml_quant.h"
 
 namespace draftlab {
 namespace {
@@ -261,22 +262,32 @@ GgufTensorFile::GgufTensorFile(const std::string& path)
     if (readable_.count(info.name) || unreadable_.count(info.name))
       throw Error::in_file(path, field, "each tensor name once", "a duplicate name");
     TensorEntry e;
-    if (!readable_dtype(info.type, &e.dtype)) {
+    const size_t block_bytes = ggml_quant_block_bytes(info.type);
+    if (block_bytes == 0 && !readable_dtype(info.type, &e.dtype)) {
       unreadable_.emplace(info.name, info.type);
       continue;
     }
     e.name = info.name;
     e.file = path;
+    if (block_bytes != 0) {
+      e.dtype = DType::F32;  // what the blocks dequantize to
+      e.ggml_block_type = info.type;
+    }
+    if (block_bytes != 0 && (info.dims.empty() || info.dims[0] % kGgmlQuantBlock != 0))
+      throw Error::in_file(path, field + " shape", "rows of a multiple of 32 values for " + ggml_type_name(info.type),
+                           info.dims.empty() ? std::string("no dimensions") : std::to_string(info.dims[0]));
     // Element count without overflow: each dimension below 2^62 / (elements so far).
+    const uint64_t element_bytes = block_bytes != 0 ? 4 : dtype_size(e.dtype);
     uint64_t elements = 1;
     for (auto d = info.dims.rbegin(); d != info.dims.rend(); ++d) {
       constexpr uint64_t kMaxBytes = uint64_t{1} << 62;
-      if (*d != 0 && elements > kMaxBytes / dtype_size(e.dtype) / *d)
+      if (*d != 0 && elements > kMaxBytes / element_bytes / *d)
         throw Error::in_file(path, field + " shape", "a size that fits in memory", "dimensions whose product overflows");
       elements *= *d;
       e.shape.push_back(static_cast<int64_t>(*d));
     }
-    e.nbytes = static_cast<size_t>(elements * dtype_size(e.dtype));
+    e.nbytes = static_cast<size_t>(block_bytes != 0 ? elements / kGgmlQuantBlock * block_bytes
+                                                    : elements * dtype_size(e.dtype));
     if (info.offset % gguf_.alignment != 0)
       throw Error::in_file(path, field + " offset", "a multiple of the alignment " + std::to_string(gguf_.alignment),
                            std::to_string(info.offset));
@@ -296,9 +307,17 @@ bool GgufTensorFile::has(const std::string& name) const {
   return readable_.count(name) != 0 || unreadable_.count(name) != 0;
 }
 
+std::optional<uint32_t> GgufTensorFile::stored_type(const std::string& name) const {
+  for (const GgufTensorInfo& info : gguf_.tensors)
+    if (info.name == name) return info.type;
+  return std::nullopt;
+}
+
 const TensorEntry* GgufTensorFile::find(const std::string& name) const {
   if (const auto it = unreadable_.find(name); it != unreadable_.end())
-    throw Error::in_file(gguf_.path, "tensor " + name + " type", "F32, F16 or BF16 (quantized tensors are not read)",
+    throw Error::in_file(gguf_.path, "tensor " + name + " type",
+                         "F32, F16, BF16, Q8_0 or Q4_0 (other quantized types are not read; llama-quantize --pure "
+                         "writes Q8_0 / Q4_0 alone)",
                          ggml_type_name(it->second));
   const auto it = readable_.find(name);
   return it == readable_.end() ? nullptr : &it->second;

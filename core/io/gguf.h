@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -31,10 +32,13 @@ enum GgufValueType : uint32_t {
   kGgufF64 = 12,
 };
 
-// Tensor element types (ggml_type) that draftlab reads and writes; the others are quantized block formats.
+// Tensor element types (ggml_type) that draftlab reads and writes: three float types and two block-quantized ones
+// (core/io/ggml_quant.h); the other quantized formats are listed but not read.
 enum GgmlType : uint32_t {
   kGgmlF32 = 0,
   kGgmlF16 = 1,
+  kGgmlQ4_0 = 2,
+  kGgmlQ8_0 = 8,
   kGgmlBF16 = 30,
 };
 // "F32", "F16", "Q4_0", ... for messages; "type 123" for numbers ggml does not define.
@@ -80,17 +84,21 @@ struct GgufFile {
 // tensor directories without data parse).
 GgufFile read_gguf(const std::string& path);
 
-// A GGUF file mapped whole, with its tensors' bytes. Every F32/F16/BF16 tensor is checked on opening: its offset
-// aligned and its bytes inside the file (a truncated file throws Error naming the path and the tensor).
-// Tensors of other (quantized) types are listed but not readable.
+// A GGUF file mapped whole, with its tensors' bytes. Every F32/F16/BF16/Q8_0/Q4_0 tensor is checked on opening: its
+// offset aligned and its bytes inside the file (a truncated file throws Error naming the path and the tensor).
+// Q8_0 and Q4_0 tensors are entries of dtype F32 whose bytes are the file's blocks (TensorEntry::ggml_block_type):
+// checkpoint_tensor dequantizes them (d * q is exact in float32), so a llama.cpp-quantized file loads as is.
+// Tensors of other types are listed but not readable.
 class GgufTensorFile {
  public:
   explicit GgufTensorFile(const std::string& path);
   const GgufFile& gguf() const { return gguf_; }
   bool has(const std::string& name) const;
   // The tensor by GGUF name, shape in PyTorch order (outermost first), or nullptr when absent. Throws Error naming
-  // the file, the tensor and its type when the type is not F32, F16 or BF16.
+  // the file, the tensor and its type when the type is not F32, F16, BF16, Q8_0 or Q4_0.
   const TensorEntry* find(const std::string& name) const;
+  // The ggml type the file stores a tensor in (before dequantization), or nullopt when absent.
+  std::optional<uint32_t> stored_type(const std::string& name) const;
 
  private:
   FileBytes bytes_;

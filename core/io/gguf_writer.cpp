@@ -4,6 +4,7 @@
 
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
+#include "core/io/ggml_quant.h"
 
 namespace draftlab {
 
@@ -11,11 +12,15 @@ namespace {
 
 uint64_t padded(uint64_t n, uint64_t alignment) { return (n + alignment - 1) / alignment * alignment; }
 
-size_t element_size(GgmlType type) {
+// Bytes of `block` values of `type`: one value for the float types, 32 for the block-quantized ones.
+size_t block_size(GgmlType type, int64_t* block) {
+  *block = 1;
   switch (type) {
     case kGgmlF32: return 4;
     case kGgmlF16: return 2;
     case kGgmlBF16: return 2;
+    case kGgmlQ8_0:
+    case kGgmlQ4_0: *block = kGgmlQuantBlock; return ggml_quant_block_bytes(type);
   }
   return 0;
 }
@@ -53,7 +58,8 @@ void GgufWriter::add_string_array(const std::string& key, const std::vector<std:
 
 void GgufWriter::add_tensor(const std::string& name, GgmlType type, const std::vector<int64_t>& shape,
                             const void* data, size_t nbytes) {
-  const size_t esize = element_size(type);
+  int64_t block = 1;
+  const size_t esize = block_size(type, &block);
   if (esize == 0) throw Error("GgufWriter: tensor " + name + ": unsupported type " + ggml_type_name(type));
   if (shape.empty() || shape.size() > 4)
     throw Error("GgufWriter: tensor " + name + ": expected 1 to 4 dimensions, got " + std::to_string(shape.size()));
@@ -64,9 +70,12 @@ void GgufWriter::add_tensor(const std::string& name, GgmlType type, const std::v
     if (d < 0) throw Error("GgufWriter: tensor " + name + ": negative dimension in " + shape_string(shape));
     elements *= static_cast<uint64_t>(d);
   }
-  if (elements * esize != nbytes)
+  if (shape.back() % block != 0)
+    throw Error("GgufWriter: tensor " + name + ": rows of " + ggml_type_name(type) + " hold a multiple of " +
+                std::to_string(block) + " values, got " + shape_string(shape));
+  if (elements / block * esize != nbytes)
     throw Error("GgufWriter: tensor " + name + ": " + shape_string(shape) + " of " + ggml_type_name(type) +
-                " is " + std::to_string(elements * esize) + " bytes, got " + std::to_string(nbytes));
+                " is " + std::to_string(elements / block * esize) + " bytes, got " + std::to_string(nbytes));
   if (nbytes > 0 && !data) throw Error("GgufWriter: tensor " + name + ": null data");
   tensors_.push_back({name, type, shape, data, nbytes, data_size_});
   data_size_ += padded(nbytes, alignment_);

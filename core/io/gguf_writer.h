@@ -43,8 +43,9 @@ class GgufWriter {
   }
   void add_string_array(const std::string& key, const std::vector<std::string>& values);
 
-  // A tensor of `type` (kGgmlF32 / kGgmlF16 / kGgmlBF16) with `shape` in PyTorch order. The bytes are copied
-  // at write(), so `data` must stay valid until then. nbytes must equal the element count times the type's size.
+  // A tensor of `type` (kGgmlF32 / kGgmlF16 / kGgmlBF16, or kGgmlQ8_0 / kGgmlQ4_0 blocks of 32 values along the
+  // innermost dimension) with `shape` in PyTorch order. The bytes are copied at write(), so `data` must stay valid
+  // until then. nbytes must equal what the type stores for that many elements.
   void add_tensor(const std::string& name, GgmlType type, const std::vector<int64_t>& shape, const void* data,
                   size_t nbytes);
 

@@ -16,7 +16,10 @@ struct TensorEntry {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;  // points into a mapped file that outlives this entry
-  size_t nbytes = 0;              // == product(shape) * dtype_size(dtype), validated by the loader
+  size_t nbytes = 0;              // == product(shape) * dtype_size(dtype), validated by the loader (blocks: below)
+  // Non-zero: `data` holds ggml blocks of this type (Q8_0 or Q4_0, core/io/ggml_quant.h; nbytes their size), which
+  // readers dequantize to `dtype` F32 (checkpoint_tensor does).
+  uint32_t ggml_block_type = 0;
   std::string file;               // which file it came from, for error messages
 };
 

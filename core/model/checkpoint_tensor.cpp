@@ -4,6 +4,8 @@
 
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
+#include "core/io/ggml_quant.h"
+#include "core/io/gguf.h"
 
 namespace draftlab {
 
@@ -24,6 +26,7 @@ WeightStorage checkpoint_storage(const TensorEntry* entry) {
   if (entry == nullptr) return WeightStorage::Float32;
   if (entry->dtype == DType::F16) return WeightStorage::Float16;
   if (entry->dtype == DType::BF16) return WeightStorage::BFloat16;
+  if (entry->ggml_block_type == kGgmlQ8_0) return WeightStorage::Q8_0;  // a Q4_0 file runs on its float32 values
   return WeightStorage::Float32;
 }
 
@@ -31,7 +34,10 @@ at::Tensor checkpoint_tensor(const TensorEntry& e, const std::vector<int64_t>& e
                              const std::string& note) {
   if (e.shape != expected) throw Error::in_file(e.file, e.name + " shape", shape_string(expected) + note, shape_string(e.shape));
   auto t = at::empty(e.shape, at::TensorOptions().dtype(torch_dtype(e)));
-  if (e.nbytes) std::memcpy(t.data_ptr(), e.data, e.nbytes);
+  if (e.ggml_block_type != 0)
+    dequantize_blocks(e.ggml_block_type, e.data, t.numel(), t.data_ptr<float>());  // Q8_0 / Q4_0 (GGUF)
+  else if (e.nbytes)
+    std::memcpy(t.data_ptr(), e.data, e.nbytes);
   forget_mapped_pages(e.data, e.nbytes);  // copied: the file's pages need not stay resident
   return t.to(o.device, o.dtype);
 }

@@ -79,6 +79,7 @@ LlamaModel::LlamaModel(ModelConfig config, LlamaWeights weights, ComputeOptions 
   // projections, the forward then reads token rows from the packed LM head.
   native_->set_output(weights_, projections_released_ && config_.tie_word_embeddings);
   if (projections_released_) {
+    native_->check_released_exactly(native_->lm_head().exact(), weights_.layers.size());
     weights_.lm_head = at::Tensor();
     if (config_.tie_word_embeddings) weights_.embed = at::Tensor();
   } else {

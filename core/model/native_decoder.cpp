@@ -148,7 +148,22 @@ NativeDecoder::NativeDecoder(const ModelConfig& config, WeightStorage storage) :
 
 void NativeDecoder::add_layer(LlamaLayerWeights& L, bool release_projections) {
   layers_.push_back(pack_layer(L, storage_));
-  if (release_projections) L.wqkv = L.wo = L.w_gate_up = L.w_down = at::Tensor();
+  const NativeLayerWeights& packed = layers_.back();
+  if (release_projections) {
+    check_released_exactly(packed.wqkv.exact() && packed.wo.exact() && packed.w_gate_up.exact() && packed.w_down.exact(),
+                           layers_.size() - 1);
+    L.wqkv = L.wo = L.w_gate_up = L.w_down = at::Tensor();
+  }
+}
+
+void NativeDecoder::check_released_exactly(bool exact, size_t layer) const {
+  // Only a Q8_0 file whose blocks are not ggml's own quantization (re-quantizing its values gives other blocks)
+  // gets here: its float32 values would be lost.
+  check(exact, [&] {
+    const std::string what = layer < layers_.size() ? "layer " + std::to_string(layer) : std::string("the LM head");
+    return "the " + std::string(weight_storage_name(storage_)) + " packing of " + what + " does not reproduce the checkpoint's values (blocks not quantized as ggml does); load it with "
+           "--weights float32";
+  });
 }
 
 void NativeDecoder::set_output(const LlamaWeights& weights, bool embed_from_lm_head) {

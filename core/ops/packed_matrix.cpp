@@ -14,6 +14,8 @@
 // stream; with several, the tiles of group g prefetch group g + 1 into L2, a slice each, so that by the time the
 // next group starts its weights are already near (without it a multi-chunk call paid memory time plus FMA time).
 #include "core/ops/packed_matrix.h"
+
+#include "core/io/ggml_quant.h"
 #include "core/ops/unroll.h"
 
 #include <algorithm>
@@ -105,11 +107,21 @@ const char* weight_storage_name(WeightStorage s) {
     case WeightStorage::Float32: return "float32";
     case WeightStorage::Float16: return "float16";
     case WeightStorage::BFloat16: return "bfloat16";
+    case WeightStorage::Q8_0: return "q8_0";
   }
   return "?";
 }
 
-int64_t weight_storage_bytes(WeightStorage s) { return s == WeightStorage::Float32 ? 4 : 2; }
+int64_t panel_bytes(WeightStorage s, int64_t in) {
+  constexpr int64_t P = PackedMatrix::kPanel;
+  switch (s) {
+    case WeightStorage::Float32: return in * P * 4;
+    case WeightStorage::Float16:
+    case WeightStorage::BFloat16: return in * P * 2;
+    case WeightStorage::Q8_0: return in * P + in / kGgmlQuantBlock * P * 4;  // int8 values, then float32 scales
+  }
+  return 0;
+}
 
 const char* kernel_isa_name(KernelIsa isa) {
   switch (isa) {
@@ -193,6 +205,25 @@ inline float load_scalar(const uint8_t* p, int64_t idx) {
   }
 }
 
+// A stored float32 / float16 / bfloat16 value by element index, for the storage chosen at run time.
+inline float load_scalar_any(const uint8_t* p, WeightStorage s, int64_t idx) {
+  switch (s) {
+    case WeightStorage::Float16: return load_scalar<WeightStorage::Float16>(p, idx);
+    case WeightStorage::BFloat16: return load_scalar<WeightStorage::BFloat16>(p, idx);
+    default: return load_scalar<WeightStorage::Float32>(p, idx);
+  }
+}
+
+// Q8_0 panels: int8 values as the float layouts (input i, lane c at i * P + c), then one float32 scale per block
+// of 32 inputs and lane (block b, lane c at k * P + (b * P + c) * 4, k the panel's inputs). A weight is scale * q:
+// exact in float32, so every kernel below multiplies by exactly the dequantized value.
+inline const float* q8_scales(const uint8_t* panel, int64_t k, int64_t i) {
+  return reinterpret_cast<const float*>(panel + k * P) + (i / kGgmlQuantBlock) * P;
+}
+inline float q8_value(const uint8_t* panel, int64_t k, int64_t i, int64_t c) {
+  return q8_scales(panel, k, i)[c] * static_cast<float>(static_cast<int8_t>(panel[i * P + c]));
+}
+
 // Plain multiply-add: this file is built for baseline x86-64 (no FMA), so the compiler cannot contract it either;
 // every row runs the same sequence, which is all row independence needs within this path.
 template <WeightStorage S>
@@ -203,7 +234,11 @@ void portable_tile(const float* x, int64_t ldx, int64_t mr, const uint8_t* panel
     for (int64_t c = 0; c < P; ++c) acc[r][c] = 0.0f;
   float w[P];
   for (int64_t i = 0; i < k; ++i) {
-    for (int64_t c = 0; c < P; ++c) w[c] = load_scalar<S>(panel, i * P + c);
+    if constexpr (S == WeightStorage::Q8_0) {
+      for (int64_t c = 0; c < P; ++c) w[c] = q8_value(panel, k, i, c);
+    } else {
+      for (int64_t c = 0; c < P; ++c) w[c] = load_scalar<S>(panel, i * P + c);
+    }
     for (int64_t r = 0; r < mr; ++r) {
       const float xv = x[r * ldx + i];
       for (int64_t c = 0; c < P; ++c) acc[r][c] += xv * w[c];
@@ -227,10 +262,14 @@ struct PortableKernels {
 #if defined(__x86_64__)
 #define DRAFTLAB_AVX2 __attribute__((target("avx2,fma,f16c")))
 
+// Eight weights at p (Q8_0: eight int8 values times their eight scales at `scale`).
 template <WeightStorage S>
-DRAFTLAB_AVX2 inline __m256 load8(const uint8_t* p) {
+DRAFTLAB_AVX2 inline __m256 load8(const uint8_t* p, const float* scale) {
   if constexpr (S == WeightStorage::Float32) {
     return _mm256_load_ps(reinterpret_cast<const float*>(p));
+  } else if constexpr (S == WeightStorage::Q8_0) {
+    const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_load_ps(scale));
   } else if constexpr (S == WeightStorage::Float16) {
     return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
   } else {
@@ -243,7 +282,7 @@ DRAFTLAB_AVX2 inline __m256 load8(const uint8_t* p) {
 template <WeightStorage S, int MR, int NP>
 DRAFTLAB_AVX2 void avx2_tile(const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes, int64_t k,
                              float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
-  constexpr int64_t B = S == WeightStorage::Float32 ? 4 : 2;
+  constexpr int64_t B = S == WeightStorage::Float32 ? 4 : S == WeightStorage::Q8_0 ? 1 : 2;
   __m256 acc[MR][NP][2];
   DRAFTLAB_UNROLL
   for (int r = 0; r < MR; ++r) {
@@ -257,7 +296,15 @@ DRAFTLAB_AVX2 void avx2_tile(const float* x, int64_t ldx, const uint8_t* panels,
     for (int q = 0; q < NP; ++q) {
       const uint8_t* wp = panels + q * panel_bytes + i * P * B;
       if (pf.in_stream) _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T0);
-      const __m256 w0 = load8<S>(wp), w1 = load8<S>(wp + 8 * B);
+      __m256 w0, w1;
+      if constexpr (S == WeightStorage::Q8_0) {
+        const float* sp = q8_scales(panels + q * panel_bytes, k, i);
+        w0 = load8<S>(wp, sp);
+        w1 = load8<S>(wp + 8, sp + 8);
+      } else {
+        w0 = load8<S>(wp, nullptr);
+        w1 = load8<S>(wp + 8 * B, nullptr);
+      }
       DRAFTLAB_UNROLL
       for (int r = 0; r < MR; ++r) {
         const __m256 xb = _mm256_broadcast_ss(x + r * ldx + i);
@@ -331,9 +378,12 @@ struct Avx2Kernels {
 #define DRAFTLAB_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 
 template <WeightStorage S>
-DRAFTLAB_AVX512 inline __m512 load16(const uint8_t* p) {
+DRAFTLAB_AVX512 inline __m512 load16(const uint8_t* p, const float* scale) {
   if constexpr (S == WeightStorage::Float32) {
     return _mm512_load_ps(reinterpret_cast<const float*>(p));
+  } else if constexpr (S == WeightStorage::Q8_0) {
+    const __m512i q = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_load_ps(scale));
   } else if constexpr (S == WeightStorage::Float16) {
     return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
   } else {
@@ -345,7 +395,7 @@ DRAFTLAB_AVX512 inline __m512 load16(const uint8_t* p) {
 template <WeightStorage S, int MR, int NP>
 DRAFTLAB_AVX512 void avx512_tile(const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes, int64_t k,
                                  float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
-  constexpr int64_t B = S == WeightStorage::Float32 ? 4 : 2;
+  constexpr int64_t B = S == WeightStorage::Float32 ? 4 : S == WeightStorage::Q8_0 ? 1 : 2;
   __m512 acc[MR][NP];
   DRAFTLAB_UNROLL
   for (int r = 0; r < MR; ++r) {
@@ -360,7 +410,7 @@ DRAFTLAB_AVX512 void avx512_tile(const float* x, int64_t ldx, const uint8_t* pan
     for (int q = 0; q < NP; ++q) {
       const uint8_t* wp = panels + q * panel_bytes + i * P * B;
       if (pf.in_stream) _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T0);
-      w[q] = load16<S>(wp);
+      w[q] = load16<S>(wp, S == WeightStorage::Q8_0 ? q8_scales(panels + q * panel_bytes, k, i) : nullptr);
     }
     DRAFTLAB_UNROLL
     for (int r = 0; r < MR; ++r) {
@@ -418,7 +468,7 @@ void multiply_with(const uint8_t* data, int64_t out, int64_t k, const float* x, 
                    int64_t ldy, int64_t p0, int64_t p1) {
   const RowChunks chunks(n, Kernels::kMaxRows);
   const int group = Kernels::group_panels(static_cast<int>(chunks.largest()));
-  const int64_t panel_bytes = k * P * weight_storage_bytes(S);
+  const int64_t panel_bytes = draftlab::panel_bytes(S, k);
   auto width = [&](int64_t mr) { return std::min(Kernels::panels_for(static_cast<int>(mr)), group); };
   int64_t tiles_per_group = 0;
   for (int64_t c = 0; c < chunks.count; ++c) tiles_per_group += (group + width(chunks.rows(c)) - 1) / width(chunks.rows(c));
@@ -466,13 +516,43 @@ PackedMatrix::PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stri
                            WeightStorage storage)
     : out_(out), in_(in), storage_(storage) {
   if (out <= 0 || in <= 0) throw std::invalid_argument("PackedMatrix: empty matrix");
+  if (storage == WeightStorage::Q8_0 && in % kGgmlQuantBlock != 0)
+    throw std::invalid_argument("PackedMatrix: q8_0 weights need rows of a multiple of 32 inputs, got " +
+                                std::to_string(in) + " (choose float16 or float32 weights)");
   const size_t bytes = static_cast<size_t>(this->bytes());
   void* raw = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (raw == nullptr) throw std::bad_alloc();
   data_ = std::shared_ptr<void>(raw, [](void* p) { std::free(p); });
+  auto* base = static_cast<uint8_t*>(raw);
   auto* f32 = static_cast<float*>(raw);
   auto* u16 = static_cast<uint16_t*>(raw);
+  const int64_t panel_size = panel_bytes(storage, in);
   // Panel p, input i, lane c <- W[16p + c][i]; lanes past `out` are zero.
+  if (storage == WeightStorage::Q8_0) {
+    float row[kGgmlQuantBlock], back[kGgmlQuantBlock];
+    uint8_t block[34];
+    for (int64_t p = 0; p < panels(); ++p) {
+      uint8_t* panel = base + p * panel_size;
+      auto* scales = reinterpret_cast<float*>(panel + in * kPanel);
+      for (int64_t c = 0; c < kPanel; ++c) {
+        const int64_t o = p * kPanel + c;
+        for (int64_t b = 0; b < in / kGgmlQuantBlock; ++b) {
+          for (int64_t j = 0; j < kGgmlQuantBlock; ++j)
+            row[j] = o < out ? w[o * stride_out + (b * kGgmlQuantBlock + j) * stride_in] : 0.0f;
+          quantize_q8_0(row, kGgmlQuantBlock, block);
+          dequantize_q8_0(block, kGgmlQuantBlock, back);
+          uint16_t d;
+          std::memcpy(&d, block, 2);
+          scales[b * kPanel + c] = half_to_float(d);
+          for (int64_t j = 0; j < kGgmlQuantBlock; ++j) {
+            panel[(b * kGgmlQuantBlock + j) * kPanel + c] = block[2 + j];
+            if (back[j] != row[j]) exact_ = false;
+          }
+        }
+      }
+    }
+    return;
+  }
   for (int64_t p = 0; p < panels(); ++p) {
     for (int64_t i = 0; i < in; ++i) {
       for (int64_t c = 0; c < kPanel; ++c) {
@@ -483,7 +563,9 @@ PackedMatrix::PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stri
           case WeightStorage::Float32: f32[at] = v; break;
           case WeightStorage::Float16: u16[at] = float_to_half(v); break;
           case WeightStorage::BFloat16: u16[at] = float_to_bfloat16(v); break;
+          case WeightStorage::Q8_0: break;  // above
         }
+        if (storage != WeightStorage::Float32 && load_scalar_any(base, storage, at) != v) exact_ = false;
       }
     }
   }
@@ -493,6 +575,7 @@ float PackedMatrix::at(int64_t o, int64_t i) const {
   const int64_t idx = ((o / kPanel) * in_ + i) * kPanel + o % kPanel;
   const auto* base = static_cast<const uint8_t*>(data_.get());
   switch (storage_) {
+    case WeightStorage::Q8_0: return q8_value(base + (o / kPanel) * panel_bytes(storage_, in_), in_, i, o % kPanel);
     case WeightStorage::Float32: return load_scalar<WeightStorage::Float32>(base, idx);
     case WeightStorage::Float16: return load_scalar<WeightStorage::Float16>(base, idx);
     case WeightStorage::BFloat16: return load_scalar<WeightStorage::BFloat16>(base, idx);
@@ -512,6 +595,9 @@ void copy_row(const uint8_t* base, int64_t o, int64_t in, float* out) {
 void PackedMatrix::row(int64_t o, float* out) const {
   const auto* base = static_cast<const uint8_t*>(data_.get());
   switch (storage_) {
+    case WeightStorage::Q8_0:
+      for (int64_t i = 0; i < in_; ++i) out[i] = at(o, i);
+      return;
     case WeightStorage::Float32: return copy_row<WeightStorage::Float32>(base, o, in_, out);
     case WeightStorage::Float16: return copy_row<WeightStorage::Float16>(base, o, in_, out);
     case WeightStorage::BFloat16: return copy_row<WeightStorage::BFloat16>(base, o, in_, out);
@@ -534,6 +620,7 @@ void PackedMatrix::multiply(const float* x, int64_t ldx, int64_t n, float* y, in
     case WeightStorage::Float32: fn = pick<WeightStorage::Float32>(isa); break;
     case WeightStorage::Float16: fn = pick<WeightStorage::Float16>(isa); break;
     case WeightStorage::BFloat16: fn = pick<WeightStorage::BFloat16>(isa); break;
+    case WeightStorage::Q8_0: fn = pick<WeightStorage::Q8_0>(isa); break;
   }
   fn(static_cast<const uint8_t*>(data_.get()), out_, in_, x, ldx, n, y, ldy, panel_begin, panel_end);
 }

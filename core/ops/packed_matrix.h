@@ -7,7 +7,10 @@
 // panel vector once and uses it for every row of x: weights are read from memory once per call whatever n is.
 //
 // Storage: float32, float16 or bfloat16, accumulation always float32 (half-precision values are widened exactly
-// with F16C / a shift). Half-precision storage halves the bytes each forward reads.
+// with F16C / a shift). Half-precision storage halves the bytes each forward reads. q8_0 stores ggml's Q8_0
+// (core/io/ggml_quant.h: per output row, blocks of 32 inputs sharing a float16 scale d, int8 q) as int8 panels plus
+// a float32 scale per (row, block): the kernels widen d * q, which is exact in float32, so a Q8_0 matrix multiplies
+// bit for bit like the float32 matrix of its dequantized values, reading ~1.1 bytes per weight.
 //
 // Row independence: y[j, o] is one float32 FMA chain over i = 0 .. in-1 in order, for every n, every tile shape
 // and every SIMD width (AVX-512, AVX2 and the portable path with fmaf) - so the logits of a token verified inside
@@ -24,12 +27,12 @@
 
 namespace draftlab {
 
-enum class WeightStorage { Float32, Float16, BFloat16 };
+enum class WeightStorage { Float32, Float16, BFloat16, Q8_0 };
 
-// "float32" / "float16" / "bfloat16".
+// "float32" / "float16" / "bfloat16" / "q8_0".
 const char* weight_storage_name(WeightStorage s);
-// Bytes per stored value.
-int64_t weight_storage_bytes(WeightStorage s);
+// Bytes one panel (16 output rows) of `in` inputs takes.
+int64_t panel_bytes(WeightStorage s, int64_t in);
 
 // The instruction sets a kernel can use.
 enum class KernelIsa { Portable, Avx2, Avx512 };
@@ -50,14 +53,18 @@ class PackedMatrix {
   PackedMatrix() = default;
   // Packs W [out, in] given by strides: W[o][i] = w[o * stride_out + i * stride_in] (so a row-major [out, in]
   // matrix has stride_out = in, stride_in = 1, and a column-major one stride_out = 1, stride_in = out).
+  // q8_0 quantizes each row's blocks as ggml does and needs `in` a multiple of 32 (std::invalid_argument otherwise).
   PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stride_out, int64_t stride_in, WeightStorage storage);
 
   int64_t out() const { return out_; }
   int64_t in() const { return in_; }
   int64_t panels() const { return (out_ + kPanel - 1) / kPanel; }
   WeightStorage storage() const { return storage_; }
-  int64_t bytes() const { return panels() * kPanel * in_ * weight_storage_bytes(storage_); }
+  int64_t bytes() const { return panels() * panel_bytes(storage_, in_); }
   bool empty() const { return out_ == 0; }
+  // Whether every stored value equals the value it was packed from (float32; a float16 checkpoint's values in
+  // float16; Q8_0 blocks dequantized from a Q8_0 file, which quantizing reproduces).
+  bool exact() const { return exact_; }
 
   // W[o][i] as stored (widened to float32).
   float at(int64_t o, int64_t i) const;
@@ -76,6 +83,7 @@ class PackedMatrix {
   std::shared_ptr<void> data_;  // 64-byte aligned panels
   int64_t out_ = 0, in_ = 0;
   WeightStorage storage_ = WeightStorage::Float32;
+  bool exact_ = true;
 };
 
 }  // namespace draftlab

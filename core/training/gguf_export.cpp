@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/base/error.h"
+#include "core/io/ggml_quant.h"
 #include "core/io/gguf_checkpoint.h"
 #include "core/io/gguf_writer.h"
 #include "core/text/gguf_vocabulary.h"
@@ -17,11 +18,13 @@ at::Tensor halves_to_pairs(const at::Tensor& w, int64_t heads, int64_t head_dim)
   return w.view({heads, 2, head_dim / 2, w.size(1)}).transpose(1, 2).reshape({heads * head_dim, w.size(1)});
 }
 
-// llama.cpp's general.file_type (LlamaFileType): ALL_F32, MOSTLY_F16, MOSTLY_BF16.
+// llama.cpp's general.file_type (LlamaFileType): ALL_F32, MOSTLY_F16, MOSTLY_Q4_0, MOSTLY_Q8_0, MOSTLY_BF16.
 uint32_t file_type(GgmlType type) {
   switch (type) {
     case kGgmlF32: return 0;
     case kGgmlF16: return 1;
+    case kGgmlQ4_0: return 2;
+    case kGgmlQ8_0: return 7;
     case kGgmlBF16: return 32;
   }
   return 0;
@@ -32,8 +35,8 @@ at::ScalarType scalar_type(GgmlType type) {
     case kGgmlF32: return at::kFloat;
     case kGgmlF16: return at::kHalf;
     case kGgmlBF16: return at::kBFloat16;
+    default: return at::kFloat;  // block-quantized types are quantized from float32
   }
-  return at::kFloat;
 }
 
 void add_hyperparameters(GgufWriter& w, const ModelConfig& c, const std::string& path) {
@@ -99,7 +102,18 @@ void export_gguf(const LlamaModel& model, const Tokenizer& tokenizer, const std:
     if (hf_name.find("self_attn.k_proj") != std::string::npos) t = halves_to_pairs(t, KVH, hd);
     // llama.cpp computes norms in F32 and its converter keeps every 1-D tensor F32 in 16-bit files.
     const GgmlType tensor_type = t.dim() == 1 ? kGgmlF32 : type;
-    t = t.to(scalar_type(tensor_type)).contiguous();
+    t = t.to(at::kCPU, scalar_type(tensor_type)).contiguous();
+    if (const size_t block_bytes = ggml_quant_block_bytes(tensor_type); block_bytes != 0) {
+      // Every matrix in the one block type (llama-quantize --pure), rows of 32-value blocks.
+      if (t.size(-1) % kGgmlQuantBlock != 0)
+        throw Error(path + ": cannot export to GGUF as " + ggml_type_name(tensor_type) + ": tensor " + hf_name +
+                    " has rows of " + std::to_string(t.size(-1)) + " values, expected a multiple of 32");
+      at::Tensor blocks = at::empty({t.numel() / kGgmlQuantBlock * static_cast<int64_t>(block_bytes)}, at::kByte);
+      quantize_blocks(tensor_type, t.data_ptr<float>(), t.numel(), blocks.data_ptr<uint8_t>());
+      w.add_tensor(gguf_name, tensor_type, t.sizes().vec(), blocks.data_ptr(), static_cast<size_t>(blocks.nbytes()));
+      keep_alive.push_back(std::move(blocks));
+      continue;
+    }
     w.add_tensor(gguf_name, tensor_type, t.sizes().vec(), t.data_ptr(), static_cast<size_t>(t.nbytes()));
     keep_alive.push_back(std::move(t));
   }

@@ -13,8 +13,9 @@ namespace draftlab {
 // Writes `path` atomically: general.architecture "llama", the llama.* hyperparameters, the tokenizer's vocabulary
 // (Tokenizer::gguf_vocabulary, padded to vocab_size), and the tensors under llama.cpp's names
 // (core/io/gguf_checkpoint.h) with q/k rows permuted from the halves RoPE layout to consecutive pairs, as
-// llama.cpp's converter does. Matrices are stored as `type` (kGgmlF32, kGgmlF16 or kGgmlBF16); norms stay F32 as
-// llama.cpp expects; output.weight is left out when the embeddings are tied.
+// llama.cpp's converter does. Matrices are stored as `type` (kGgmlF32, kGgmlF16, kGgmlBF16, or kGgmlQ8_0 /
+// kGgmlQ4_0 quantized as llama-quantize --pure does: core/io/ggml_quant.h); norms stay F32 as llama.cpp expects;
+// output.weight is left out when the embeddings are tied.
 // Stop tokens: tokenizer.ggml.eos_token_id is the tokenizer's EOS, and the config's other eos_token_ids become
 // tokenizer.ggml.eot_token_id / eom_token_id, which llama.cpp also ends generation on (at most three in all).
 // Throws Error for what GGUF's llama architecture cannot express (llama3 RoPE scaling, such stop lists).

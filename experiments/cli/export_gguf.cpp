@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
@@ -34,6 +35,8 @@ GgmlType stored_type(const std::string& model_path) {
   std::unique_ptr<SafetensorsCollection> safetensors;
   if (ends_with(model_path, ".gguf")) {
     gguf = std::make_unique<GgufTensorFile>(model_path);
+    const std::optional<uint32_t> type = gguf->stored_type("token_embd.weight");
+    if (type == kGgmlQ8_0 || type == kGgmlQ4_0) return static_cast<GgmlType>(*type);
     embed = gguf->find("token_embd.weight");
   } else {
     safetensors = std::make_unique<SafetensorsCollection>(model_path);
@@ -48,7 +51,9 @@ GgmlType parse_type(const std::string& name) {
   if (name == "f32") return kGgmlF32;
   if (name == "f16") return kGgmlF16;
   if (name == "bf16") return kGgmlBF16;
-  throw Error("--type: expected f32, f16 or bf16, got '" + name + "' (see draftlab export-gguf --help)");
+  if (name == "q8_0") return kGgmlQ8_0;
+  if (name == "q4_0") return kGgmlQ4_0;
+  throw Error("--type: expected f32, f16, bf16, q8_0 or q4_0, got '" + name + "' (see draftlab export-gguf --help)");
 }
 
 std::string base_name(std::string path) {
@@ -76,8 +81,9 @@ int run_export_gguf(int argc, char** argv) {
        "(default: tokenizer.json in the model folder, or the .gguf model itself)")
       ("out,o", po::value(&out)->required(), "the .gguf file to write")
       ("type", po::value(&type_name),
-       "tensor type of the matrices: f32, f16 or bf16 (default: what the checkpoint stores; llama2.c: f32). "
-       "Norms are always f32, as llama.cpp expects")
+       "tensor type of the matrices: f32, f16, bf16, or q8_0 / q4_0 (ggml's 32-value blocks, as llama-quantize "
+       "--pure writes them) (default: what the checkpoint stores; llama2.c: f32). Norms are always f32, as "
+       "llama.cpp expects")
       ("name", po::value(&name), "general.name (default: the model's file or folder name)");
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "export-gguf", vm)) return 0;

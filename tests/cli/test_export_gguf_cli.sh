@@ -41,6 +41,16 @@ for type in default f32; do
 done
 "$BIN" export-gguf --model "$TINY" --out "$TMP/check-default.gguf" 2>&1 | grep -q "F16" &&
   ok "default type of an fp16 checkpoint is F16" || bad "default type of ts-tiny is not F16"
+# Quantized: the file decodes, and a re-export keeps its type by default (the values are already on the grid).
+for type in q8_0 q4_0; do
+  if "$BIN" export-gguf --model "$TINY" --out "$TMP/tiny-$type.gguf" --type $type 2>"$TMP/export.err"; then
+    generate "gguf-$type" --model "$TMP/tiny-$type.gguf" --prompt "$PROMPT" && ok "ts-tiny .gguf ($type) decodes"
+    "$BIN" export-gguf --model "$TMP/tiny-$type.gguf" --out "$TMP/tiny-$type-again.gguf" 2>&1 | grep -qi "$type" &&
+      ok "default type of a $type file is $type" || bad "re-export of the $type file changed its type"
+  else
+    bad "export-gguf ts-tiny ($type): $(cat "$TMP/export.err")"
+  fi
+done
 
 # 2. llama2.c checkpoint + tokenizer.bin (../shared), when present.
 MODEL=$SHARED/models/aidreams260K/aidreams260K.bin
@@ -90,6 +100,24 @@ if [ -x "$PEER/llama-simple" ]; then
     "$BIN" export-gguf --model "$TARGET" --out "$TMP/target-$type.gguf" --type $type 2>/dev/null &&
       peer_check "ts-target-$type" "$TMP/target-$type.gguf" --model "$TARGET" --weights ${type/f/float}
   done
+  # Q8_0: both engines read the same blocks (llama.cpp also rounds the activations to 8 bits: a greedy tie could
+  # part them, none does on this prompt).
+  "$BIN" export-gguf --model "$TARGET" --out "$TMP/target-q8_0.gguf" --type q8_0 2>/dev/null &&
+    peer_check ts-target-q8_0 "$TMP/target-q8_0.gguf" --model "$TMP/target-q8_0.gguf"
+  # llama-quantize --pure writes the very blocks draftlab's export writes, from the same float32 values.
+  if [ -x "$PEER/llama-quantize" ] && [ -f "$TMP/target-f32.gguf" ]; then
+    for type in q8_0 q4_0; do
+      [ -f "$TMP/target-$type.gguf" ] ||
+        "$BIN" export-gguf --model "$TARGET" --out "$TMP/target-$type.gguf" --type $type 2>/dev/null
+      if "$PEER/llama-quantize" --pure "$TMP/target-f32.gguf" "$TMP/peer-$type.gguf" ${type^^} >"$TMP/quantize.log" 2>&1; then
+        python3 "$(dirname "$0")/same_gguf_tensors.py" "$TMP/target-$type.gguf" "$TMP/peer-$type.gguf" >"$TMP/same.txt" &&
+          ok "export-gguf --type $type writes llama-quantize's bytes ($(tail -1 "$TMP/same.txt"))" ||
+          bad "export-gguf --type $type differs from llama-quantize: $(head -5 "$TMP/same.txt")"
+      else
+        bad "llama-quantize $type failed: $(tail -3 "$TMP/quantize.log")"
+      fi
+    done
+  fi
   [ -f "$TMP/aidreams.gguf" ] && peer_check aidreams260K "$TMP/aidreams.gguf" --model "$MODEL" --tokenizer "$TOK"
 else
   echo "skipped: llama.cpp peer not built ($PEER/llama-simple; bash \$DRAFTLAB_SHARED/peers/build_llama_cpp.sh)"
@@ -112,7 +140,7 @@ expect_error() {  # name, expected-substring, output-file, command...
   fi
 }
 expect_error "bad --type" "--type" "$TMP/bad-type.gguf" \
-  "$BIN" export-gguf --model "$TINY" --out "$TMP/bad-type.gguf" --type q4_0
+  "$BIN" export-gguf --model "$TINY" --out "$TMP/bad-type.gguf" --type q5_1
 expect_error "llama2.c model needs --tokenizer" "--tokenizer" "$TMP/no-tok.gguf" \
   "$BIN" export-gguf --model "$TMP/model.bin" --out "$TMP/no-tok.gguf"
 expect_error "missing model" "no/such/model" "$TMP/missing.gguf" \

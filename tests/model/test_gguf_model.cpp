@@ -9,8 +9,10 @@
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
 #include "core/decoding/vanilla_decoder.h"
+#include "core/io/ggml_quant.h"
 #include "core/io/gguf.h"
 #include "core/io/gguf_checkpoint.h"
+#include "core/model/native_decoder.h"
 #include "core/io/safetensors.h"
 #include "core/text/tokenizer.h"
 #include "core/training/gguf_export.h"
@@ -94,6 +96,59 @@ TEST(GgufModel, TsTinyF16ExportMatchesTheFp16CheckpointInFloat32) {
     EXPECT_EQ(greedy(*loaded, *gguf_tok, prompt), greedy(*original, *tok, prompt)) << prompt;
 }
 
+TEST(GgufModel, TsTinyQ8_0AndQ4_0ExportsLoadAsTheQuantizedValuesOfTheCheckpoint) {
+  // Every matrix in 32-value blocks along its rows (llama-quantize --pure); the loader dequantizes them, so the
+  // model's weights are exactly dequantize(quantize(checkpoint)): RoPE's row permutation moves whole rows, which
+  // commutes with quantizing each row's blocks.
+  const auto original = LlamaModel::load(source_path(kTsTiny), ComputeOptions{});
+  const auto tok = load_tokenizer(source_path(kTsTiny));
+  const ModelConfig& c = original->config();
+  const auto want_tensors = hf_named_tensors(c, original->weights(), at::kFloat);
+  for (const auto& [type, file_type] : {std::pair<GgmlType, int>{kGgmlQ8_0, 7}, {kGgmlQ4_0, 2}}) {
+    const std::string path = temp_dir() + "/ts-tiny-" + ggml_type_name(type).substr(0, 4) + ".gguf";
+    export_gguf(*original, *tok, path, type, "ts-tiny");
+    {
+      const GgufTensorFile file(path);
+      EXPECT_EQ(file.gguf().get_int("general.file_type"), file_type);
+      EXPECT_EQ(file.stored_type("token_embd.weight"), static_cast<uint32_t>(type));
+      EXPECT_EQ(file.stored_type("blk.3.ffn_down.weight"), static_cast<uint32_t>(type));
+      EXPECT_EQ(file.stored_type("blk.3.ffn_norm.weight"), static_cast<uint32_t>(kGgmlF32));
+    }
+    const auto loaded = LlamaModel::load(path, ComputeOptions{});
+    const auto got_tensors = hf_named_tensors(loaded->config(), loaded->weights(), at::kFloat);
+    ASSERT_EQ(got_tensors.size(), want_tensors.size());
+    for (size_t i = 0; i < want_tensors.size(); ++i) {
+      const auto& [name, want] = want_tensors[i];
+      ASSERT_EQ(got_tensors[i].first, name);
+      at::Tensor expected = want.contiguous().clone();
+      if (want.dim() == 2) {
+        std::vector<uint8_t> blocks(static_cast<size_t>(want.numel() / 32) * ggml_quant_block_bytes(type));
+        quantize_blocks(type, want.contiguous().data_ptr<float>(), want.numel(), blocks.data());
+        dequantize_blocks(type, blocks.data(), want.numel(), expected.data_ptr<float>());
+        // And the quantization is coarse as expected: within a step of the block's largest value.
+        const double tolerance = want.abs().max().item<double>() / (type == kGgmlQ8_0 ? 127.0 : 8.0);
+        EXPECT_LE((expected - want).abs().max().item<double>(), tolerance) << name;
+      }
+      EXPECT_TRUE(at::equal(got_tensors[i].second.contiguous(), expected)) << ggml_type_name(type) << " " << name;
+    }
+    // It decodes: 40 tokens in the vocabulary.
+    const auto tokens = greedy(*loaded, *load_tokenizer(path), "once upon a time");
+    ASSERT_EQ(tokens.size(), 40u);
+    for (int64_t t : tokens) EXPECT_TRUE(t >= 0 && t < c.vocab_size);
+    if (type == kGgmlQ8_0 && loaded->native() != nullptr) {
+      // A Q8_0 file stays Q8_0 on the native path (its blocks, not float32 copies), and computes the very bits the
+      // float32 packing of the same values computes: d * q is exact, the FMA chains are the same.
+      EXPECT_EQ(loaded->native()->storage(), WeightStorage::Q8_0);
+      ComputeOptions f32;
+      f32.weights = WeightStorage::Float32;
+      const auto wide = LlamaModel::load(path, f32);
+      const std::vector<int64_t> seq{0, 57, 300, 12, 999, 4, 77, 512};
+      KvCache a = loaded->make_cache(8), b = wide->make_cache(8);
+      EXPECT_TRUE(at::equal(loaded->forward_chain(a, seq).logits, wide->forward_chain(b, seq).logits));
+    }
+  }
+}
+
 TEST(GgufModel, QueryAndKeyRowsAreInTheConsecutivePairsLayout) {
   // llama.cpp's converter: w.reshape(heads, 2, hd / 2, in).swapaxes(1, 2). Row 2i of a head is HF row i, row
   // 2i + 1 is HF row i + hd/2.
@@ -160,16 +215,16 @@ TEST(GgufModel, DamagedFilesThrowErrorNamingTheFile) {
     std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(n));
     EXPECT_NE(error_of(path).find(path), std::string::npos) << n << ": " << error_of(path);
   }
-  // A quantized tensor: the message names file, tensor and type.
+  // A tensor of a quantized type draftlab does not read: the message names file, tensor and type.
   std::string quantized = bytes;
   const std::string name = "blk.0.attn_q.weight";
   const size_t type_at = quantized.find(name) + name.size() + 4 + 2 * 8;
-  const uint32_t q8_0 = 8;
-  std::memcpy(&quantized[type_at], &q8_0, 4);
-  const std::string path = temp_dir() + "/ts-tiny-q8.gguf";
+  const uint32_t q5_1 = 7;
+  std::memcpy(&quantized[type_at], &q5_1, 4);
+  const std::string path = temp_dir() + "/ts-tiny-q5_1.gguf";
   std::ofstream(path, std::ios::binary).write(quantized.data(), static_cast<std::streamsize>(quantized.size()));
   const std::string message = error_of(path);
-  for (const std::string& part : {path, name, std::string("Q8_0")})
+  for (const std::string& part : {path, name, std::string("Q5_1")})
     EXPECT_NE(message.find(part), std::string::npos) << part << " missing from \"" << message << "\"";
 }
 

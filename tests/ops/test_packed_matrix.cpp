@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/io/ggml_quant.h"
 #include "core/ops/packed_matrix.h"
 
 namespace draftlab {
@@ -19,6 +20,31 @@ float stored_value(float v, WeightStorage s) {
   if (s == WeightStorage::BFloat16) return bfloat16_to_float(float_to_bfloat16(v));
   return v;
 }
+
+// W [out, in] (W[o][i] = w[o * so + i * si]) as `s` stores it: element by element, or for q8_0 each row's blocks
+// of 32 quantized and dequantized by core/io/ggml_quant.h (itself tested against the definitions).
+std::vector<float> stored_matrix(const std::vector<float>& w, int64_t out, int64_t in, int64_t so, int64_t si,
+                                 WeightStorage s) {
+  std::vector<float> r(w.size());
+  for (int64_t o = 0; o < out; ++o) {
+    if (s == WeightStorage::Q8_0) {
+      for (int64_t b = 0; b < in; b += 32) {
+        float block[32], back[32];
+        uint8_t q[34];
+        for (int64_t j = 0; j < 32; ++j) block[j] = w[o * so + (b + j) * si];
+        quantize_q8_0(block, 32, q);
+        dequantize_q8_0(q, 32, back);
+        for (int64_t j = 0; j < 32; ++j) r[o * so + (b + j) * si] = back[j];
+      }
+    } else {
+      for (int64_t i = 0; i < in; ++i) r[o * so + i * si] = stored_value(w[o * so + i * si], s);
+    }
+  }
+  return r;
+}
+
+// Q8_0 needs whole blocks of 32 inputs.
+bool fits(WeightStorage s, int64_t in) { return s != WeightStorage::Q8_0 || in % 32 == 0; }
 
 struct Shape {
   int64_t n, out, in;
@@ -32,12 +58,15 @@ TEST_P(PackedMatrixTest, MatchesNaiveProductOnAwkwardShapes) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (const Shape& s : {Shape{1, 16, 8}, Shape{1, 17, 5}, Shape{2, 300, 33}, Shape{3, 129, 64}, Shape{5, 48, 256},
-                         Shape{8, 200, 17}, Shape{9, 31, 40}, Shape{17, 70, 24}, Shape{64, 65, 16}, Shape{70, 130, 9}}) {
+                         Shape{8, 200, 17}, Shape{9, 31, 40}, Shape{17, 70, 24}, Shape{64, 65, 16}, Shape{70, 130, 9},
+                         Shape{1, 33, 32}, Shape{2, 300, 96}, Shape{9, 31, 160}, Shape{64, 65, 32}}) {
+    if (!fits(storage, s.in)) continue;
     SCOPED_TRACE("n=" + std::to_string(s.n) + " out=" + std::to_string(s.out) + " in=" + std::to_string(s.in));
     // W given column-major (stride_out 1), as LlamaWeights stores projections.
     std::vector<float> w(static_cast<size_t>(s.out * s.in));
     for (auto& v : w) v = dist(rng);
     const PackedMatrix m(w.data(), s.out, s.in, /*stride_out=*/1, /*stride_in=*/s.out, storage);
+    const std::vector<float> stored = stored_matrix(w, s.out, s.in, 1, s.out, storage);
     const int64_t ldx = s.in + 3, ldy = s.out + 5;
     std::vector<float> x(static_cast<size_t>(s.n * ldx), std::nanf(""));  // padding is NaN: must not be read
     for (int64_t j = 0; j < s.n; ++j)
@@ -56,7 +85,7 @@ TEST_P(PackedMatrixTest, MatchesNaiveProductOnAwkwardShapes) {
         }
         double want = 0.0, magnitude = 0.0;
         for (int64_t i = 0; i < s.in; ++i) {
-          const double term = static_cast<double>(x[j * ldx + i]) * stored_value(w[i * s.out + o], storage);
+          const double term = static_cast<double>(x[j * ldx + i]) * stored[i * s.out + o];
           want += term;
           magnitude += std::fabs(term);
         }
@@ -89,7 +118,8 @@ TEST_P(PackedMatrixTest, EachRowIsBitIdenticalToTheRowAlone) {
 
 INSTANTIATE_TEST_SUITE_P(
     StorageAndIsa, PackedMatrixTest,
-    ::testing::Combine(::testing::Values(WeightStorage::Float32, WeightStorage::Float16, WeightStorage::BFloat16),
+    ::testing::Combine(::testing::Values(WeightStorage::Float32, WeightStorage::Float16, WeightStorage::BFloat16,
+                                         WeightStorage::Q8_0),
                        ::testing::Values(KernelIsa::Portable, KernelIsa::Avx2, KernelIsa::Avx512)),
     [](const auto& info) {
       return std::string(weight_storage_name(std::get<0>(info.param))) + "_" +
@@ -114,6 +144,43 @@ TEST(PackedMatrix, Avx2AndAvx512GiveIdenticalBits) {
   }
 }
 
+// A weight is d * q, exact in float32: a Q8_0 matrix gives the very bits of the float32 matrix of its dequantized
+// values, on every kernel; its values, rows and exactness flag follow.
+TEST(PackedMatrix, Q8_0MultipliesBitForBitAsItsDequantizedFloat32Matrix) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  const int64_t out = 150, in = 224, n = 13;
+  std::vector<float> w(static_cast<size_t>(out * in)), x(static_cast<size_t>(n * in));
+  for (auto& v : w) v = dist(rng);
+  for (auto& v : x) v = dist(rng) * 20.0f;
+  const PackedMatrix q8(w.data(), out, in, in, 1, WeightStorage::Q8_0);
+  EXPECT_FALSE(q8.exact());  // random floats are not on the Q8_0 grid
+  const std::vector<float> dq = stored_matrix(w, out, in, in, 1, WeightStorage::Q8_0);
+  const PackedMatrix f32(dq.data(), out, in, in, 1, WeightStorage::Float32);
+  // Packing the dequantized values again reproduces the blocks (what loading a Q8_0 file relies on).
+  const PackedMatrix again(dq.data(), out, in, in, 1, WeightStorage::Q8_0);
+  EXPECT_TRUE(again.exact());
+  EXPECT_LT(q8.bytes(), f32.bytes() / 3);  // 1 byte per weight + 4 per 32
+  std::vector<float> r(static_cast<size_t>(in));
+  for (int64_t o : {int64_t{0}, int64_t{17}, out - 1}) {
+    q8.row(o, r.data());
+    for (int64_t i = 0; i < in; ++i) {
+      ASSERT_EQ(r[i], dq[o * in + i]) << o << " " << i;
+      ASSERT_EQ(q8.at(o, i), dq[o * in + i]) << o << " " << i;
+    }
+  }
+  for (KernelIsa isa : {KernelIsa::Portable, KernelIsa::Avx2, KernelIsa::Avx512}) {
+    if (static_cast<int>(isa) > static_cast<int>(best_kernel_isa())) continue;
+    for (int64_t rows : {int64_t{1}, int64_t{4}, n}) {
+      std::vector<float> a(static_cast<size_t>(rows * out)), b(a.size());
+      q8.multiply(x.data(), in, rows, a.data(), out, 0, q8.panels(), isa);
+      f32.multiply(x.data(), in, rows, b.data(), out, 0, f32.panels(), isa);
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << kernel_isa_name(isa) << " n=" << rows;
+    }
+  }
+  EXPECT_THROW(PackedMatrix(w.data(), out, 40, 40, 1, WeightStorage::Q8_0), std::invalid_argument);
+}
+
 TEST(PackedMatrix, StoresValuesAsTheCheckpointWould) {
   const float w[] = {1.0f, -2.5f, 0.1f, 65504.0f, 1e-8f, 3.14159f};
   const PackedMatrix h(w, 6, 1, 1, 1, WeightStorage::Float16);
@@ -123,6 +190,9 @@ TEST(PackedMatrix, StoresValuesAsTheCheckpointWould) {
     EXPECT_EQ(b.at(i, 0), bfloat16_to_float(float_to_bfloat16(w[i])));
   }
   EXPECT_EQ(h.bytes(), 16 * 1 * 2);  // one panel of 16 rows (padded), 2 bytes each
+  EXPECT_FALSE(h.exact());  // 0.1 and 3.14159 are not float16 values
+  const float halves[] = {1.0f, -2.5f, 0.125f, 65504.0f, 0.0f, -0.0f};
+  EXPECT_TRUE(PackedMatrix(halves, 6, 1, 1, 1, WeightStorage::Float16).exact());
 }
 
 // Every finite half and bfloat16 survives float32 and back; known roundings (ties to even) of float32 values.
