@@ -8,9 +8,9 @@
 
 What it does:
   1. builds the peer (bash ../shared/peers/build_llama_cpp.sh; reused when built) and draftlab must be built;
-  2. exports the target and the draft LM with `draftlab export-gguf` (f32, f16, q8_0 as --dtypes asks), so both
-     engines read the same weights (draftlab reads its own checkpoint folder with --weights float32 / float16 /
-     q8_0: the same values; q8_0 quantized at load as the export quantizes);
+  2. exports the target and the draft LM with `draftlab export-gguf` (f32, f16, q8_0, q4_0 as --dtypes asks), so
+     both engines read the same weights (draftlab reads its own checkpoint folder with --weights float32 / float16 /
+     q8_0 / q4_0: the same values; quantized at load as the export quantizes);
   3. per round, per weight dtype and thread count, alternating the two engines:
        plain decoding        draftlab compare (vanilla)           vs  llama-bench -p 0 -n 128 (tg128)
        forward cost, n new   bench/forward_cost --cache 0         vs  llama-bench -p n -n 0 (one batch of n)
@@ -143,7 +143,7 @@ def main():
 
     work = tempfile.mkdtemp(prefix="vs-llama-")
     # q8_0: draftlab quantizes the checkpoint's values at load exactly as the exported Q8_0 GGUF holds them.
-    weights_name = {"f32": "float32", "f16": "float16", "q8_0": "q8_0"}
+    weights_name = {"f32": "float32", "f16": "float16", "q8_0": "q8_0", "q4_0": "q4_0"}
     gguf = {}
     for dt in a.dtypes.split(","):
         for role, path in (("target", a.model), ("draft", a.draft)):
@@ -239,7 +239,7 @@ def main():
         rss_l = med([r["llama_rss_mb"] for r in rounds])
         rss_base = med([r["draftlab_libraries_rss_mb"] for r in rounds])
         # The weights as the run stores them: parameters x bytes of the dtype (the GGUF file holds more).
-        stored_mb = cell["environment"]["parameters"] * {"f32": 4, "f16": 2, "q8_0": 34 / 32}[cell["dtype"]] / 2**20
+        stored_mb = cell["environment"]["parameters"] * {"f32": 4, "f16": 2, "q8_0": 34 / 32, "q4_0": 18 / 32}[cell["dtype"]] / 2**20
         print(f"| peak RSS of plain decoding, MB | {rss_d:.0f} | {rss_l:.0f} | {rss_d / rss_l:.2f}x |")
         print(f"| ... less draftlab's libraries ({rss_base:.0f} MB with no model), MB; x weights as stored "
               f"({stored_mb:.0f} MB) | {rss_d - rss_base:.0f} ({(rss_d - rss_base) / stored_mb:.2f}x) | "

@@ -26,7 +26,8 @@ WeightStorage checkpoint_storage(const TensorEntry* entry) {
   if (entry == nullptr) return WeightStorage::Float32;
   if (entry->dtype == DType::F16) return WeightStorage::Float16;
   if (entry->dtype == DType::BF16) return WeightStorage::BFloat16;
-  if (entry->ggml_block_type == kGgmlQ8_0) return WeightStorage::Q8_0;  // a Q4_0 file runs on its float32 values
+  if (entry->ggml_block_type == kGgmlQ8_0) return WeightStorage::Q8_0;
+  if (entry->ggml_block_type == kGgmlQ4_0) return WeightStorage::Q4_0;
   return WeightStorage::Float32;
 }
 

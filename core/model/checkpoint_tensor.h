@@ -19,8 +19,8 @@ at::Tensor checkpoint_tensor(const TensorEntry& entry, const std::vector<int64_t
                              const ComputeOptions& options, const std::string& note = " (from the model config)");
 
 // How a checkpoint stores its weights, read off one of its tensors (checkpoints store their projections in one
-// dtype): float16, bfloat16, q8_0 (a GGUF's Q8_0 blocks), else float32 (also for nullptr, and Q4_0). The native
-// path keeps that storage by default.
+// dtype): float16, bfloat16, q8_0 / q4_0 (a GGUF's blocks), else float32 (also for nullptr). The native path keeps
+// that storage by default.
 WeightStorage checkpoint_storage(const TensorEntry* entry);
 
 }  // namespace draftlab

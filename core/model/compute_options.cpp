@@ -56,7 +56,8 @@ std::optional<WeightStorage> parse_weight_storage(const std::string& name) {
   if (name == "float16" || name == "fp16" || name == "f16" || name == "half") return WeightStorage::Float16;
   if (name == "bfloat16" || name == "bf16") return WeightStorage::BFloat16;
   if (name == "q8_0") return WeightStorage::Q8_0;
-  throw Error("--weights: expected one of auto, float32, float16, bfloat16, q8_0, got '" + name + "'");
+  if (name == "q4_0") return WeightStorage::Q4_0;
+  throw Error("--weights: expected one of auto, float32, float16, bfloat16, q8_0, q4_0, got '" + name + "'");
 }
 
 std::optional<at::ScalarType> parse_kv_cache_storage(const std::string& name) {

@@ -43,7 +43,7 @@ bool uses_native_path(const ComputeOptions& options);
 
 // "auto", "native", "reference" (alias "libtorch"). Throws Error listing the valid names.
 CpuPath parse_cpu_path(const std::string& name);
-// A --weights value: "auto" (unset), "float32"/"fp32"/"f32", "float16"/"fp16"/"f16", "bfloat16"/"bf16", "q8_0".
+// A --weights value: "auto" (unset), "float32"/"fp32"/"f32", "float16"/"fp16"/"f16", "bfloat16"/"bf16", "q8_0", "q4_0".
 // Throws Error listing the valid names.
 std::optional<WeightStorage> parse_weight_storage(const std::string& name);
 

@@ -108,6 +108,7 @@ const char* weight_storage_name(WeightStorage s) {
     case WeightStorage::Float16: return "float16";
     case WeightStorage::BFloat16: return "bfloat16";
     case WeightStorage::Q8_0: return "q8_0";
+    case WeightStorage::Q4_0: return "q4_0";
   }
   return "?";
 }
@@ -119,6 +120,7 @@ int64_t panel_bytes(WeightStorage s, int64_t in) {
     case WeightStorage::Float16:
     case WeightStorage::BFloat16: return in * P * 2;
     case WeightStorage::Q8_0: return in * P + in / kGgmlQuantBlock * P * 4;  // int8 values, then float32 scales
+    case WeightStorage::Q4_0: return in * P / 2 + in / kGgmlQuantBlock * P * 4;  // nibbles, then float32 scales
   }
   return 0;
 }
@@ -214,14 +216,33 @@ inline float load_scalar_any(const uint8_t* p, WeightStorage s, int64_t idx) {
   }
 }
 
-// Q8_0 panels: int8 values as the float layouts (input i, lane c at i * P + c), then one float32 scale per block
-// of 32 inputs and lane (block b, lane c at k * P + (b * P + c) * 4, k the panel's inputs). A weight is scale * q:
-// exact in float32, so every kernel below multiplies by exactly the dequantized value.
-inline const float* q8_scales(const uint8_t* panel, int64_t k, int64_t i) {
-  return reinterpret_cast<const float*>(panel + k * P) + (i / kGgmlQuantBlock) * P;
+// Block-quantized panels. Q8_0: int8 values as the float layouts (input i, lane c at i * P + c); Q4_0: 4-bit values
+// q in 0..15 standing for q - 8, two inputs a byte (inputs 2j and 2j + 1 of lane c in the low and high nibble of
+// byte j * P + c). Then one float32 scale per block of 32 inputs and lane (block b, lane c: float b * P + c after
+// the values, k the panel's inputs). A weight is scale * value: exact in float32, so every kernel below
+// multiplies by exactly the dequantized value.
+constexpr bool block_quantized(WeightStorage s) { return s == WeightStorage::Q8_0 || s == WeightStorage::Q4_0; }
+// Bytes one input index's 16 values take in the float and Q8_0 layouts.
+template <WeightStorage S>
+constexpr int64_t value_bytes() {
+  return S == WeightStorage::Float32 ? 4 : S == WeightStorage::Q8_0 ? 1 : 2;
 }
-inline float q8_value(const uint8_t* panel, int64_t k, int64_t i, int64_t c) {
-  return q8_scales(panel, k, i)[c] * static_cast<float>(static_cast<int8_t>(panel[i * P + c]));
+// Where input i's values start in a panel (Q4_0: the byte row holding inputs i & ~1 and i | 1).
+template <WeightStorage S>
+inline const uint8_t* weight_row(const uint8_t* panel, int64_t i) {
+  if constexpr (S == WeightStorage::Q4_0) return panel + (i >> 1) * P;
+  return panel + i * P * value_bytes<S>();
+}
+template <WeightStorage S>
+inline const float* block_scales(const uint8_t* panel, int64_t k, int64_t i) {
+  const int64_t values = S == WeightStorage::Q4_0 ? k * P / 2 : k * P;
+  return reinterpret_cast<const float*>(panel + values) + (i / kGgmlQuantBlock) * P;
+}
+template <WeightStorage S>
+inline float block_value(const uint8_t* panel, int64_t k, int64_t i, int64_t c) {
+  const uint8_t byte = weight_row<S>(panel, i)[c];
+  const int q = S == WeightStorage::Q8_0 ? static_cast<int8_t>(byte) : ((byte >> ((i & 1) * 4)) & 15) - 8;
+  return block_scales<S>(panel, k, i)[c] * static_cast<float>(q);
 }
 
 // Plain multiply-add: this file is built for baseline x86-64 (no FMA), so the compiler cannot contract it either;
@@ -234,8 +255,8 @@ void portable_tile(const float* x, int64_t ldx, int64_t mr, const uint8_t* panel
     for (int64_t c = 0; c < P; ++c) acc[r][c] = 0.0f;
   float w[P];
   for (int64_t i = 0; i < k; ++i) {
-    if constexpr (S == WeightStorage::Q8_0) {
-      for (int64_t c = 0; c < P; ++c) w[c] = q8_value(panel, k, i, c);
+    if constexpr (block_quantized(S)) {
+      for (int64_t c = 0; c < P; ++c) w[c] = block_value<S>(panel, k, i, c);
     } else {
       for (int64_t c = 0; c < P; ++c) w[c] = load_scalar<S>(panel, i * P + c);
     }
@@ -262,13 +283,18 @@ struct PortableKernels {
 #if defined(__x86_64__)
 #define DRAFTLAB_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-// Eight weights at p (Q8_0: eight int8 values times their eight scales at `scale`).
+// Eight weights at p (block types: eight values times their eight scales at `scale`; Q4_0 the nibble `shift` 0 / 4).
 template <WeightStorage S>
-DRAFTLAB_AVX2 inline __m256 load8(const uint8_t* p, const float* scale) {
+DRAFTLAB_AVX2 inline __m256 load8(const uint8_t* p, const float* scale, int shift) {
   if constexpr (S == WeightStorage::Float32) {
     return _mm256_load_ps(reinterpret_cast<const float*>(p));
   } else if constexpr (S == WeightStorage::Q8_0) {
     const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_load_ps(scale));
+  } else if constexpr (S == WeightStorage::Q4_0) {
+    const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256i q = _mm256_sub_epi32(
+        _mm256_and_si256(_mm256_srl_epi32(bytes, _mm_cvtsi32_si128(shift)), _mm256_set1_epi32(15)), _mm256_set1_epi32(8));
     return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_load_ps(scale));
   } else if constexpr (S == WeightStorage::Float16) {
     return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
@@ -282,7 +308,6 @@ DRAFTLAB_AVX2 inline __m256 load8(const uint8_t* p, const float* scale) {
 template <WeightStorage S, int MR, int NP>
 DRAFTLAB_AVX2 void avx2_tile(const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes, int64_t k,
                              float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
-  constexpr int64_t B = S == WeightStorage::Float32 ? 4 : S == WeightStorage::Q8_0 ? 1 : 2;
   __m256 acc[MR][NP][2];
   DRAFTLAB_UNROLL
   for (int r = 0; r < MR; ++r) {
@@ -294,16 +319,18 @@ DRAFTLAB_AVX2 void avx2_tile(const float* x, int64_t ldx, const uint8_t* panels,
     prefetch_next_line(pf, i, step16);
     DRAFTLAB_UNROLL
     for (int q = 0; q < NP; ++q) {
-      const uint8_t* wp = panels + q * panel_bytes + i * P * B;
+      const uint8_t* panel = panels + q * panel_bytes;
+      const uint8_t* wp = weight_row<S>(panel, i);
       if (pf.in_stream) _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T0);
       __m256 w0, w1;
-      if constexpr (S == WeightStorage::Q8_0) {
-        const float* sp = q8_scales(panels + q * panel_bytes, k, i);
-        w0 = load8<S>(wp, sp);
-        w1 = load8<S>(wp + 8, sp + 8);
+      if constexpr (block_quantized(S)) {
+        const float* sp = block_scales<S>(panel, k, i);
+        const int shift = static_cast<int>(i & 1) * 4;
+        w0 = load8<S>(wp, sp, shift);
+        w1 = load8<S>(wp + 8, sp + 8, shift);
       } else {
-        w0 = load8<S>(wp, nullptr);
-        w1 = load8<S>(wp + 8 * B, nullptr);
+        w0 = load8<S>(wp, nullptr, 0);
+        w1 = load8<S>(wp + 8 * value_bytes<S>(), nullptr, 0);
       }
       DRAFTLAB_UNROLL
       for (int r = 0; r < MR; ++r) {
@@ -378,11 +405,16 @@ struct Avx2Kernels {
 #define DRAFTLAB_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 
 template <WeightStorage S>
-DRAFTLAB_AVX512 inline __m512 load16(const uint8_t* p, const float* scale) {
+DRAFTLAB_AVX512 inline __m512 load16(const uint8_t* p, const float* scale, int shift) {
   if constexpr (S == WeightStorage::Float32) {
     return _mm512_load_ps(reinterpret_cast<const float*>(p));
   } else if constexpr (S == WeightStorage::Q8_0) {
     const __m512i q = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_load_ps(scale));
+  } else if constexpr (S == WeightStorage::Q4_0) {
+    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m512i q = _mm512_sub_epi32(
+        _mm512_and_si512(_mm512_srl_epi32(bytes, _mm_cvtsi32_si128(shift)), _mm512_set1_epi32(15)), _mm512_set1_epi32(8));
     return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_load_ps(scale));
   } else if constexpr (S == WeightStorage::Float16) {
     return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
@@ -395,7 +427,6 @@ DRAFTLAB_AVX512 inline __m512 load16(const uint8_t* p, const float* scale) {
 template <WeightStorage S, int MR, int NP>
 DRAFTLAB_AVX512 void avx512_tile(const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes, int64_t k,
                                  float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
-  constexpr int64_t B = S == WeightStorage::Float32 ? 4 : S == WeightStorage::Q8_0 ? 1 : 2;
   __m512 acc[MR][NP];
   DRAFTLAB_UNROLL
   for (int r = 0; r < MR; ++r) {
@@ -408,9 +439,13 @@ DRAFTLAB_AVX512 void avx512_tile(const float* x, int64_t ldx, const uint8_t* pan
     __m512 w[NP];
     DRAFTLAB_UNROLL
     for (int q = 0; q < NP; ++q) {
-      const uint8_t* wp = panels + q * panel_bytes + i * P * B;
+      const uint8_t* panel = panels + q * panel_bytes;
+      const uint8_t* wp = weight_row<S>(panel, i);
       if (pf.in_stream) _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T0);
-      w[q] = load16<S>(wp, S == WeightStorage::Q8_0 ? q8_scales(panels + q * panel_bytes, k, i) : nullptr);
+      if constexpr (block_quantized(S))
+        w[q] = load16<S>(wp, block_scales<S>(panel, k, i), static_cast<int>(i & 1) * 4);
+      else
+        w[q] = load16<S>(wp, nullptr, 0);
     }
     DRAFTLAB_UNROLL
     for (int r = 0; r < MR; ++r) {
@@ -516,9 +551,10 @@ PackedMatrix::PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stri
                            WeightStorage storage)
     : out_(out), in_(in), storage_(storage) {
   if (out <= 0 || in <= 0) throw std::invalid_argument("PackedMatrix: empty matrix");
-  if (storage == WeightStorage::Q8_0 && in % kGgmlQuantBlock != 0)
-    throw std::invalid_argument("PackedMatrix: q8_0 weights need rows of a multiple of 32 inputs, got " +
-                                std::to_string(in) + " (choose float16 or float32 weights)");
+  if (block_quantized(storage) && in % kGgmlQuantBlock != 0)
+    throw std::invalid_argument(std::string("PackedMatrix: ") + weight_storage_name(storage) +
+                                " weights need rows of a multiple of 32 inputs, got " + std::to_string(in) +
+                                " (choose float16 or float32 weights)");
   const size_t bytes = static_cast<size_t>(this->bytes());
   void* raw = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (raw == nullptr) throw std::bad_alloc();
@@ -528,24 +564,35 @@ PackedMatrix::PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stri
   auto* u16 = static_cast<uint16_t*>(raw);
   const int64_t panel_size = panel_bytes(storage, in);
   // Panel p, input i, lane c <- W[16p + c][i]; lanes past `out` are zero.
-  if (storage == WeightStorage::Q8_0) {
+  if (block_quantized(storage)) {
+    // Each row's blocks quantized as ggml does (core/io/ggml_quant.h), then spread into the panel layout above.
+    const bool q4 = storage == WeightStorage::Q4_0;
+    const auto quantize = q4 ? quantize_q4_0 : quantize_q8_0;
+    const auto dequantize = q4 ? dequantize_q4_0 : dequantize_q8_0;
+    std::memset(base, 0, bytes);  // Q4_0 ORs nibbles in
     float row[kGgmlQuantBlock], back[kGgmlQuantBlock];
     uint8_t block[34];
     for (int64_t p = 0; p < panels(); ++p) {
       uint8_t* panel = base + p * panel_size;
-      auto* scales = reinterpret_cast<float*>(panel + in * kPanel);
+      auto* scales = reinterpret_cast<float*>(panel + (q4 ? in * kPanel / 2 : in * kPanel));
       for (int64_t c = 0; c < kPanel; ++c) {
         const int64_t o = p * kPanel + c;
         for (int64_t b = 0; b < in / kGgmlQuantBlock; ++b) {
           for (int64_t j = 0; j < kGgmlQuantBlock; ++j)
             row[j] = o < out ? w[o * stride_out + (b * kGgmlQuantBlock + j) * stride_in] : 0.0f;
-          quantize_q8_0(row, kGgmlQuantBlock, block);
-          dequantize_q8_0(block, kGgmlQuantBlock, back);
+          quantize(row, kGgmlQuantBlock, block);
+          dequantize(block, kGgmlQuantBlock, back);
           uint16_t d;
           std::memcpy(&d, block, 2);
           scales[b * kPanel + c] = half_to_float(d);
           for (int64_t j = 0; j < kGgmlQuantBlock; ++j) {
-            panel[(b * kGgmlQuantBlock + j) * kPanel + c] = block[2 + j];
+            const int64_t i = b * kGgmlQuantBlock + j;
+            if (q4) {  // ggml's byte j holds values j and j + 16; here byte i / 2 holds inputs i & ~1 and i | 1
+              const uint8_t v = j < 16 ? block[2 + j] & 15 : block[2 + j - 16] >> 4;
+              panel[(i >> 1) * kPanel + c] |= static_cast<uint8_t>(v << ((i & 1) * 4));
+            } else {
+              panel[i * kPanel + c] = block[2 + j];
+            }
             if (back[j] != row[j]) exact_ = false;
           }
         }
@@ -563,7 +610,8 @@ PackedMatrix::PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stri
           case WeightStorage::Float32: f32[at] = v; break;
           case WeightStorage::Float16: u16[at] = float_to_half(v); break;
           case WeightStorage::BFloat16: u16[at] = float_to_bfloat16(v); break;
-          case WeightStorage::Q8_0: break;  // above
+          case WeightStorage::Q8_0:
+          case WeightStorage::Q4_0: break;  // above
         }
         if (storage != WeightStorage::Float32 && load_scalar_any(base, storage, at) != v) exact_ = false;
       }
@@ -575,7 +623,10 @@ float PackedMatrix::at(int64_t o, int64_t i) const {
   const int64_t idx = ((o / kPanel) * in_ + i) * kPanel + o % kPanel;
   const auto* base = static_cast<const uint8_t*>(data_.get());
   switch (storage_) {
-    case WeightStorage::Q8_0: return q8_value(base + (o / kPanel) * panel_bytes(storage_, in_), in_, i, o % kPanel);
+    case WeightStorage::Q8_0:
+      return block_value<WeightStorage::Q8_0>(base + (o / kPanel) * panel_bytes(storage_, in_), in_, i, o % kPanel);
+    case WeightStorage::Q4_0:
+      return block_value<WeightStorage::Q4_0>(base + (o / kPanel) * panel_bytes(storage_, in_), in_, i, o % kPanel);
     case WeightStorage::Float32: return load_scalar<WeightStorage::Float32>(base, idx);
     case WeightStorage::Float16: return load_scalar<WeightStorage::Float16>(base, idx);
     case WeightStorage::BFloat16: return load_scalar<WeightStorage::BFloat16>(base, idx);
@@ -596,6 +647,7 @@ void PackedMatrix::row(int64_t o, float* out) const {
   const auto* base = static_cast<const uint8_t*>(data_.get());
   switch (storage_) {
     case WeightStorage::Q8_0:
+    case WeightStorage::Q4_0:
       for (int64_t i = 0; i < in_; ++i) out[i] = at(o, i);
       return;
     case WeightStorage::Float32: return copy_row<WeightStorage::Float32>(base, o, in_, out);
@@ -621,6 +673,7 @@ void PackedMatrix::multiply(const float* x, int64_t ldx, int64_t n, float* y, in
     case WeightStorage::Float16: fn = pick<WeightStorage::Float16>(isa); break;
     case WeightStorage::BFloat16: fn = pick<WeightStorage::BFloat16>(isa); break;
     case WeightStorage::Q8_0: fn = pick<WeightStorage::Q8_0>(isa); break;
+    case WeightStorage::Q4_0: fn = pick<WeightStorage::Q4_0>(isa); break;
   }
   fn(static_cast<const uint8_t*>(data_.get()), out_, in_, x, ldx, n, y, ldy, panel_begin, panel_end);
 }

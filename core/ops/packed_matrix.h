@@ -10,7 +10,8 @@
 // with F16C / a shift). Half-precision storage halves the bytes each forward reads. q8_0 stores ggml's Q8_0
 // (core/io/ggml_quant.h: per output row, blocks of 32 inputs sharing a float16 scale d, int8 q) as int8 panels plus
 // a float32 scale per (row, block): the kernels widen d * q, which is exact in float32, so a Q8_0 matrix multiplies
-// bit for bit like the float32 matrix of its dequantized values, reading ~1.1 bytes per weight.
+// bit for bit like the float32 matrix of its dequantized values, reading ~1.1 bytes per weight. q4_0 likewise stores
+// ggml's Q4_0 (value d * (q - 8), q in 0..15) as nibbles plus the same scales: ~0.6 bytes per weight.
 //
 // Row independence: y[j, o] is one float32 FMA chain over i = 0 .. in-1 in order, for every n, every tile shape
 // and every SIMD width (AVX-512, AVX2 and the portable path with fmaf) - so the logits of a token verified inside
@@ -27,9 +28,9 @@
 
 namespace draftlab {
 
-enum class WeightStorage { Float32, Float16, BFloat16, Q8_0 };
+enum class WeightStorage { Float32, Float16, BFloat16, Q8_0, Q4_0 };
 
-// "float32" / "float16" / "bfloat16" / "q8_0".
+// "float32" / "float16" / "bfloat16" / "q8_0" / "q4_0".
 const char* weight_storage_name(WeightStorage s);
 // Bytes one panel (16 output rows) of `in` inputs takes.
 int64_t panel_bytes(WeightStorage s, int64_t in);
@@ -53,7 +54,8 @@ class PackedMatrix {
   PackedMatrix() = default;
   // Packs W [out, in] given by strides: W[o][i] = w[o * stride_out + i * stride_in] (so a row-major [out, in]
   // matrix has stride_out = in, stride_in = 1, and a column-major one stride_out = 1, stride_in = out).
-  // q8_0 quantizes each row's blocks as ggml does and needs `in` a multiple of 32 (std::invalid_argument otherwise).
+  // q8_0 / q4_0 quantize each row's blocks as ggml does and need `in` a multiple of 32 (std::invalid_argument
+  // otherwise).
   PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stride_out, int64_t stride_in, WeightStorage storage);
 
   int64_t out() const { return out_; }
@@ -63,7 +65,7 @@ class PackedMatrix {
   int64_t bytes() const { return panels() * panel_bytes(storage_, in_); }
   bool empty() const { return out_ == 0; }
   // Whether every stored value equals the value it was packed from (float32; a float16 checkpoint's values in
-  // float16; Q8_0 blocks dequantized from a Q8_0 file, which quantizing reproduces).
+  // float16; Q8_0 / Q4_0 blocks dequantized from such a file, which quantizing reproduces).
   bool exact() const { return exact_; }
 
   // W[o][i] as stored (widened to float32).

@@ -45,8 +45,8 @@ void add_model_options(po::options_description& desc, ModelOptions& o) {
        "CPU forward: native (draftlab's own kernels; float32 activations), reference (libtorch ops), auto = native "
        "wherever it applies")
       ("weights", po::value(&o.weights)->default_value(o.weights),
-       "weight storage on the native path: auto (as the checkpoint stores them; a Q8_0 .gguf: q8_0), float32, "
-       "float16, bfloat16, q8_0 (ggml's 32-value blocks, quantized at load; matrices with rows of a multiple of 32); "
+       "weight storage on the native path: auto (as the checkpoint stores them; a Q8_0 / Q4_0 .gguf: q8_0 / q4_0), "
+       "float32, float16, bfloat16, q8_0, q4_0 (ggml's 32-value blocks, quantized at load; rows of a multiple of 32); "
        "accumulation is float32")
       ("kv-cache", po::value(&o.kv_cache)->default_value(o.kv_cache),
        "KV cache storage: auto (the compute dtype), float32, float16 (half the bytes attention reads; widened "

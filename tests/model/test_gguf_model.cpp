@@ -135,10 +135,10 @@ TEST(GgufModel, TsTinyQ8_0AndQ4_0ExportsLoadAsTheQuantizedValuesOfTheCheckpoint)
     const auto tokens = greedy(*loaded, *load_tokenizer(path), "once upon a time");
     ASSERT_EQ(tokens.size(), 40u);
     for (int64_t t : tokens) EXPECT_TRUE(t >= 0 && t < c.vocab_size);
-    if (type == kGgmlQ8_0 && loaded->native() != nullptr) {
-      // A Q8_0 file stays Q8_0 on the native path (its blocks, not float32 copies), and computes the very bits the
-      // float32 packing of the same values computes: d * q is exact, the FMA chains are the same.
-      EXPECT_EQ(loaded->native()->storage(), WeightStorage::Q8_0);
+    if (loaded->native() != nullptr) {
+      // A Q8_0 / Q4_0 file stays in its blocks on the native path (not float32 copies), and computes the very bits
+      // the float32 packing of the same values computes: d * q is exact, the FMA chains are the same.
+      EXPECT_EQ(loaded->native()->storage(), type == kGgmlQ8_0 ? WeightStorage::Q8_0 : WeightStorage::Q4_0);
       ComputeOptions f32;
       f32.weights = WeightStorage::Float32;
       const auto wide = LlamaModel::load(path, f32);

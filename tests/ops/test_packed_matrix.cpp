@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/io/ggml_quant.h"
+#include "core/io/gguf.h"
 #include "core/ops/packed_matrix.h"
 
 namespace draftlab {
@@ -21,19 +22,20 @@ float stored_value(float v, WeightStorage s) {
   return v;
 }
 
-// W [out, in] (W[o][i] = w[o * so + i * si]) as `s` stores it: element by element, or for q8_0 each row's blocks
-// of 32 quantized and dequantized by core/io/ggml_quant.h (itself tested against the definitions).
+// W [out, in] (W[o][i] = w[o * so + i * si]) as `s` stores it: element by element, or for q8_0 / q4_0 each row's
+// blocks of 32 quantized and dequantized by core/io/ggml_quant.h (itself tested against the definitions).
 std::vector<float> stored_matrix(const std::vector<float>& w, int64_t out, int64_t in, int64_t so, int64_t si,
                                  WeightStorage s) {
   std::vector<float> r(w.size());
   for (int64_t o = 0; o < out; ++o) {
-    if (s == WeightStorage::Q8_0) {
+    if (s == WeightStorage::Q8_0 || s == WeightStorage::Q4_0) {
+      const uint32_t type = s == WeightStorage::Q8_0 ? kGgmlQ8_0 : kGgmlQ4_0;
       for (int64_t b = 0; b < in; b += 32) {
         float block[32], back[32];
         uint8_t q[34];
         for (int64_t j = 0; j < 32; ++j) block[j] = w[o * so + (b + j) * si];
-        quantize_q8_0(block, 32, q);
-        dequantize_q8_0(q, 32, back);
+        quantize_blocks(type, block, 32, q);
+        dequantize_blocks(type, q, 32, back);
         for (int64_t j = 0; j < 32; ++j) r[o * so + (b + j) * si] = back[j];
       }
     } else {
@@ -43,8 +45,10 @@ std::vector<float> stored_matrix(const std::vector<float>& w, int64_t out, int64
   return r;
 }
 
-// Q8_0 needs whole blocks of 32 inputs.
-bool fits(WeightStorage s, int64_t in) { return s != WeightStorage::Q8_0 || in % 32 == 0; }
+// Q8_0 and Q4_0 need whole blocks of 32 inputs.
+bool fits(WeightStorage s, int64_t in) {
+  return (s != WeightStorage::Q8_0 && s != WeightStorage::Q4_0) || in % 32 == 0;
+}
 
 struct Shape {
   int64_t n, out, in;
@@ -119,7 +123,7 @@ TEST_P(PackedMatrixTest, EachRowIsBitIdenticalToTheRowAlone) {
 INSTANTIATE_TEST_SUITE_P(
     StorageAndIsa, PackedMatrixTest,
     ::testing::Combine(::testing::Values(WeightStorage::Float32, WeightStorage::Float16, WeightStorage::BFloat16,
-                                         WeightStorage::Q8_0),
+                                         WeightStorage::Q8_0, WeightStorage::Q4_0),
                        ::testing::Values(KernelIsa::Portable, KernelIsa::Avx2, KernelIsa::Avx512)),
     [](const auto& info) {
       return std::string(weight_storage_name(std::get<0>(info.param))) + "_" +
@@ -144,42 +148,48 @@ TEST(PackedMatrix, Avx2AndAvx512GiveIdenticalBits) {
   }
 }
 
-// A weight is d * q, exact in float32: a Q8_0 matrix gives the very bits of the float32 matrix of its dequantized
-// values, on every kernel; its values, rows and exactness flag follow.
-TEST(PackedMatrix, Q8_0MultipliesBitForBitAsItsDequantizedFloat32Matrix) {
+// A weight is d * q (Q4_0: d * (q - 8)), exact in float32: a block-quantized matrix gives the very bits of the
+// float32 matrix of its dequantized values, on every kernel; its values, rows and exactness flag follow.
+class BlockQuantizedTest : public ::testing::TestWithParam<WeightStorage> {};
+
+TEST_P(BlockQuantizedTest, MultipliesBitForBitAsItsDequantizedFloat32Matrix) {
+  const WeightStorage storage = GetParam();
   std::mt19937 rng(11);
   std::normal_distribution<float> dist(0.0f, 0.05f);
   const int64_t out = 150, in = 224, n = 13;
   std::vector<float> w(static_cast<size_t>(out * in)), x(static_cast<size_t>(n * in));
   for (auto& v : w) v = dist(rng);
   for (auto& v : x) v = dist(rng) * 20.0f;
-  const PackedMatrix q8(w.data(), out, in, in, 1, WeightStorage::Q8_0);
-  EXPECT_FALSE(q8.exact());  // random floats are not on the Q8_0 grid
-  const std::vector<float> dq = stored_matrix(w, out, in, in, 1, WeightStorage::Q8_0);
+  const PackedMatrix quantized(w.data(), out, in, in, 1, storage);
+  EXPECT_FALSE(quantized.exact());  // random floats are not on the grid
+  const std::vector<float> dq = stored_matrix(w, out, in, in, 1, storage);
   const PackedMatrix f32(dq.data(), out, in, in, 1, WeightStorage::Float32);
-  // Packing the dequantized values again reproduces the blocks (what loading a Q8_0 file relies on).
-  const PackedMatrix again(dq.data(), out, in, in, 1, WeightStorage::Q8_0);
+  // Packing the dequantized values again reproduces the blocks (what loading a quantized file relies on).
+  const PackedMatrix again(dq.data(), out, in, in, 1, storage);
   EXPECT_TRUE(again.exact());
-  EXPECT_LT(q8.bytes(), f32.bytes() / 3);  // 1 byte per weight + 4 per 32
+  EXPECT_LT(quantized.bytes(), f32.bytes() / (storage == WeightStorage::Q4_0 ? 6 : 3));  // 1 or 1/2 byte + 4 per 32
   std::vector<float> r(static_cast<size_t>(in));
   for (int64_t o : {int64_t{0}, int64_t{17}, out - 1}) {
-    q8.row(o, r.data());
+    quantized.row(o, r.data());
     for (int64_t i = 0; i < in; ++i) {
       ASSERT_EQ(r[i], dq[o * in + i]) << o << " " << i;
-      ASSERT_EQ(q8.at(o, i), dq[o * in + i]) << o << " " << i;
+      ASSERT_EQ(quantized.at(o, i), dq[o * in + i]) << o << " " << i;
     }
   }
   for (KernelIsa isa : {KernelIsa::Portable, KernelIsa::Avx2, KernelIsa::Avx512}) {
     if (static_cast<int>(isa) > static_cast<int>(best_kernel_isa())) continue;
     for (int64_t rows : {int64_t{1}, int64_t{4}, n}) {
       std::vector<float> a(static_cast<size_t>(rows * out)), b(a.size());
-      q8.multiply(x.data(), in, rows, a.data(), out, 0, q8.panels(), isa);
+      quantized.multiply(x.data(), in, rows, a.data(), out, 0, quantized.panels(), isa);
       f32.multiply(x.data(), in, rows, b.data(), out, 0, f32.panels(), isa);
       EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << kernel_isa_name(isa) << " n=" << rows;
     }
   }
-  EXPECT_THROW(PackedMatrix(w.data(), out, 40, 40, 1, WeightStorage::Q8_0), std::invalid_argument);
+  EXPECT_THROW(PackedMatrix(w.data(), out, 40, 40, 1, storage), std::invalid_argument);
 }
+
+INSTANTIATE_TEST_SUITE_P(Q8_0AndQ4_0, BlockQuantizedTest, ::testing::Values(WeightStorage::Q8_0, WeightStorage::Q4_0),
+                         [](const auto& info) { return std::string(weight_storage_name(info.param)); });
 
 TEST(PackedMatrix, StoresValuesAsTheCheckpointWould) {
   const float w[] = {1.0f, -2.5f, 0.1f, 65504.0f, 1e-8f, 3.14159f};
