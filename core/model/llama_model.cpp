@@ -96,9 +96,13 @@ std::unique_ptr<LlamaModel> LlamaModel::from_checkpoint(ModelConfig config, cons
   LayerSink pack;  // each layer packed (and maybe dropped) as it is read: no whole float32 copy at any time
   if (native.decoder)
     pack = [&](LlamaLayerWeights& layer) { native.decoder->add_layer(layer, native.release_projections); };
-  auto weights = load_llama_weights(config, lookup, rope_pairs, source, options, pack);
-  return std::unique_ptr<LlamaModel>(
-      new LlamaModel(std::move(config), std::move(weights), options, std::move(native), /*layers_packed=*/true));
+  try {
+    auto weights = load_llama_weights(config, lookup, rope_pairs, source, options, pack);
+    return std::unique_ptr<LlamaModel>(
+        new LlamaModel(std::move(config), std::move(weights), options, std::move(native), /*layers_packed=*/true));
+  } catch (const NativeDecoder::InexactPacking& e) {
+    throw Error::at(source, e.what());  // the packing check cannot know which file it is reading
+  }
 }
 
 int64_t LlamaModel::num_parameters() const {

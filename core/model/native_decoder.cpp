@@ -157,13 +157,13 @@ void NativeDecoder::add_layer(LlamaLayerWeights& L, bool release_projections) {
 }
 
 void NativeDecoder::check_released_exactly(bool exact, size_t layer) const {
-  // Only a Q8_0 file whose blocks are not ggml's own quantization (re-quantizing its values gives other blocks)
-  // gets here: its float32 values would be lost.
-  check(exact, [&] {
-    const std::string what = layer < layers_.size() ? "layer " + std::to_string(layer) : std::string("the LM head");
-    return "the " + std::string(weight_storage_name(storage_)) + " packing of " + what + " does not reproduce the checkpoint's values (blocks not quantized as ggml does); load it with "
-           "--weights float32";
-  });
+  // Only a Q8_0 / Q4_0 file whose blocks are not ggml's own quantization (re-quantizing its values gives other
+  // blocks) gets here: its float32 values would be lost.
+  if (exact) return;
+  const std::string what = layer < layers_.size() ? "layer " + std::to_string(layer) : std::string("the LM head");
+  throw InexactPacking(std::string(weight_storage_name(storage_)) + " packing of " + what +
+                       ": expected the file's blocks to re-quantize to themselves, got other blocks (not quantized "
+                       "as ggml does); load it with --weights float32");
 }
 
 void NativeDecoder::set_output(const LlamaWeights& weights, bool embed_from_lm_head) {

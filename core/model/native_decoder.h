@@ -23,6 +23,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/base/error.h"
 #include "core/io/model_config.h"
 #include "core/model/kv_cache.h"
 #include "core/model/llama_weights.h"
@@ -109,8 +110,11 @@ class NativeDecoder {
   at::Tensor lm_head_logits(const float* features, int64_t ld, int64_t rows) const;
 
   WeightStorage storage() const { return storage_; }
-  // Throws Error naming the layer (layer = the number of layers: the LM head) unless `exact`: the caller is about
-  // to drop float32 values only the packed copy would hold.
+  // Throws InexactPacking naming the layer (layer = the number of layers: the LM head) unless `exact`: the caller
+  // is about to drop float32 values only the packed copy would hold.
+  struct InexactPacking : Error {
+    using Error::Error;
+  };
   void check_released_exactly(bool exact, size_t layer) const;
   const PackedMatrix& lm_head() const { return lm_head_; }
   int64_t weight_bytes() const;  // bytes one forward streams (projections + LM head)

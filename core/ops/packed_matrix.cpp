@@ -207,31 +207,22 @@ inline float load_scalar(const uint8_t* p, int64_t idx) {
   }
 }
 
-// A stored float32 / float16 / bfloat16 value by element index, for the storage chosen at run time.
-inline float load_scalar_any(const uint8_t* p, WeightStorage s, int64_t idx) {
-  switch (s) {
-    case WeightStorage::Float16: return load_scalar<WeightStorage::Float16>(p, idx);
-    case WeightStorage::BFloat16: return load_scalar<WeightStorage::BFloat16>(p, idx);
-    default: return load_scalar<WeightStorage::Float32>(p, idx);
-  }
-}
-
 // Block-quantized panels. Q8_0: int8 values as the float layouts (input i, lane c at i * P + c); Q4_0: 4-bit values
 // q in 0..15 standing for q - 8, two inputs a byte (inputs 2j and 2j + 1 of lane c in the low and high nibble of
 // byte j * P + c). Then one float32 scale per block of 32 inputs and lane (block b, lane c: float b * P + c after
 // the values, k the panel's inputs). A weight is scale * value: exact in float32, so every kernel below
 // multiplies by exactly the dequantized value.
 constexpr bool block_quantized(WeightStorage s) { return s == WeightStorage::Q8_0 || s == WeightStorage::Q4_0; }
-// Bytes one input index's 16 values take in the float and Q8_0 layouts.
+// Bytes per lane in a row of 16 lanes (Q4_0: a byte holds the lane's value for two inputs).
 template <WeightStorage S>
-constexpr int64_t value_bytes() {
-  return S == WeightStorage::Float32 ? 4 : S == WeightStorage::Q8_0 ? 1 : 2;
+constexpr int64_t lane_bytes() {
+  return S == WeightStorage::Float32 ? 4 : block_quantized(S) ? 1 : 2;
 }
-// Where input i's values start in a panel (Q4_0: the byte row holding inputs i & ~1 and i | 1).
+// Where input i's row of 16 lanes starts in a panel (Q4_0: the byte row holding inputs i & ~1 and i | 1).
 template <WeightStorage S>
 inline const uint8_t* weight_row(const uint8_t* panel, int64_t i) {
   if constexpr (S == WeightStorage::Q4_0) return panel + (i >> 1) * P;
-  return panel + i * P * value_bytes<S>();
+  return panel + i * P * lane_bytes<S>();
 }
 template <WeightStorage S>
 inline const float* block_scales(const uint8_t* panel, int64_t k, int64_t i) {
@@ -283,19 +274,22 @@ struct PortableKernels {
 #if defined(__x86_64__)
 #define DRAFTLAB_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-// Eight weights at p (block types: eight values times their eight scales at `scale`; Q4_0 the nibble `shift` 0 / 4).
+// Lanes lane .. lane + 7 of input i in a panel of k inputs, widened to float32 (block types: value x scale).
 template <WeightStorage S>
-DRAFTLAB_AVX2 inline __m256 load8(const uint8_t* p, const float* scale, int shift) {
+DRAFTLAB_AVX2 inline __m256 load8(const uint8_t* panel, int64_t k, int64_t i, int lane) {
+  const uint8_t* p = weight_row<S>(panel, i) + lane * lane_bytes<S>();
   if constexpr (S == WeightStorage::Float32) {
     return _mm256_load_ps(reinterpret_cast<const float*>(p));
-  } else if constexpr (S == WeightStorage::Q8_0) {
-    const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_load_ps(scale));
-  } else if constexpr (S == WeightStorage::Q4_0) {
-    const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    const __m256i q = _mm256_sub_epi32(
-        _mm256_and_si256(_mm256_srl_epi32(bytes, _mm_cvtsi32_si128(shift)), _mm256_set1_epi32(15)), _mm256_set1_epi32(8));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_load_ps(scale));
+  } else if constexpr (block_quantized(S)) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    __m256i q;
+    if constexpr (S == WeightStorage::Q8_0) {
+      q = _mm256_cvtepi8_epi32(bytes);
+    } else {
+      const __m256i nibbles = _mm256_srl_epi32(_mm256_cvtepu8_epi32(bytes), _mm_cvtsi32_si128(static_cast<int>(i & 1) * 4));
+      q = _mm256_sub_epi32(_mm256_and_si256(nibbles, _mm256_set1_epi32(15)), _mm256_set1_epi32(8));
+    }
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_load_ps(block_scales<S>(panel, k, i) + lane));
   } else if constexpr (S == WeightStorage::Float16) {
     return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
   } else {
@@ -320,18 +314,9 @@ DRAFTLAB_AVX2 void avx2_tile(const float* x, int64_t ldx, const uint8_t* panels,
     DRAFTLAB_UNROLL
     for (int q = 0; q < NP; ++q) {
       const uint8_t* panel = panels + q * panel_bytes;
-      const uint8_t* wp = weight_row<S>(panel, i);
-      if (pf.in_stream) _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T0);
-      __m256 w0, w1;
-      if constexpr (block_quantized(S)) {
-        const float* sp = block_scales<S>(panel, k, i);
-        const int shift = static_cast<int>(i & 1) * 4;
-        w0 = load8<S>(wp, sp, shift);
-        w1 = load8<S>(wp + 8, sp + 8, shift);
-      } else {
-        w0 = load8<S>(wp, nullptr, 0);
-        w1 = load8<S>(wp + 8 * value_bytes<S>(), nullptr, 0);
-      }
+      if (pf.in_stream)
+        _mm_prefetch(reinterpret_cast<const char*>(weight_row<S>(panel, i) + kPrefetchBytes), _MM_HINT_T0);
+      const __m256 w0 = load8<S>(panel, k, i, 0), w1 = load8<S>(panel, k, i, 8);
       DRAFTLAB_UNROLL
       for (int r = 0; r < MR; ++r) {
         const __m256 xb = _mm256_broadcast_ss(x + r * ldx + i);
@@ -404,18 +389,22 @@ struct Avx2Kernels {
 // ---- AVX-512 -----------------------------------------------------------------------------------------------------
 #define DRAFTLAB_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 
+// The 16 lanes of input i in a panel of k inputs, widened to float32 (block types: value x scale).
 template <WeightStorage S>
-DRAFTLAB_AVX512 inline __m512 load16(const uint8_t* p, const float* scale, int shift) {
+DRAFTLAB_AVX512 inline __m512 load16(const uint8_t* panel, int64_t k, int64_t i) {
+  const uint8_t* p = weight_row<S>(panel, i);
   if constexpr (S == WeightStorage::Float32) {
     return _mm512_load_ps(reinterpret_cast<const float*>(p));
-  } else if constexpr (S == WeightStorage::Q8_0) {
-    const __m512i q = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_load_ps(scale));
-  } else if constexpr (S == WeightStorage::Q4_0) {
-    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m512i q = _mm512_sub_epi32(
-        _mm512_and_si512(_mm512_srl_epi32(bytes, _mm_cvtsi32_si128(shift)), _mm512_set1_epi32(15)), _mm512_set1_epi32(8));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_load_ps(scale));
+  } else if constexpr (block_quantized(S)) {
+    const __m128i bytes = _mm_load_si128(reinterpret_cast<const __m128i*>(p));
+    __m512i q;
+    if constexpr (S == WeightStorage::Q8_0) {
+      q = _mm512_cvtepi8_epi32(bytes);
+    } else {
+      const __m512i nibbles = _mm512_srl_epi32(_mm512_cvtepu8_epi32(bytes), _mm_cvtsi32_si128(static_cast<int>(i & 1) * 4));
+      q = _mm512_sub_epi32(_mm512_and_si512(nibbles, _mm512_set1_epi32(15)), _mm512_set1_epi32(8));
+    }
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_load_ps(block_scales<S>(panel, k, i)));
   } else if constexpr (S == WeightStorage::Float16) {
     return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
   } else {
@@ -440,12 +429,9 @@ DRAFTLAB_AVX512 void avx512_tile(const float* x, int64_t ldx, const uint8_t* pan
     DRAFTLAB_UNROLL
     for (int q = 0; q < NP; ++q) {
       const uint8_t* panel = panels + q * panel_bytes;
-      const uint8_t* wp = weight_row<S>(panel, i);
-      if (pf.in_stream) _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T0);
-      if constexpr (block_quantized(S))
-        w[q] = load16<S>(wp, block_scales<S>(panel, k, i), static_cast<int>(i & 1) * 4);
-      else
-        w[q] = load16<S>(wp, nullptr, 0);
+      if (pf.in_stream)
+        _mm_prefetch(reinterpret_cast<const char*>(weight_row<S>(panel, i) + kPrefetchBytes), _MM_HINT_T0);
+      w[q] = load16<S>(panel, k, i);
     }
     DRAFTLAB_UNROLL
     for (int r = 0; r < MR; ++r) {
@@ -613,7 +599,6 @@ PackedMatrix::PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stri
           case WeightStorage::Q8_0:
           case WeightStorage::Q4_0: break;  // above
         }
-        if (storage != WeightStorage::Float32 && load_scalar_any(base, storage, at) != v) exact_ = false;
       }
     }
   }

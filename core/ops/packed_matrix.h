@@ -64,8 +64,9 @@ class PackedMatrix {
   WeightStorage storage() const { return storage_; }
   int64_t bytes() const { return panels() * panel_bytes(storage_, in_); }
   bool empty() const { return out_ == 0; }
-  // Whether every stored value equals the value it was packed from (float32; a float16 checkpoint's values in
-  // float16; Q8_0 / Q4_0 blocks dequantized from such a file, which quantizing reproduces).
+  // q8_0 / q4_0: whether quantizing reproduced every value it was packed from (true for blocks dequantized from
+  // such a file). Float storages are not checked here (true): they are exact when the storage is the checkpoint's
+  // own or float32, which the caller knows without looking at values.
   bool exact() const { return exact_; }
 
   // W[o][i] as stored (widened to float32).

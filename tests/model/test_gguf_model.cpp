@@ -149,6 +149,37 @@ TEST(GgufModel, TsTinyQ8_0AndQ4_0ExportsLoadAsTheQuantizedValuesOfTheCheckpoint)
   }
 }
 
+TEST(GgufModel, AQ8_0FileWhoseBlocksDoNotRequantizeToThemselvesIsRefusedNamingFileAndLayer) {
+  // Halving the integers of one block (scale kept) gives values whose largest is no longer 127 steps: quantizing
+  // them again picks another scale, so the Q8_0 packing would not hold the file's values. Loading must refuse
+  // rather than drop the float32 values, and say how to load the file; --weights float32 keeps them.
+  const auto original = LlamaModel::load(source_path(kTsTiny), ComputeOptions{});
+  const std::string good = temp_dir() + "/ts-tiny-canonical-q8_0.gguf";
+  export_gguf(*original, *load_tokenizer(source_path(kTsTiny)), good, kGgmlQ8_0, "ts-tiny");
+  std::string bytes = read_all(good);
+  uint64_t at = 0;
+  {
+    const GgufTensorFile file(good);
+    for (const GgufTensorInfo& t : file.gguf().tensors)
+      if (t.name == "blk.0.attn_q.weight") at = file.gguf().data_offset + t.offset;
+  }
+  ASSERT_GT(at, 0u);
+  for (size_t j = 0; j < 32; ++j) bytes[at + 2 + j] = static_cast<char>(static_cast<int8_t>(bytes[at + 2 + j]) / 2);
+  const std::string path = temp_dir() + "/ts-tiny-odd-q8_0.gguf";
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  try {
+    LlamaModel::load(path, ComputeOptions{});
+    ADD_FAILURE() << "loaded a Q8_0 file whose packing changes its values";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (const char* part : {path.c_str(), "layer 0", "--weights float32"})
+      EXPECT_NE(message.find(part), std::string::npos) << part << " missing from \"" << message << "\"";
+  }
+  ComputeOptions f32;
+  f32.weights = WeightStorage::Float32;
+  EXPECT_NO_THROW(LlamaModel::load(path, f32));
+}
+
 TEST(GgufModel, QueryAndKeyRowsAreInTheConsecutivePairsLayout) {
   // llama.cpp's converter: w.reshape(heads, 2, hd / 2, in).swapaxes(1, 2). Row 2i of a head is HF row i, row
   // 2i + 1 is HF row i + hd/2.

@@ -200,9 +200,6 @@ TEST(PackedMatrix, StoresValuesAsTheCheckpointWould) {
     EXPECT_EQ(b.at(i, 0), bfloat16_to_float(float_to_bfloat16(w[i])));
   }
   EXPECT_EQ(h.bytes(), 16 * 1 * 2);  // one panel of 16 rows (padded), 2 bytes each
-  EXPECT_FALSE(h.exact());  // 0.1 and 3.14159 are not float16 values
-  const float halves[] = {1.0f, -2.5f, 0.125f, 65504.0f, 0.0f, -0.0f};
-  EXPECT_TRUE(PackedMatrix(halves, 6, 1, 1, 1, WeightStorage::Float16).exact());
 }
 
 // Every finite half and bfloat16 survives float32 and back; known roundings (ties to even) of float32 values.
