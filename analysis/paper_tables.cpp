@@ -175,6 +175,46 @@ Table alpha_table(const Context& ctx, bool with_speedup, int max_n) {
   return table;
 }
 
+// EAGLE Table 3 layout: per method (the baseline first) speedup, τ, 0-α..4-α and the experts a cycle's
+// verification reads, per cycle and per emitted token; a dense target reads none.
+Table moe_table(const Context& ctx) {
+  Table table;
+  table.columns = {"T", "Dataset", "Method", "Speedup", "τ"};
+  for (const std::string& h : alpha_headers(4)) table.columns.push_back(h);
+  table.columns.insert(table.columns.end(), {"Experts read / cycle", "Experts read / token"});
+  for (double t : ctx.temperatures)
+    for (const std::string& d : ctx.datasets) {
+      std::vector<int> runs;
+      for (size_t i = 0; i < ctx.results.runs.size(); ++i) {
+        const RunRecord& run = ctx.results.runs[i];
+        if (run.dataset == d && run.temperature == t) runs.push_back(static_cast<int>(i));
+      }
+      std::stable_partition(runs.begin(), runs.end(), [&](int i) { return is_baseline(ctx.results.runs[i]); });
+      for (int i : runs) {
+        const RunRecord& run = ctx.results.runs[i];
+        std::vector<Cell> row{Cell(temperature_text(t)), Cell(dataset_display_name(d)), Cell(run.method),
+                              Cell(ctx.speedup(i)), Cell(ctx.tau(i))};
+        for (const AlphaCount& a : n_alpha(run, 4))
+          row.push_back(is_baseline(run) ? std::string("–") : fixed(a.alpha(), 2));
+        double experts = 0, tokens = 0;
+        for (size_t c = 0; c < run.cycles.size(); ++c) {
+          experts += run.cycles.experts_read[c];
+          tokens += run.cycles.accept_length[c];
+        }
+        const double cycles = static_cast<double>(run.cycles.size());
+        row.push_back(cycles > 0 ? fixed(experts / cycles, 1) : "–");
+        row.push_back(tokens > 0 ? fixed(experts / tokens, 1) : "–");
+        table.rows.push_back(row);
+      }
+    }
+  table.notes.push_back(
+      "Experts read: the (layer, expert) pairs whose weights a cycle's verification forward ran (rows that chose the "
+      "same expert share one pass); decoding one token reads layers x experts per token. 0 on a dense target.");
+  table.notes.push_back(
+      "n-α: acceptance rate of the drafts' most probable tokens at depth n + 1 whose parent was accepted.");
+  return table;
+}
+
 bool is_chain(const RunRecord& run) { return run.draft_shape == draft_shapes::chain; }
 
 // EAGLE Table 5 layout: per dataset and temperature, τ (and speedup) of each method; tree methods show their
@@ -412,6 +452,8 @@ const std::vector<ExperimentTables>& experiment_tables() {
        [](const Context& ctx, const std::string&) { return std::vector<Table>{alpha_table(ctx, true, 1)}; }},
       {"tree-vs-chain", "EAGLE Table 5", "τ with tree and chain drafts",
        [](const Context& ctx, const std::string&) { return std::vector<Table>{tree_vs_chain_table(ctx)}; }},
+      {"moe", "EAGLE Table 3", "speedup, τ, n-α and experts read per verification (mixture of experts)",
+       [](const Context& ctx, const std::string&) { return std::vector<Table>{moe_table(ctx)}; }},
       {"calibration", "EAGLE-2 Figure 6", "acceptance rate per draft-confidence bin (width 0.05)",
        [](const Context& ctx, const std::string&) { return calibration_tables(ctx); }},
       {"positions", "EAGLE-2 Figure 5", "acceptance rate of static tree positions per question",

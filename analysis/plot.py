@@ -373,7 +373,8 @@ FIGURES = {"reliability": figure_reliability, "positions": figure_positions, "sp
            "sweep": figure_sweep, "ablation": figure_ablation, "training": figure_training}
 BY_EXPERIMENT = {"calibration": ["reliability"], "positions": ["positions"], "speed": ["speed"],
                  "sweep": ["sweep"], "alpha": ["ablation"], "ablate-eagle2": ["ablation"],
-                 "ablate-inputs": ["ablation"], "tree-vs-chain": ["ablation"], "train-data": ["ablation"]}
+                 "ablate-inputs": ["ablation"], "tree-vs-chain": ["ablation"], "train-data": ["ablation"],
+                 "moe": ["ablation"]}
 
 
 def main(argv=None):

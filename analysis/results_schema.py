@@ -8,13 +8,13 @@ import collections
 Column = collections.namedtuple("Column", "type unit meaning")
 Attribute = collections.namedtuple("Attribute", "type required default meaning")
 
-SCHEMA = "draftlab-results/2"
+SCHEMA = "draftlab-results/3"
 
 ROOT_ATTRIBUTES = {
     "schema": Attribute("string", True, None,
               "the schema version (readers refuse any other value, naming the file and the value)"),
     "experiment": Attribute("string", True, None,
-              "driver name: `speed`, `alpha`, `calibration`, `positions`, `ablate-eagle2`, `ablate-inputs`, `tree-vs-chain`, `train-data`, `sweep`, or `compare` (draftlab compare -o)"),
+              "driver name: `speed`, `alpha`, `calibration`, `positions`, `ablate-eagle2`, `ablate-inputs`, `tree-vs-chain`, `train-data`, `moe`, `sweep`, or `compare` (draftlab compare -o)"),
     "git_commit": Attribute("string", False, None,
               "`git describe --always --dirty` of the source tree the binary was built from (`unknown` if none)"),
     "command_line": Attribute("string", False, None,
@@ -113,6 +113,8 @@ TABLES = {
                    "time in the strategy in this cycle"),
         "verify_seconds": Column("float64", "s",
                    "time in the target forward + acceptance in this cycle"),
+        "experts_read": Column("int32", "experts",
+                   "mixture-of-experts target: (layer, expert) pairs whose weights this cycle's verification forward read (decoding one token reads layers x experts per token); 0 for a dense target"),
         "node_offset": Column("int64", "row",
                    "index of this cycle's first row in `nodes/` (its rows are `[node_offset, +drafted)`)"),
     },

@@ -2,9 +2,11 @@
 # Reproduces the papers' tables and figures on the reference zoo (data/models/README.md): one experiment per
 # argument, each writing RESULTS_DIR/NAME.h5 (docs/results-schema.md), NAME.md (draftlab table) and NAME/ (plots).
 #   bash scripts/reproduce.sh [NAME ...]     names: speed alpha calibration positions ablate-eagle2
-#                                             tree-vs-chain sweep ablate-inputs train-data (default: all)
+#                                             tree-vs-chain sweep ablate-inputs train-data moe moe-dense
+#                                             (default: all)
 # Environment: RESULTS_DIR (default results), MODEL (default data/models/ts-target), HEAD, MEDUSA_HEADS,
-# HYDRA_HEADS (default MODEL-eagle-head, -medusa, -hydra; speed runs those present), DRAFT, QUESTIONS
+# HYDRA_HEADS (default MODEL-eagle-head, -medusa, -hydra; speed runs those present), MOE_MODEL (default
+# data/models/ts-moe, with MOE_MODEL-eagle-head), DRAFT, QUESTIONS
 # (questions per dataset, default 10), NEW_TOKENS (default 64), THREADS (default 2; measure on an idle machine).
 # ablate-inputs and train-data need heads trained by scripts/train_ablation_heads.sh (VARIANT_HEADS_DIR).
 # Then docs/results.md: bash scripts/results_doc.sh [RESULTS_DIR] (or: bash scripts/reproduce.sh && bash scripts/results_doc.sh).
@@ -22,11 +24,13 @@ N=${NEW_TOKENS:-64}
 THREADS=${THREADS:-2}
 HEADS=${VARIANT_HEADS_DIR:-../zoo/ablation-heads}
 mkdir -p "$OUT"
-NAMES=("$@"); [ ${#NAMES[@]} = 0 ] && NAMES=(speed alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data)
+MOE=${MOE_MODEL:-data/models/ts-moe}
+NAMES=("$@"); [ ${#NAMES[@]} = 0 ] && NAMES=(speed alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense)
 
 # The reference targets are story models: on chat questions they often end at once, so every driver generates
 # a fixed number of tokens (--ignore-eos), as serving benchmarks do.
-COMMON=(-m "$MODEL" --questions "$Q" -n "$N" --ignore-eos --threads "$THREADS")
+SETTINGS=(--questions "$Q" -n "$N" --ignore-eos --threads "$THREADS")
+COMMON=(-m "$MODEL" "${SETTINGS[@]}")
 
 for name in "${NAMES[@]}"; do
   case $name in
@@ -50,6 +54,10 @@ for name in "${NAMES[@]}"; do
     train-data)
       $DL exp train-data "${COMMON[@]}" --head "fixed=$HEADS/feature_shifted_token" --head "generated=$HEADS/generated" \
         -o "$OUT/train-data.h5" ;;
+    moe)    # EAGLE Table 3 on the mixture-of-experts ts-moe; moe-dense: the same drafts on the dense ts-target
+      $DL exp moe -m "$MOE" "${SETTINGS[@]}" --head "$MOE-eagle-head" -o "$OUT/moe.h5" ;;
+    moe-dense)
+      $DL exp moe "${COMMON[@]}" --head "$HEAD" -o "$OUT/moe-dense.h5" ;;
     *) echo "unknown experiment '$name'" >&2; exit 2 ;;
   esac
   $DL table "$OUT/$name.h5" > "$OUT/$name.md"

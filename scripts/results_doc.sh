@@ -13,7 +13,7 @@ DL=${DRAFTLAB:-./build/draftlab}
 DIR=${1:-results}
 DIR=${DIR%/}
 DOC=docs/results.md
-NAMES=(speed alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data)
+NAMES=(speed alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense)
 
 [ -x "$DL" ] || { echo "results_doc.sh: $DL not found (build first: bash scripts/setup.sh)" >&2; exit 1; }
 present=()
@@ -62,6 +62,7 @@ bash scripts/reproduce.sh sweep           # total_tokens x depth x top_k: the be
 bash scripts/train_ablation_heads.sh      # then: heads per input variant + one on target-generated data
 bash scripts/reproduce.sh ablate-inputs   # EAGLE Figure 8
 bash scripts/reproduce.sh train-data      # EAGLE Table 6
+bash scripts/reproduce.sh moe moe-dense   # EAGLE Table 3: the mixture-of-experts ts-moe, then dense ts-target
 bash scripts/results_doc.sh               # this page, from results/*.h5
 \`\`\`
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the reference zoo (data/models/README.md) from ../shared/data/tinystories/tinystories.txt.
 #   bash scripts/train_zoo.sh [STAGE ...]      stages: tiny tiny-head target target-head draft target-medusa
-#                                              target-hydra (default: all)
+#                                              target-hydra moe moe-head (default: all)
 # Every stage writes its model folder under data/models/ (or $ZOO_OUT) and keeps its full training output
 # (resumable state, logs) in $ZOO_WORK (default ../zoo), so an interrupted stage continues with
 # RESUME=1 bash scripts/train_zoo.sh STAGE.
@@ -16,9 +16,9 @@ OUT=${ZOO_OUT:-data/models}
 WORK=${ZOO_WORK:-../zoo}
 THREADS=${THREADS:-1}
 RESUME_FLAG=""; [ "${RESUME:-0}" = 1 ] && RESUME_FLAG="--resume"
-DL=./build/draftlab
+DL=${DRAFTLAB:-./build/draftlab}  # DRAFTLAB: another binary (e.g. a copy, while ./build is rebuilt)
 mkdir -p "$WORK" "$OUT"
-STAGES=("$@"); [ ${#STAGES[@]} = 0 ] && STAGES=(tiny tiny-head target target-head draft target-medusa target-hydra)
+STAGES=("$@"); [ ${#STAGES[@]} = 0 ] && STAGES=(tiny tiny-head target target-head draft target-medusa target-hydra moe moe-head)
 
 # Copies a trained HF folder (weights, config, tokenizer, log) into the zoo.
 publish() {  # SRC DEST
@@ -92,6 +92,29 @@ for stage in "${STAGES[@]}"; do
         --eval-every 50 --log-every 20 --save-dtype float16 "${extra[@]}" \
         --feature-cache "$WORK/ts-target-parallel-features.h5" --feature-cache-dtype float16 $RESUME_FLAG
       publish "$WORK/ts-target-$kind" "$OUT/ts-target-$kind" ;;
-    *) echo "unknown stage '$stage' (tiny tiny-head target target-head draft target-medusa target-hydra)" >&2; exit 2 ;;
+    moe)
+      # EAGLE Table 3's mixture-of-experts target (issue 21): Mixtral's architecture at ts-target's width and
+      # vocabulary - 8 layers, 8 experts of intermediate 128 per layer, top-2 (9.5M parameters; 3.7M of the 8.4M
+      # outside the embedding active per token), load-balancing loss 0.01. Two phases as ts-target's first two:
+      # 600 steps of 8 x 512-token windows with a cosine to 1e-4, then the same run resumed with --steps 1200
+      # (the cosine re-enters at its step-600 value). model.safetensors = the best validation checkpoint.
+      tokenizer_4096
+      lm=(train-lm --corpus "$CORPUS" --tokenizer "$WORK/tok4096/tokenizer.json" --out "$WORK/ts-moe"
+          --dim 256 --layers 8 --heads 4 --hidden 128 --experts 8 --experts-per-token 2 --router-aux-loss-coef 0.01
+          --context 512 --batch 8 --lr 1e-3 --warmup 30 --eval-every 50 --save-every 50 --keep-best
+          --log-every 10 --seed 0 --threads "$THREADS" --save-dtype float16)
+      if [ ! -f "$WORK/ts-moe/.phase1-done" ]; then
+        $DL "${lm[@]}" --steps 600 $RESUME_FLAG
+        touch "$WORK/ts-moe/.phase1-done"
+      fi
+      $DL "${lm[@]}" --steps 1200 --resume
+      publish "$WORK/ts-moe" "$OUT/ts-moe" ;;
+    moe-head)
+      # ts-target-head's recipe on ts-moe.
+      $DL train-head --model "$OUT/ts-moe" --corpus "$CORPUS" --out "$WORK/ts-moe-eagle-head" \
+        --batch 8 --context 256 --steps 1000 --lr 1e-3 --warmup 40 --seed 0 --threads "$THREADS" \
+        --eval-every 100 --log-every 20 --save-dtype float16 $RESUME_FLAG
+      publish "$WORK/ts-moe-eagle-head" "$OUT/ts-moe-eagle-head" ;;
+    *) echo "unknown stage '$stage' (tiny tiny-head target target-head draft target-medusa target-hydra moe moe-head)" >&2; exit 2 ;;
   esac
 done

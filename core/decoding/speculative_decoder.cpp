@@ -117,6 +117,7 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<int64_t>& promp
     ++result.forwards;
 
     stats.drafted = tree.size();
+    stats.experts_read = static_cast<int32_t>(verified.experts_read);
     stats.accepted = static_cast<int32_t>(verified.accepted_nodes.size());
     stats.draft_seconds = seconds(a, b) + seconds(c, d);
     stats.verify_seconds = seconds(b, c);

@@ -19,6 +19,7 @@ struct CycleStats {
   double draft_seconds = 0.0;   // propose() + observe()
   double verify_seconds = 0.0;  // target forward + acceptance + cache compaction
   double forward_seconds = 0.0; // of draft + verify, the time inside model forwards (ForwardClock)
+  int32_t experts_read = 0;     // mixture-of-experts target: (layer, expert) pairs the verification read
 };
 
 struct SpeculativeResult : GenerationResult {

@@ -40,6 +40,7 @@ VerifyResult Verifier::verify(KvCache& cache, int64_t root_token, const DraftTre
   const at::Tensor logits = m > 0 ? all_logits.narrow(0, 0, n + 1) : all_logits;  // the tree's rows
 
   VerifyResult result;
+  result.experts_read = out.experts_read;
   int32_t node = -1;  // current position in the tree (-1 = root)
   auto row_of = [](int32_t i) { return static_cast<int64_t>(i) + 1; };
   auto children_of = [&](int32_t i) -> const std::vector<int32_t>& {

@@ -48,6 +48,7 @@ struct VerifyResult {
   // The target's logits [extra_size, vocab] (float32, CPU) of the tree's extra rows, in order; undefined when the
   // tree had none.
   at::Tensor extra_logits;
+  int64_t experts_read = 0;  // ForwardOutput::experts_read of the verification forward (mixture of experts)
 };
 
 // T > 0: the distribution the verifier continues from after rejecting draft `token` (q: the distribution it was

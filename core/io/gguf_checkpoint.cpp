@@ -61,10 +61,18 @@ std::string gguf_tensor_name(const std::string& hf) {
       {"self_attn.k_proj.weight", "attn_k.weight"},          {"self_attn.v_proj.weight", "attn_v.weight"},
       {"self_attn.o_proj.weight", "attn_output.weight"},     {"post_attention_layernorm.weight", "ffn_norm.weight"},
       {"mlp.gate_proj.weight", "ffn_gate.weight"},           {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"}};
+      {"mlp.down_proj.weight", "ffn_down.weight"},           {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"}};
   static const std::regex kLayerName(R"(model\.layers\.(\d+)\.(.+))");
   std::smatch m;
   if (!std::regex_match(hf, m, kLayerName)) return "";
+  // One expert's matrix in older files' per-expert layout (newer files merge the experts: GgufCheckpoint::find).
+  static const std::regex kExpert(R"(block_sparse_moe\.experts\.(\d+)\.(w1|w2|w3)\.weight)");
+  std::smatch e;
+  const std::string rest = m[2].str();
+  if (std::regex_match(rest, e, kExpert)) {
+    const std::string which = e[2] == "w1" ? "ffn_gate" : e[2] == "w3" ? "ffn_up" : "ffn_down";
+    return "blk." + m[1].str() + "." + which + "." + e[1].str() + ".weight";
+  }
   for (const auto& [from, to] : kLayer)
     if (m[2] == from) return "blk." + m[1].str() + "." + to;
   return "";
@@ -106,6 +114,8 @@ ModelConfig gguf_model_config(const GgufFile& g, bool has_output_tensor) {
   c.vocab_size = g.has(p + "vocab_size") ? g.get_int(p + "vocab_size")
                                          : static_cast<int64_t>(g.get_string_array("tokenizer.ggml.tokens").size());
   c.tie_word_embeddings = !has_output_tensor;
+  c.num_local_experts = get_int_or(g, p + "expert_count", 0);
+  if (c.num_local_experts > 0) c.num_experts_per_tok = g.get_int(p + "expert_used_count");
   if (g.has("tokenizer.ggml.bos_token_id")) c.bos_token_id = token_id(g, "tokenizer.ggml.bos_token_id");
   std::vector<int32_t> eos;
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
@@ -123,9 +133,34 @@ GgufCheckpoint::GgufCheckpoint(const std::string& path)
   // Llama-3.1-style frequency scaling arrives as a rope_freqs tensor; ignoring it would silently change the model.
   if (file_.has("rope_freqs.weight"))
     throw Error::at(path, "tensor rope_freqs.weight (llama3 RoPE scaling) is not supported for GGUF models");
+  // Merged experts [E, out, in]: each expert's matrix is a contiguous slice (quantized rows are whole blocks).
+  const int64_t E = config_.num_local_experts;
+  static const std::pair<const char*, const char*> kMerged[] = {
+      {"ffn_gate_exps", "w1"}, {"ffn_up_exps", "w3"}, {"ffn_down_exps", "w2"}};
+  for (int64_t l = 0; l < config_.num_hidden_layers && E > 0; ++l) {
+    for (const auto& [merged, hf] : kMerged) {
+      const std::string name = "blk." + std::to_string(l) + "." + merged + ".weight";
+      const TensorEntry* t = file_.find(name);
+      if (!t) continue;  // the loader reports a missing expert by its Hugging Face name
+      if (t->shape.size() != 3 || t->shape[0] != E)
+        throw Error::in_file(path, "tensor " + name + " shape", "[" + std::to_string(E) + " (llama.expert_count), out, in]",
+                             shape_string(t->shape));
+      for (int64_t j = 0; j < E; ++j) {
+        TensorEntry slice = *t;
+        slice.shape = {t->shape[1], t->shape[2]};
+        slice.nbytes = t->nbytes / static_cast<size_t>(E);
+        slice.data = t->data + static_cast<size_t>(j) * slice.nbytes;
+        slice.name = name + "[" + std::to_string(j) + "]";
+        expert_slices_.emplace("model.layers." + std::to_string(l) + ".block_sparse_moe.experts." + std::to_string(j) +
+                                   "." + hf + ".weight",
+                               std::move(slice));
+      }
+    }
+  }
 }
 
 const TensorEntry* GgufCheckpoint::find(const std::string& hf_name) const {
+  if (const auto it = expert_slices_.find(hf_name); it != expert_slices_.end()) return &it->second;
   const std::string name = gguf_tensor_name(hf_name);
   return name.empty() ? nullptr : file_.find(name);
 }

@@ -7,12 +7,16 @@
 //   model.layers.N.self_attn.{q,k,v,o}_proj.weight blk.N.attn_{q,k,v,output}.weight
 //   model.layers.N.post_attention_layernorm.weight blk.N.ffn_norm.weight
 //   model.layers.N.mlp.{gate,up,down}_proj.weight  blk.N.ffn_{gate,up,down}.weight
+//   model.layers.N.block_sparse_moe.gate.weight    blk.N.ffn_gate_inp.weight (the router of a mixture of experts)
+//   ...block_sparse_moe.experts.J.{w1,w3,w2}.weight  slice J of blk.N.ffn_{gate,up,down}_exps.weight [E, out, in]
+//                                                  (llama.cpp's merged experts; older files: blk.N.ffn_gate.J.weight)
 //   model.norm.weight                              output_norm.weight
 //   lm_head.weight                                 output.weight (absent: tied to token_embd)
 // GGUF llama models rotate consecutive channel pairs in RoPE, as Meta's and llama2.c's checkpoints do (the
 // converter permutes Hugging Face's q/k rows back): load them with rope_pairs = true.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "core/io/gguf.h"
@@ -38,6 +42,7 @@ class GgufCheckpoint {
  private:
   GgufTensorFile file_;
   ModelConfig config_;
+  std::map<std::string, TensorEntry> expert_slices_;  // HF expert name -> its slice of a merged *_exps tensor
 };
 
 // The ModelConfig that the llama.* and tokenizer.ggml.* metadata describe (exposed for tests).
@@ -49,7 +54,8 @@ class GgufCheckpoint {
 //   rope_scaling = llama.rope.scaling.type "linear" + .factor   max_position_embeddings = llama.context_length
 //   vocab_size = llama.vocab_size (default: the number of tokenizer.ggml.tokens)
 //   bos_token_id = tokenizer.ggml.bos_token_id; eos_token_ids = tokenizer.ggml.{eos,eot,eom}_token_id, in that
-//   order (llama.cpp ends generation on each); tie_word_embeddings = no output.weight tensor.
+//   order (llama.cpp ends generation on each); tie_word_embeddings = no output.weight tensor;
+//   num_local_experts = llama.expert_count (default 0: dense), num_experts_per_tok = llama.expert_used_count.
 ModelConfig gguf_model_config(const GgufFile& gguf, bool has_output_tensor);
 
 }  // namespace draftlab

@@ -122,11 +122,12 @@ ModelConfig parse_hf_config(const json& j, const std::string& source) {
   if (!j.is_object()) throw Error::in_file(source, "config", "a JSON object", describe(j));
   ConfigReader r(j, source);
 
-  // Only architectures whose weights and forward are exactly Llama's. Mistral's config uses the same keys
-  // (its sliding_window never triggers below 4096 tokens of context and is ignored here).
+  // Only architectures whose weights and forward are exactly Llama's, or Llama's with a mixture-of-experts MLP
+  // (Mixtral). Mistral's config uses the same keys (its sliding_window never triggers below 4096 tokens of context
+  // and is ignored here).
   const std::string model_type = r.optional_string("model_type");
-  if (!model_type.empty() && model_type != "llama" && model_type != "mistral")
-    throw Error::in_file(source, "model_type", "\"llama\" or \"mistral\"", "\"" + model_type + "\"");
+  if (!model_type.empty() && model_type != "llama" && model_type != "mistral" && model_type != "mixtral")
+    throw Error::in_file(source, "model_type", "\"llama\", \"mistral\" or \"mixtral\"", "\"" + model_type + "\"");
   const std::string act = r.optional_string("hidden_act");
   if (!act.empty() && act != "silu") throw Error::in_file(source, "hidden_act", "\"silu\"", "\"" + act + "\"");
   if (r.optional_bool("attention_bias", false))
@@ -150,6 +151,14 @@ ModelConfig parse_hf_config(const json& j, const std::string& source) {
   c.max_position_embeddings = r.optional_int("max_position_embeddings", 2048);
   c.tie_word_embeddings = r.optional_bool("tie_word_embeddings", false);
   if (r.has("rope_scaling")) c.rope_scaling = parse_rope_scaling(j.at("rope_scaling"), source);
+  if (model_type == "mixtral") {  // MixtralConfig's defaults
+    c.num_local_experts = r.optional_int("num_local_experts", 8);
+    c.num_experts_per_tok = r.optional_int("num_experts_per_tok", 2);
+    c.router_aux_loss_coef = r.optional_double("router_aux_loss_coef", 0.001);
+    if (c.num_local_experts < 1)
+      throw Error::in_file(source, "num_local_experts", "a positive integer (model_type \"mixtral\")",
+                           std::to_string(c.num_local_experts));
+  }
 
   if (r.has("bos_token_id")) c.bos_token_id = r.as_token_id(j.at("bos_token_id"), "bos_token_id");
   if (r.has("eos_token_id")) {
@@ -201,6 +210,11 @@ void ModelConfig::validate(const std::string& source) const {
   if (!(rms_norm_eps > 0)) throw Error::in_file(source, "rms_norm_eps", "a positive number", std::to_string(rms_norm_eps));
   if (!(rope_theta > 0)) throw Error::in_file(source, "rope_theta", "a positive number", std::to_string(rope_theta));
   if (eos_token_ids.empty()) throw Error::in_file(source, "eos_token_id", "at least one id", "none");
+  if (num_local_experts < 0)
+    throw Error::in_file(source, "num_local_experts", "a positive integer (or 0: dense)", std::to_string(num_local_experts));
+  if (mixture_of_experts() && (num_experts_per_tok < 1 || num_experts_per_tok > num_local_experts))
+    throw Error::in_file(source, "num_experts_per_tok", "1.." + std::to_string(num_local_experts) + " (num_local_experts)",
+                         std::to_string(num_experts_per_tok));
 
   if (rope_scaling.type == "llama3" || rope_scaling.type == "linear") {
     if (!(rope_scaling.factor > 0))
@@ -222,8 +236,14 @@ void ModelConfig::validate(const std::string& source) const {
 
 json ModelConfig::to_hf_json(const std::string& torch_dtype) const {
   json j;
-  j["architectures"] = json::array({"LlamaForCausalLM"});
-  j["model_type"] = "llama";
+  j["architectures"] = json::array({mixture_of_experts() ? "MixtralForCausalLM" : "LlamaForCausalLM"});
+  j["model_type"] = mixture_of_experts() ? "mixtral" : "llama";
+  if (mixture_of_experts()) {
+    j["num_local_experts"] = num_local_experts;
+    j["num_experts_per_tok"] = num_experts_per_tok;
+    j["router_aux_loss_coef"] = router_aux_loss_coef;
+    j["output_router_logits"] = false;
+  }
   j["torch_dtype"] = torch_dtype;
   j["hidden_act"] = "silu";
   j["attention_bias"] = false;

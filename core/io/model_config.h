@@ -33,11 +33,19 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   int32_t bos_token_id = 1;
   std::vector<int32_t> eos_token_ids{2};  // config.json may give one id or a list
+  // Mixture of experts (Mixtral, model_type "mixtral"): each layer's MLP is num_local_experts SwiGLU experts of
+  // intermediate_size, of which a router picks num_experts_per_tok per token. 0 = a dense Llama MLP.
+  int64_t num_local_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  double router_aux_loss_coef = 0.0;  // training only: weight of the load-balancing loss
+
+  bool mixture_of_experts() const { return num_local_experts > 0; }
 
   // Throws Error "<source>: <field>: expected ..., got ..." for non-positive sizes, heads that do not divide, etc.
   void validate(const std::string& source) const;
 
-  // Hugging Face config.json of LlamaForCausalLM (architectures, model_type "llama", torch_dtype given).
+  // Hugging Face config.json of LlamaForCausalLM (architectures, model_type "llama", torch_dtype given), or of
+  // MixtralForCausalLM for a mixture of experts.
   nlohmann::json to_hf_json(const std::string& torch_dtype = "float32") const;
 };
 

@@ -185,6 +185,9 @@ std::unique_ptr<EagleHead> EagleHead::load(const std::string& path, const LlamaM
     throw Error::in_file(config_path, "config", "valid JSON", e.what());
   }
   ModelConfig config = parse_hf_config(j, config_path);
+  // The head's layer is a dense Llama layer whatever the target (the official Mixtral head's config repeats the
+  // target's expert fields).
+  config.num_local_experts = config.num_experts_per_tok = 0;
 
   // The head only makes sense on top of its target: same feature width, same vocabulary.
   const ModelConfig& tc = target.config();
@@ -279,6 +282,7 @@ std::unique_ptr<EagleHead> EagleHead::random(const LlamaModel& target, uint64_t 
   ModelConfig c = target.config();
   c.num_hidden_layers = 1;
   c.tie_word_embeddings = false;
+  c.num_local_experts = c.num_experts_per_tok = 0;  // a dense layer, whatever the target
   const ComputeOptions& o = target.options();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   // Drawn in float32 on the CPU whatever the compute options, so a seed means the same head everywhere.

@@ -10,6 +10,7 @@
 
 #include "core/base/error.h"
 #include "core/model/host_tensor.h"
+#include "core/model/mixture_of_experts.h"
 #include "core/model/rope.h"
 #include "core/ops/skinny_gemm.h"
 
@@ -92,7 +93,7 @@ void check_ancestor_mask(const at::Tensor& mask, int64_t n) {
 
 at::Tensor llama_decoder_layer(const at::Tensor& h, const LlamaLayerWeights& L, const ModelConfig& c, KvCache& cache,
                                int64_t layer, int64_t start, const at::Tensor& cos, const at::Tensor& sin,
-                               const at::Tensor& mask, bool input_norm) {
+                               const at::Tensor& mask, bool input_norm, int64_t* experts_read) {
   const int64_t n = h.size(0), T = start + n;
   const int64_t H = c.num_attention_heads, KVH = c.num_key_value_heads, hd = c.head_dim;
   const int64_t I = c.intermediate_size;
@@ -107,7 +108,9 @@ at::Tensor llama_decoder_layer(const at::Tensor& h, const LlamaLayerWeights& L, 
                         cache.values(layer, T).to(qk.scalar_type()), mask, scale);
   auto x = h + project(attn, L.wo);
 
-  auto gate_up = project(rms_norm(x, L.mlp_norm, c.rms_norm_eps), L.w_gate_up);
+  const auto normed = rms_norm(x, L.mlp_norm, c.rms_norm_eps);
+  if (c.mixture_of_experts()) return x + mixture_of_experts(normed, L, c, project, nullptr, experts_read);
+  auto gate_up = project(normed, L.w_gate_up);
   return x + project(at::silu(gate_up.narrow(1, 0, I)) * gate_up.narrow(1, I, I), L.w_down);
 }
 

@@ -24,10 +24,12 @@ at::Tensor attention_mask(const at::Tensor& ancestor, int64_t start, int64_t n, 
 void check_ancestor_mask(const at::Tensor& mask, int64_t n);
 
 // One decoder layer over h [n, d]: attention (writing k/v to cache layer `layer`, rows [start, start + n)) and
-// SwiGLU MLP, both residual. cos/sin from RotaryEmbedding::at_positions. input_norm = false skips the attention
-// RMSNorm (EAGLE's head layer has none). Returns the new hidden state.
+// SwiGLU MLP (or mixture of experts), both residual. cos/sin from RotaryEmbedding::at_positions. input_norm = false
+// skips the attention RMSNorm (EAGLE's head layer has none). experts_read: see mixture_of_experts.h.
+// Returns the new hidden state.
 at::Tensor llama_decoder_layer(const at::Tensor& h, const LlamaLayerWeights& weights, const ModelConfig& config,
                                KvCache& cache, int64_t layer, int64_t start, const at::Tensor& cos,
-                               const at::Tensor& sin, const at::Tensor& mask, bool input_norm = true);
+                               const at::Tensor& sin, const at::Tensor& mask, bool input_norm = true,
+                               int64_t* experts_read = nullptr);
 
 }  // namespace draftlab

@@ -109,8 +109,10 @@ int64_t LlamaModel::num_parameters() const {
   // Every shape follows from the config (loading checks them), whether or not the projections are in memory.
   const ModelConfig& c = config_;
   const int64_t d = c.hidden_size, hd = c.head_dim;
+  const int64_t mlp = c.mixture_of_experts() ? c.num_local_experts * (3 * c.intermediate_size * d + d)
+                                             : 3 * c.intermediate_size * d;
   const int64_t per_layer = 2 * d + (c.num_attention_heads + 2 * c.num_key_value_heads) * hd * d +
-                            c.num_attention_heads * hd * d + 3 * c.intermediate_size * d;
+                            c.num_attention_heads * hd * d + mlp;
   return c.vocab_size * d * (c.tie_word_embeddings ? 1 : 2) + d + c.num_hidden_layers * per_layer;
 }
 
@@ -213,7 +215,8 @@ ForwardOutput LlamaModel::reference_forward(KvCache& cache, const at::Tensor& to
   ForwardOutput out;
   auto h = at::embedding(w.embed, tokens);  // [n, d]
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    h = llama_decoder_layer(h, w.layers[l], c, cache, l, start, cos, sin, mask);
+    h = llama_decoder_layer(h, w.layers[l], c, cache, l, start, cos, sin, mask, /*input_norm=*/true,
+                            &out.experts_read);
     for (int64_t want : fo.capture_layers)
       if (want == l) out.hidden.push_back(h);
   }

@@ -30,6 +30,9 @@ struct ForwardOutput {
   at::Tensor logits;                // [rows, vocab] float32 (undefined when Logits::None)
   at::Tensor features;              // [n, d]: final normed hidden state that feeds the LM head (EAGLE's feature)
   std::vector<at::Tensor> hidden;   // [n, d] per capture_layers entry, in that order
+  // Mixture of experts: the (layer, expert) pairs whose weights this forward ran, summed over layers (0 when dense).
+  // Decoding one token reads L k of them; verifying a tree reads up to L E.
+  int64_t experts_read = 0;
 };
 
 // Forwards run on the native CPU path (native_decoder.h) when the options allow it, else on libtorch ops (the

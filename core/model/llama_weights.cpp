@@ -27,8 +27,11 @@ at::Tensor column_major(const at::Tensor& m) {
 void use_column_major(LlamaLayerWeights& L) {
   L.wqkv = column_major(L.wqkv);
   L.wo = column_major(L.wo);
-  L.w_gate_up = column_major(L.w_gate_up);
-  L.w_down = column_major(L.w_down);
+  if (L.w_gate_up.defined()) L.w_gate_up = column_major(L.w_gate_up);
+  if (L.w_down.defined()) L.w_down = column_major(L.w_down);
+  if (L.router.defined()) L.router = column_major(L.router);
+  for (auto& e : L.expert_gate_up) e = column_major(e);
+  for (auto& e : L.expert_down) e = column_major(e);
 }
 
 void use_column_major(LlamaWeights& w) {
@@ -63,8 +66,18 @@ LlamaWeights load_llama_weights(const ModelConfig& c, const TensorLookup& lookup
     L.wqkv = at::cat({q, k, v}, 0);
     L.wo = get(p + "self_attn.o_proj.weight", {d, H * hd});
     L.mlp_norm = get(p + "post_attention_layernorm.weight", {d});
-    L.w_gate_up = at::cat({get(p + "mlp.gate_proj.weight", {I, d}), get(p + "mlp.up_proj.weight", {I, d})}, 0);
-    L.w_down = get(p + "mlp.down_proj.weight", {d, I});
+    if (c.mixture_of_experts()) {
+      const std::string m = p + "block_sparse_moe.";
+      L.router = get(m + "gate.weight", {c.num_local_experts, d});
+      for (int64_t j = 0; j < c.num_local_experts; ++j) {
+        const std::string e = m + "experts." + std::to_string(j) + ".";
+        L.expert_gate_up.push_back(at::cat({get(e + "w1.weight", {I, d}), get(e + "w3.weight", {I, d})}, 0));
+        L.expert_down.push_back(get(e + "w2.weight", {d, I}));
+      }
+    } else {
+      L.w_gate_up = at::cat({get(p + "mlp.gate_proj.weight", {I, d}), get(p + "mlp.up_proj.weight", {I, d})}, 0);
+      L.w_down = get(p + "mlp.down_proj.weight", {d, I});
+    }
     // The sink packs from any layout; what it leaves in memory is made column-major (no copy of what it drops).
     if (on_layer) on_layer(L);
     if (L.wqkv.defined()) use_column_major(L);
@@ -94,8 +107,22 @@ LlamaWeights random_llama_weights(const ModelConfig& c, uint64_t seed, const Com
   LlamaWeights w;
   w.embed = normal({c.vocab_size, d});
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    w.layers.push_back({ones(d), normal({(H + 2 * KVH) * hd, d}), normal({d, H * hd}), ones(d),
-                        normal({2 * c.intermediate_size, d}), normal({d, c.intermediate_size})});
+    LlamaLayerWeights L;
+    L.attn_norm = ones(d);
+    L.wqkv = normal({(H + 2 * KVH) * hd, d});
+    L.wo = normal({d, H * hd});
+    L.mlp_norm = ones(d);
+    if (c.mixture_of_experts()) {
+      L.router = normal({c.num_local_experts, d});
+      for (int64_t j = 0; j < c.num_local_experts; ++j) {
+        L.expert_gate_up.push_back(normal({2 * c.intermediate_size, d}));
+        L.expert_down.push_back(normal({d, c.intermediate_size}));
+      }
+    } else {
+      L.w_gate_up = normal({2 * c.intermediate_size, d});
+      L.w_down = normal({d, c.intermediate_size});
+    }
+    w.layers.push_back(std::move(L));
   }
   w.norm = ones(d);
   w.lm_head = c.tie_word_embeddings ? w.embed : normal({c.vocab_size, d});
@@ -119,9 +146,20 @@ std::vector<std::pair<std::string, at::Tensor>> hf_named_tensors(const ModelConf
     out.emplace_back(p + "self_attn.v_proj.weight", out_t(L.wqkv.narrow(0, (H + KVH) * hd, KVH * hd)));
     out.emplace_back(p + "self_attn.o_proj.weight", out_t(L.wo));
     out.emplace_back(p + "post_attention_layernorm.weight", out_t(L.mlp_norm));
-    out.emplace_back(p + "mlp.gate_proj.weight", out_t(L.w_gate_up.narrow(0, 0, I)));
-    out.emplace_back(p + "mlp.up_proj.weight", out_t(L.w_gate_up.narrow(0, I, I)));
-    out.emplace_back(p + "mlp.down_proj.weight", out_t(L.w_down));
+    if (c.mixture_of_experts()) {
+      const std::string m = p + "block_sparse_moe.";
+      out.emplace_back(m + "gate.weight", out_t(L.router));
+      for (size_t j = 0; j < L.expert_gate_up.size(); ++j) {
+        const std::string e = m + "experts." + std::to_string(j) + ".";
+        out.emplace_back(e + "w1.weight", out_t(L.expert_gate_up[j].narrow(0, 0, I)));
+        out.emplace_back(e + "w2.weight", out_t(L.expert_down[j]));
+        out.emplace_back(e + "w3.weight", out_t(L.expert_gate_up[j].narrow(0, I, I)));
+      }
+    } else {
+      out.emplace_back(p + "mlp.gate_proj.weight", out_t(L.w_gate_up.narrow(0, 0, I)));
+      out.emplace_back(p + "mlp.up_proj.weight", out_t(L.w_gate_up.narrow(0, I, I)));
+      out.emplace_back(p + "mlp.down_proj.weight", out_t(L.w_down));
+    }
   }
   out.emplace_back("model.norm.weight", out_t(w.norm));
   if (!c.tie_word_embeddings) out.emplace_back("lm_head.weight", out_t(w.lm_head));

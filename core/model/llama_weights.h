@@ -25,8 +25,12 @@ struct LlamaLayerWeights {
   at::Tensor wqkv;       // [(H + 2 KVH) * hd, d]    q_proj ; k_proj ; v_proj
   at::Tensor wo;         // [d, H * hd]              o_proj
   at::Tensor mlp_norm;   // [d]                      post_attention_layernorm
-  at::Tensor w_gate_up;  // [2 I, d]                 gate_proj ; up_proj
-  at::Tensor w_down;     // [d, I]                   down_proj
+  at::Tensor w_gate_up;  // [2 I, d]                 gate_proj ; up_proj          (dense MLP only)
+  at::Tensor w_down;     // [d, I]                   down_proj                    (dense MLP only)
+  // Mixture of experts (config.mixture_of_experts()): a router and E SwiGLU experts replace w_gate_up / w_down.
+  at::Tensor router;                       // [E, d]     block_sparse_moe.gate
+  std::vector<at::Tensor> expert_gate_up;  // E x [2 I, d]   block_sparse_moe.experts.j.w1 ; .w3
+  std::vector<at::Tensor> expert_down;     // E x [d, I]     block_sparse_moe.experts.j.w2
 };
 
 struct LlamaWeights {

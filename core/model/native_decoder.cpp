@@ -8,6 +8,7 @@
 
 #include "core/base/error.h"
 #include "core/model/llama_model.h"
+#include "core/model/mixture_of_experts.h"
 #include "core/model/rope.h"
 #include "core/ops/decoder_ops.h"
 #include "core/ops/worker_pool.h"
@@ -39,8 +40,14 @@ NativeLayerWeights pack_layer(const LlamaLayerWeights& L, WeightStorage storage)
   out.mlp_norm = float_vector(L.mlp_norm);
   out.wqkv = pack_matrix(L.wqkv, storage);
   out.wo = pack_matrix(L.wo, storage);
-  out.w_gate_up = pack_matrix(L.w_gate_up, storage);
-  out.w_down = pack_matrix(L.w_down, storage);
+  if (L.router.defined()) {
+    out.router = pack_matrix(L.router, WeightStorage::Float32);
+    for (const auto& e : L.expert_gate_up) out.expert_gate_up.push_back(pack_matrix(e, storage));
+    for (const auto& e : L.expert_down) out.expert_down.push_back(pack_matrix(e, storage));
+  } else {
+    out.w_gate_up = pack_matrix(L.w_gate_up, storage);
+    out.w_down = pack_matrix(L.w_down, storage);
+  }
   return out;
 }
 
@@ -65,29 +72,73 @@ void NativeWorkspace::reserve(const ModelConfig& c, int64_t n, int64_t T) {
   T_ = std::max(T, T_);
   threads_ = std::max(threads, threads_);
   const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads;
-  const int64_t I = c.intermediate_size;
+  const int64_t I = c.intermediate_size, E = c.num_local_experts, k = c.num_experts_per_tok;
   // One block, each buffer rounded to 16 floats (64 bytes).
   auto round = [](int64_t f) { return (f + 15) / 16 * 16; };
   const int64_t sizes[] = {n_ * d, n_ * d, n_ * (H + 2 * KVH) * hd, n_ * H * hd, n_ * d, n_ * 2 * I, n_ * I,
-                           threads_ * attention_scratch_floats(T_)};
+                           threads_ * attention_scratch_floats(T_), n_ * E, n_ * k, n_ * d, n_ * d};
   int64_t total = 16;
   for (int64_t s : sizes) total += round(s);
   floats_.assign(static_cast<size_t>(total), 0.0f);
   float* p = floats_.data();
   p += (16 - (reinterpret_cast<uintptr_t>(p) / 4) % 16) % 16;  // 64-byte align
-  float** slots[] = {&h, &normed, &qkv, &attn, &proj, &gate_up, &act, &scores};
-  for (size_t i = 0; i < 8; ++i) {
+  float** slots[] = {&h, &normed, &qkv, &attn, &proj, &gate_up, &act, &scores,
+                     &router_logits, &route_weights, &gathered, &expert_out};
+  static_assert(sizeof(slots) / sizeof(slots[0]) == sizeof(sizes) / sizeof(sizes[0]), "a size per buffer");
+  for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); ++i) {
     *slots[i] = p;
     p += round(sizes[i]);
   }
+  route_experts.assign(static_cast<size_t>(n_ * k), 0);
+  members.assign(static_cast<size_t>(n_), 0);
+  member_weights.assign(static_cast<size_t>(n_), 0.0f);
   bytes_.assign(static_cast<size_t>(n_ * T_), 0);
   visible = bytes_.data();
   cos.resize(static_cast<size_t>(n_));
   sin.resize(static_cast<size_t>(n_));
 }
 
+namespace {
+
+// The mixture-of-experts MLP (mixture_of_experts.h's rule) over ws.normed [n, d] into ws.proj [n, d]: rows routed
+// on their own, each expert run once over the rows that chose it, outputs added per row in ascending expert index.
+void native_mixture_of_experts(const NativeLayerWeights& L, const ModelConfig& c, int64_t n, NativeWorkspace& ws,
+                               int64_t* experts_read) {
+  const int64_t d = c.hidden_size, I = c.intermediate_size, E = c.num_local_experts, k = c.num_experts_per_tok;
+  parallel_multiply(L.router, ws.normed, d, n, ws.router_logits, E);
+  route_rows(ws.router_logits, n, E, k, ws.route_experts.data(), ws.route_weights);
+  std::fill(ws.proj, ws.proj + n * d, 0.0f);
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t m = 0;
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t s = 0; s < k; ++s)
+        if (ws.route_experts[j * k + s] == e) {
+          ws.members[m] = static_cast<int32_t>(j);
+          ws.member_weights[m++] = ws.route_weights[j * k + s];
+        }
+    if (m == 0) continue;
+    if (experts_read) ++*experts_read;
+    const float* in = ws.normed;  // every row chose e: no gather
+    if (m < n) {
+      for (int64_t r = 0; r < m; ++r) std::memcpy(ws.gathered + r * d, ws.normed + ws.members[r] * d, d * sizeof(float));
+      in = ws.gathered;
+    }
+    parallel_multiply(L.expert_gate_up[e], in, d, m, ws.gate_up, 2 * I);
+    silu_mul_rows(ws.gate_up, 2 * I, m, I, ws.act, I);
+    parallel_multiply(L.expert_down[e], ws.act, I, m, ws.expert_out, d);
+    for (int64_t r = 0; r < m; ++r) {
+      float* y = ws.proj + ws.members[r] * d;
+      const float* x = ws.expert_out + r * d;
+      const float w = ws.member_weights[r];
+      for (int64_t i = 0; i < d; ++i) y[i] += w * x[i];
+    }
+  }
+}
+
+}  // namespace
+
 void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvCache& cache, int64_t layer,
-                          int64_t start, int64_t n, bool masked, NativeWorkspace& ws) {
+                          int64_t start, int64_t n, bool masked, NativeWorkspace& ws, int64_t* experts_read) {
   const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads;
   const int64_t I = c.intermediate_size, T = start + n, qkv_width = (H + 2 * KVH) * hd;
 
@@ -138,9 +189,13 @@ void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvC
 
   // MLP block.
   rms_norm_rows(ws.h, d, n, d, L.mlp_norm.data(), c.rms_norm_eps, ws.normed, d);
-  parallel_multiply(L.w_gate_up, ws.normed, d, n, ws.gate_up, 2 * I);
-  silu_mul_rows(ws.gate_up, 2 * I, n, I, ws.act, I);
-  parallel_multiply(L.w_down, ws.act, I, n, ws.proj, d);
+  if (!L.router.empty()) {
+    native_mixture_of_experts(L, c, n, ws, experts_read);
+  } else {
+    parallel_multiply(L.w_gate_up, ws.normed, d, n, ws.gate_up, 2 * I);
+    silu_mul_rows(ws.gate_up, 2 * I, n, I, ws.act, I);
+    parallel_multiply(L.w_down, ws.act, I, n, ws.proj, d);
+  }
   add_rows(ws.h, d, ws.proj, d, n, d);
 }
 
@@ -150,9 +205,13 @@ void NativeDecoder::add_layer(LlamaLayerWeights& L, bool release_projections) {
   layers_.push_back(pack_layer(L, storage_));
   const NativeLayerWeights& packed = layers_.back();
   if (release_projections) {
-    check_released_exactly(packed.wqkv.exact() && packed.wo.exact() && packed.w_gate_up.exact() && packed.w_down.exact(),
-                           layers_.size() - 1);
-    L.wqkv = L.wo = L.w_gate_up = L.w_down = at::Tensor();
+    bool exact = packed.wqkv.exact() && packed.wo.exact() && packed.w_gate_up.exact() && packed.w_down.exact();
+    for (const auto& e : packed.expert_gate_up) exact = exact && e.exact();
+    for (const auto& e : packed.expert_down) exact = exact && e.exact();
+    check_released_exactly(exact, layers_.size() - 1);
+    L.wqkv = L.wo = L.w_gate_up = L.w_down = L.router = at::Tensor();
+    L.expert_gate_up.clear();
+    L.expert_down.clear();
   }
 }
 
@@ -186,16 +245,29 @@ void NativeDecoder::embed(const LlamaWeights& weights, const int64_t* tokens, in
 void NativeDecoder::restore_projections(LlamaWeights& weights) const {
   for (size_t l = 0; l < layers_.size(); ++l) {
     auto& L = weights.layers[l];
-    L.wqkv = unpack_matrix(layers_[l].wqkv);
-    L.wo = unpack_matrix(layers_[l].wo);
-    L.w_gate_up = unpack_matrix(layers_[l].w_gate_up);
-    L.w_down = unpack_matrix(layers_[l].w_down);
+    const NativeLayerWeights& P = layers_[l];
+    L.wqkv = unpack_matrix(P.wqkv);
+    L.wo = unpack_matrix(P.wo);
+    if (!P.router.empty()) {
+      L.router = unpack_matrix(P.router);
+      L.expert_gate_up.clear();
+      L.expert_down.clear();
+      for (const auto& e : P.expert_gate_up) L.expert_gate_up.push_back(unpack_matrix(e));
+      for (const auto& e : P.expert_down) L.expert_down.push_back(unpack_matrix(e));
+    } else {
+      L.w_gate_up = unpack_matrix(P.w_gate_up);
+      L.w_down = unpack_matrix(P.w_down);
+    }
   }
 }
 
 int64_t NativeDecoder::weight_bytes() const {
   int64_t b = lm_head_.bytes();
-  for (const auto& L : layers_) b += L.wqkv.bytes() + L.wo.bytes() + L.w_gate_up.bytes() + L.w_down.bytes();
+  for (const auto& L : layers_) {
+    b += L.wqkv.bytes() + L.wo.bytes() + L.w_gate_up.bytes() + L.w_down.bytes() + L.router.bytes();
+    for (const auto& e : L.expert_gate_up) b += e.bytes();
+    for (const auto& e : L.expert_down) b += e.bytes();
+  }
   return b;
 }
 
@@ -234,7 +306,7 @@ ForwardOutput NativeDecoder::forward(const LlamaWeights& weights, const RotaryEm
 
   ForwardOutput out;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    native_decoder_layer(layers_[l], c, cache, l, start, n, masked, ws);
+    native_decoder_layer(layers_[l], c, cache, l, start, n, masked, ws, &out.experts_read);
     for (int64_t want : fo.capture_layers) {
       if (want != l) continue;
       auto hidden = at::empty({n, d}, at::TensorOptions().dtype(at::kFloat));

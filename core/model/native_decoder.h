@@ -39,6 +39,10 @@ struct ForwardOutput;
 struct NativeLayerWeights {
   std::vector<float> attn_norm, mlp_norm;
   PackedMatrix wqkv, wo, w_gate_up, w_down;
+  // Mixture of experts: w_gate_up / w_down empty. The router stays float32 whatever the storage (llama.cpp never
+  // quantizes it either: a rounded router changes which experts run).
+  PackedMatrix router;
+  std::vector<PackedMatrix> expert_gate_up, expert_down;
 };
 NativeLayerWeights pack_layer(const LlamaLayerWeights& layer, WeightStorage storage);
 
@@ -65,6 +69,14 @@ class NativeWorkspace {
   float* gate_up = nullptr;  // [n, 2 I]
   float* act = nullptr;      // [n, I]
   float* scores = nullptr;   // [threads, attention_scratch_floats(T)]
+  // Mixture of experts: router logits [n, E], the k chosen experts and weights per row, the rows of one expert.
+  float* router_logits = nullptr;  // [n, E]
+  float* route_weights = nullptr;  // [n, k]
+  float* gathered = nullptr;       // [n, d]  input rows of one expert
+  float* expert_out = nullptr;     // [n, d]
+  std::vector<int32_t> route_experts;  // [n k]
+  std::vector<int32_t> members;        // [n]  rows of one expert
+  std::vector<float> member_weights;   // [n]
   uint8_t* visible = nullptr;  // [n, T]
   std::vector<const float*> cos, sin;  // [n]
 
@@ -76,8 +88,9 @@ class NativeWorkspace {
 
 // Runs one layer over ws.h [n, d] in place; n rows at cache rows [start, start + n) of cache layer `layer`.
 // visible: ws.visible filled for [n, start + n] when `masked`, else causal. ws.cos / ws.sin set per row.
+// experts_read: see ForwardOutput::experts_read (mixture of experts only).
 void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvCache& cache, int64_t layer,
-                          int64_t start, int64_t n, bool masked, NativeWorkspace& ws);
+                          int64_t start, int64_t n, bool masked, NativeWorkspace& ws, int64_t* experts_read = nullptr);
 
 class NativeDecoder {
  public:
@@ -117,7 +130,7 @@ class NativeDecoder {
   };
   void check_released_exactly(bool exact, size_t layer) const;
   const PackedMatrix& lm_head() const { return lm_head_; }
-  int64_t weight_bytes() const;  // bytes one forward streams (projections + LM head)
+  int64_t weight_bytes() const;  // bytes of the packed weights (projections, every expert, LM head)
 
  private:
   ModelConfig config_;

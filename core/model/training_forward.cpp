@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/base/error.h"
+#include "core/model/mixture_of_experts.h"
 
 namespace draftlab {
 
@@ -46,7 +47,7 @@ at::Tensor causal_mask(int64_t length, const at::TensorOptions& options) {
 
 at::Tensor training_decoder_layer(const ModelConfig& c, const LlamaLayerWeights& L, const at::Tensor& h_in,
                                   const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& mask,
-                                  bool input_norm) {
+                                  bool input_norm, at::Tensor* router_logits) {
   const int64_t B = h_in.size(0), T = h_in.size(1);
   const int64_t H = c.num_attention_heads, KVH = c.num_key_value_heads, hd = c.head_dim, I = c.intermediate_size;
   auto h = h_in;
@@ -55,12 +56,17 @@ at::Tensor training_decoder_layer(const ModelConfig& c, const LlamaLayerWeights&
   auto k = RotaryEmbedding::apply(qkv.narrow(2, H * hd, KVH * hd).view({B, T, KVH, hd}), cos, sin);
   auto v = qkv.narrow(2, (H + KVH) * hd, KVH * hd).view({B, T, KVH, hd});
   h = h + times_weight(causal_attention(q, k, v, mask), L.wo);
-  auto gate_up = times_weight(norm(h, L.mlp_norm, c.rms_norm_eps), L.w_gate_up);
+  const auto normed = norm(h, L.mlp_norm, c.rms_norm_eps);
+  if (c.mixture_of_experts()) {
+    const auto flat = normed.reshape({B * T, normed.size(2)});
+    return h + mixture_of_experts(flat, L, c, times_weight, router_logits).view(h.sizes());
+  }
+  auto gate_up = times_weight(normed, L.w_gate_up);
   return h + times_weight(at::silu(gate_up.narrow(2, 0, I)) * gate_up.narrow(2, I, I), L.w_down);
 }
 
 at::Tensor training_features(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
-                             const at::Tensor& tokens_in) {
+                             const at::Tensor& tokens_in, std::vector<at::Tensor>* router_logits) {
   check(tokens_in.dim() == 2 && tokens_in.scalar_type() == at::kLong,
         "training_forward: tokens must be int64 [batch, length]");
   const int64_t T = tokens_in.size(1);
@@ -73,7 +79,11 @@ at::Tensor training_features(const ModelConfig& c, const LlamaWeights& w, const 
   const auto mask = causal_mask(T, w.embed.options());
 
   auto h = at::embedding(w.embed, tokens);  // [B, T, d]
-  for (const LlamaLayerWeights& L : w.layers) h = training_decoder_layer(c, L, h, cos, sin, mask);
+  for (const LlamaLayerWeights& L : w.layers) {
+    at::Tensor logits;
+    h = training_decoder_layer(c, L, h, cos, sin, mask, /*input_norm=*/true, router_logits ? &logits : nullptr);
+    if (router_logits && logits.defined()) router_logits->push_back(logits);
+  }
   return norm(h, w.norm, c.rms_norm_eps);
 }
 
@@ -93,6 +103,20 @@ at::Tensor next_token_loss(const ModelConfig& c, const LlamaWeights& w, const Ro
   return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 
+at::Tensor language_model_training_loss(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
+                                        const at::Tensor& windows) {
+  if (!c.mixture_of_experts() || !(c.router_aux_loss_coef > 0)) return next_token_loss(c, w, rope, windows);
+  check(windows.dim() == 2 && windows.size(1) >= 2, "language_model_training_loss: windows must be [batch, length + 1]");
+  const int64_t T = windows.size(1) - 1;
+  const at::Tensor& head = c.tie_word_embeddings ? w.embed : w.lm_head;
+  std::vector<at::Tensor> router_logits;
+  auto logits = times_weight(training_features(c, w, rope, windows.narrow(1, 0, T), &router_logits), head);
+  logits = logits.to(accumulate_type(logits));
+  auto targets = windows.narrow(1, 1, T).to(logits.device());
+  auto loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  return loss + c.router_aux_loss_coef * load_balancing_loss(router_logits, c.num_local_experts, c.num_experts_per_tok);
+}
+
 std::vector<std::pair<std::string, at::Tensor>> trainable_parameters(const ModelConfig& c, const LlamaWeights& w) {
   std::vector<std::pair<std::string, at::Tensor>> p;
   p.emplace_back("embed", w.embed);
@@ -103,8 +127,16 @@ std::vector<std::pair<std::string, at::Tensor>> trainable_parameters(const Model
     p.emplace_back(n + "wqkv", L.wqkv);
     p.emplace_back(n + "wo", L.wo);
     p.emplace_back(n + "mlp_norm", L.mlp_norm);
-    p.emplace_back(n + "w_gate_up", L.w_gate_up);
-    p.emplace_back(n + "w_down", L.w_down);
+    if (c.mixture_of_experts()) {
+      p.emplace_back(n + "router", L.router);
+      for (size_t e = 0; e < L.expert_gate_up.size(); ++e) {
+        p.emplace_back(n + "experts." + std::to_string(e) + ".w_gate_up", L.expert_gate_up[e]);
+        p.emplace_back(n + "experts." + std::to_string(e) + ".w_down", L.expert_down[e]);
+      }
+    } else {
+      p.emplace_back(n + "w_gate_up", L.w_gate_up);
+      p.emplace_back(n + "w_down", L.w_down);
+    }
   }
   p.emplace_back("norm", w.norm);
   if (!c.tie_word_embeddings) p.emplace_back("lm_head", w.lm_head);
@@ -112,12 +144,16 @@ std::vector<std::pair<std::string, at::Tensor>> trainable_parameters(const Model
 }
 
 LlamaWeights inference_weights(const ModelConfig& c, const LlamaWeights& t) {
-  auto copy = [](const at::Tensor& x) { return x.detach().clone(); };
+  auto copy = [](const at::Tensor& x) { return x.defined() ? x.detach().clone() : x; };
   LlamaWeights w;
   w.embed = copy(t.embed);
-  for (const LlamaLayerWeights& L : t.layers)
-    w.layers.push_back({copy(L.attn_norm), copy(L.wqkv), copy(L.wo), copy(L.mlp_norm), copy(L.w_gate_up),
-                        copy(L.w_down)});
+  for (const LlamaLayerWeights& L : t.layers) {
+    LlamaLayerWeights C{copy(L.attn_norm), copy(L.wqkv), copy(L.wo), copy(L.mlp_norm), copy(L.w_gate_up),
+                        copy(L.w_down), copy(L.router), {}, {}};
+    for (const auto& e : L.expert_gate_up) C.expert_gate_up.push_back(copy(e));
+    for (const auto& e : L.expert_down) C.expert_down.push_back(copy(e));
+    w.layers.push_back(std::move(C));
+  }
   w.norm = copy(t.norm);
   w.lm_head = c.tie_word_embeddings ? w.embed : copy(t.lm_head);
   use_column_major(w);

@@ -24,8 +24,10 @@ at::Tensor training_forward(const ModelConfig& config, const LlamaWeights& weigh
 
 // The final normed hidden states [B, T, d] of the same forward (what LlamaModel::forward returns as features),
 // in the weights' dtype: training_forward is these through the LM head.
+// router_logits, when given, receives each mixture-of-experts layer's router logits [B T, E] (the load-balancing
+// loss reads them).
 at::Tensor training_features(const ModelConfig& config, const LlamaWeights& weights, const RotaryEmbedding& rope,
-                             const at::Tensor& tokens);
+                             const at::Tensor& tokens, std::vector<at::Tensor>* router_logits = nullptr);
 
 // Additive causal mask [T, T]: 0 on and below the diagonal, -inf above.
 at::Tensor causal_mask(int64_t length, const at::TensorOptions& options);
@@ -34,11 +36,17 @@ at::Tensor causal_mask(int64_t length, const at::TensorOptions& options);
 // [T]); mask [T, T] additive. input_norm false skips the attention RMSNorm (the EAGLE head's layer has none).
 at::Tensor training_decoder_layer(const ModelConfig& config, const LlamaLayerWeights& layer, const at::Tensor& h,
                                   const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& mask,
-                                  bool input_norm = true);
+                                  bool input_norm = true, at::Tensor* router_logits = nullptr);
 
 // Mean next-token cross-entropy of windows [B, T + 1]: inputs are [:, :T], targets [:, 1:].
 at::Tensor next_token_loss(const ModelConfig& config, const LlamaWeights& weights, const RotaryEmbedding& rope,
                            const at::Tensor& windows);
+
+// What a language model trains on: next_token_loss plus, for a mixture of experts with router_aux_loss_coef > 0,
+// that coefficient times the load-balancing loss (mixture_of_experts.h), as Hugging Face's Mixtral does with
+// output_router_logits. Validation reports next_token_loss alone.
+at::Tensor language_model_training_loss(const ModelConfig& config, const LlamaWeights& weights,
+                                        const RotaryEmbedding& rope, const at::Tensor& windows);
 
 // The tensors that training updates, by stable names ("embed", "layers.0.wqkv", ..., "lm_head" unless tied).
 // They share storage with `weights`: an in-place update of one is an update of the other.

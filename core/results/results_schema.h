@@ -17,7 +17,7 @@ namespace draftlab {
 
 // Readers refuse any other value; bump it when a file of the old layout cannot be read as the new one.
 // 2: run attribute draft_shape (required).
-inline constexpr const char* kResultsSchema = "draftlab-results/2";
+inline constexpr const char* kResultsSchema = "draftlab-results/3";
 
 // Root attributes. S(name, presence, meaning): a string, kept by name in ResultsFile::attributes.
 // I(name, default, presence, meaning): an int64, a member of ResultsFile of that name.
@@ -25,7 +25,7 @@ inline constexpr const char* kResultsSchema = "draftlab-results/2";
   S(schema, required, "the schema version (readers refuse any other value, naming the file and the value)")         \
   S(experiment, required,                                                                                           \
     "driver name: `speed`, `alpha`, `calibration`, `positions`, `ablate-eagle2`, `ablate-inputs`, "                 \
-    "`tree-vs-chain`, `train-data`, `sweep`, or `compare` (draftlab compare -o)")                                   \
+    "`tree-vs-chain`, `train-data`, `moe`, `sweep`, or `compare` (draftlab compare -o)")                            \
   S(git_commit, optional,                                                                                           \
     "`git describe --always --dirty` of the source tree the binary was built from (`unknown` if none)")             \
   S(command_line, optional, "the full command line")                                                                \
@@ -122,6 +122,9 @@ inline constexpr const char* kResultsSchema = "draftlab-results/2";
   X(drafted, int32_t, "nodes", "nodes in the draft tree")                                                           \
   X(draft_seconds, double, "s", "time in the strategy in this cycle")                                               \
   X(verify_seconds, double, "s", "time in the target forward + acceptance in this cycle")                           \
+  X(experts_read, int32_t, "experts",                                                                               \
+    "mixture-of-experts target: (layer, expert) pairs whose weights this cycle's verification forward read "        \
+    "(decoding one token reads layers x experts per token); 0 for a dense target")                                 \
   X(node_offset, int64_t, "row", "index of this cycle's first row in `nodes/` (its rows are `[node_offset, +drafted)`)")
 
 #define DRAFTLAB_NODE_COLUMNS(X)                                                                                        \

@@ -48,6 +48,7 @@ ModelConfig head_config(const LlamaModel& target) {
   ModelConfig c = target.config();
   c.num_hidden_layers = 1;
   c.tie_word_embeddings = false;
+  c.num_local_experts = c.num_experts_per_tok = 0;  // a dense layer, whatever the target
   return c;
 }
 

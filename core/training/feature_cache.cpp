@@ -131,9 +131,14 @@ std::string model_weights_checksum(const LlamaModel& target) {
   h.update(target.config().to_hf_json().dump());
   const LlamaWeights& w = target.weights();
   h.update(w.embed);
-  for (const LlamaLayerWeights& l : w.layers)
-    for (const at::Tensor* t : {&l.attn_norm, &l.wqkv, &l.wo, &l.mlp_norm, &l.w_gate_up, &l.w_down})
+  for (const LlamaLayerWeights& l : w.layers) {
+    for (const at::Tensor* t : {&l.attn_norm, &l.wqkv, &l.wo, &l.mlp_norm, &l.w_gate_up, &l.w_down, &l.router})
       if (t->defined()) h.update(*t);
+    for (size_t e = 0; e < l.expert_gate_up.size(); ++e) {
+      h.update(l.expert_gate_up[e]);
+      h.update(l.expert_down[e]);
+    }
+  }
   h.update(w.norm);
   h.update(w.lm_head);
   return h.hex();

@@ -1,6 +1,8 @@
 #include "core/training/gguf_export.h"
 
 #include <algorithm>
+#include <map>
+#include <regex>
 
 #include "core/base/error.h"
 #include "core/io/ggml_quant.h"
@@ -53,6 +55,10 @@ void add_hyperparameters(GgufWriter& w, const ModelConfig& c, const std::string&
   w.add("llama.rope.freq_base", static_cast<float>(c.rope_theta));
   w.add("llama.rope.dimension_count", u32(c.head_dim));
   w.add("llama.vocab_size", u32(c.vocab_size));
+  if (c.mixture_of_experts()) {
+    w.add("llama.expert_count", u32(c.num_local_experts));
+    w.add("llama.expert_used_count", u32(c.num_experts_per_tok));
+  }
   if (c.rope_scaling.type == "linear") {
     w.add_string("llama.rope.scaling.type", "linear");
     w.add("llama.rope.scaling.factor", static_cast<float>(c.rope_scaling.factor));
@@ -72,6 +78,34 @@ void add_other_stop_tokens(GgufWriter& w, const ModelConfig& c, int32_t eos, con
                 "eom), got " + std::to_string(others.size() + 1));
   if (others.size() > 0) w.add("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(others[0]));
   if (others.size() > 1) w.add("tokenizer.ggml.eom_token_id", static_cast<uint32_t>(others[1]));
+}
+
+// The tensors under their GGUF names (float32, Hugging Face layout). A mixture of experts' per-expert matrices are
+// stacked into llama.cpp's merged [E, out, in] tensors blk.N.ffn_{gate,up,down}_exps.
+struct NamedTensor {
+  std::string hf_name, gguf_name;
+  at::Tensor tensor;
+};
+std::vector<NamedTensor> gguf_tensors(const ModelConfig& c, const LlamaWeights& weights) {
+  std::vector<NamedTensor> out;
+  std::map<std::string, std::vector<at::Tensor>> experts;  // merged GGUF name -> experts in order
+  static const std::regex kExpert(R"(model\.layers\.(\d+)\.block_sparse_moe\.experts\.(\d+)\.(w1|w2|w3)\.weight)");
+  for (auto& [hf_name, tensor] : hf_named_tensors(c, weights, at::kFloat)) {
+    std::smatch m;
+    if (std::regex_match(hf_name, m, kExpert)) {
+      const std::string which = m[3] == "w1" ? "ffn_gate_exps" : m[3] == "w3" ? "ffn_up_exps" : "ffn_down_exps";
+      const std::string merged = "blk." + m[1].str() + "." + which + ".weight";
+      auto& list = experts[merged];
+      list.push_back(tensor);
+      if (static_cast<int64_t>(list.size()) == c.num_local_experts)  // hf_named_tensors lists experts in order
+        out.push_back({hf_name, merged, at::stack(list, 0)});
+      continue;
+    }
+    const std::string gguf_name = gguf_tensor_name(hf_name);
+    if (gguf_name.empty()) throw Error("cannot export to GGUF: no GGUF name for tensor " + hf_name);
+    out.push_back({hf_name, gguf_name, tensor});
+  }
+  return out;
 }
 
 }  // namespace
@@ -94,14 +128,14 @@ void export_gguf(const LlamaModel& model, const Tokenizer& tokenizer, const std:
 
   const int64_t H = c.num_attention_heads, KVH = c.num_key_value_heads, hd = c.head_dim;
   std::vector<at::Tensor> keep_alive;  // the writer reads the bytes at write()
-  for (auto& [hf_name, tensor] : hf_named_tensors(c, model.weights(), at::kFloat)) {
-    const std::string gguf_name = gguf_tensor_name(hf_name);
-    if (gguf_name.empty()) throw Error(path + ": cannot export to GGUF: no GGUF name for tensor " + hf_name);
+  for (auto& [hf_name, gguf_name, tensor] : gguf_tensors(c, model.weights())) {
     at::Tensor t = tensor;
     if (hf_name.find("self_attn.q_proj") != std::string::npos) t = halves_to_pairs(t, H, hd);
     if (hf_name.find("self_attn.k_proj") != std::string::npos) t = halves_to_pairs(t, KVH, hd);
-    // llama.cpp computes norms in F32 and its converter keeps every 1-D tensor F32 in 16-bit files.
-    const GgmlType tensor_type = t.dim() == 1 ? kGgmlF32 : type;
+    // llama.cpp computes norms in F32 and its converter keeps every 1-D tensor F32 in 16-bit files; the router
+    // stays F32 in every file (llama.cpp's converter and llama-quantize never round it).
+    const bool router = gguf_name.find("ffn_gate_inp") != std::string::npos;
+    const GgmlType tensor_type = t.dim() == 1 || router ? kGgmlF32 : type;
     t = t.to(at::kCPU, scalar_type(tensor_type)).contiguous();
     if (const size_t block_bytes = ggml_quant_block_bytes(tensor_type); block_bytes != 0) {
       // Every matrix in the one block type (llama-quantize --pure), rows of 32-value blocks.

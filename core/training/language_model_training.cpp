@@ -81,7 +81,7 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
   auto save_model = [&] { LlamaModel(c, inference_weights(c, weights), saving).save_hf(o.out_dir, o.save_dtype); };
   Trainer::Hooks hooks;
   hooks.loss = [&](int64_t step) {
-    return next_token_loss(c, weights, rope, data.train_batch(o.batch, o.context, o.seed, step));
+    return language_model_training_loss(c, weights, rope, data.train_batch(o.batch, o.context, o.seed, step));
   };
   hooks.eval_loss = [&] { return validation_loss(c, weights, rope, val, o.batch); };
   hooks.save = [&](int64_t) {

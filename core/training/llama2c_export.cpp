@@ -27,6 +27,8 @@ void export_llama2c(const LlamaModel& model, const std::string& path) {
   auto require = [&](bool ok, const std::string& field, const std::string& expected, const std::string& got) {
     if (!ok) throw Error(path + ": cannot export to llama2.c: " + field + ": expected " + expected + ", got " + got);
   };
+  require(!c.mixture_of_experts(), "num_local_experts", "0 (llama2.c has dense MLPs only)",
+          std::to_string(c.num_local_experts));
   require(c.head_dim * c.num_attention_heads == c.hidden_size, "head_dim", "hidden_size / num_attention_heads",
           std::to_string(c.head_dim));
   require(c.rope_theta == 10000.0, "rope_theta", "10000 (run.c hard-codes it)", std::to_string(c.rope_theta));

@@ -18,7 +18,8 @@ namespace draftlab::cli {
 
 int run_train_lm(int argc, char** argv) {
   std::string corpus, tokenizer_path, dtype = "float32", device = "cpu", save_dtype = "float32";
-  int64_t dim = 64, layers = 4, heads = 4, kv_heads = 0, hidden = 0;
+  int64_t dim = 64, layers = 4, heads = 4, kv_heads = 0, hidden = 0, experts = 0, experts_per_token = 2;
+  double router_aux_loss_coef = 0.01;
   int threads = 0, validation_every = 50;
   LmTrainingOptions o;
   o.context = 128;
@@ -36,7 +37,14 @@ int run_train_lm(int argc, char** argv) {
       ("layers", po::value(&layers)->default_value(layers), "decoder layers")
       ("heads", po::value(&heads)->default_value(heads), "attention heads")
       ("kv-heads", po::value(&kv_heads)->default_value(kv_heads), "key/value heads (0 = --heads)")
-      ("hidden", po::value(&hidden)->default_value(hidden), "MLP intermediate size (0 = llama2.c's rule from --dim)")
+      ("hidden", po::value(&hidden)->default_value(hidden),
+       "MLP intermediate size, per expert with --experts (0 = llama2.c's rule from --dim)")
+      ("experts", po::value(&experts)->default_value(experts),
+       "mixture of experts (Mixtral): experts per layer (0 = a dense MLP)")
+      ("experts-per-token", po::value(&experts_per_token)->default_value(experts_per_token),
+       "experts the router picks per token")
+      ("router-aux-loss-coef", po::value(&router_aux_loss_coef)->default_value(router_aux_loss_coef),
+       "weight of the load-balancing loss (Mixtral's router_aux_loss_coef)")
       ("context", po::value(&o.context)->default_value(o.context), "training window and max_position_embeddings")
       ("batch", po::value(&o.batch)->default_value(o.batch), "windows per step")
       ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the initial weights and of every batch")
@@ -76,6 +84,12 @@ int run_train_lm(int argc, char** argv) {
   // llama2.c's rule: 2/3 of 4 dim, rounded up to a multiple of 32.
   c.intermediate_size = hidden > 0 ? hidden : ((8 * dim / 3 + 31) / 32) * 32;
   c.vocab_size = tokenizer->vocab_size();
+  check(experts >= 0, "--experts: expected 0 (dense) or a positive number, got " + std::to_string(experts));
+  if (experts > 0) {
+    c.num_local_experts = experts;
+    c.num_experts_per_tok = experts_per_token;
+    c.router_aux_loss_coef = router_aux_loss_coef;
+  }
   c.max_position_embeddings = o.context;
   c.tie_word_embeddings = true;  // small models: the head is most of the parameters otherwise
   c.bos_token_id = tokenizer->bos_id() >= 0 ? tokenizer->bos_id() : 1;

@@ -198,6 +198,16 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
        kAllSets, {0.0, 1.0}, every_strategy},
       {"alpha", "EAGLE Table 2", "EAGLE chain drafts of depth 5: tau and n-alpha", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) { return Methods{method(eagle_chain_strategy(), {{"depth", "5"}, {"head", require_head(c)}})}; }},
+      {"moe", "EAGLE Table 3", "EAGLE (static tree), EAGLE-2 and the EAGLE chain: speedup, tau, n-alpha and the "
+       "experts each verification reads (run on a mixture-of-experts target and on a dense one)", {"mt_bench"}, {0.0},
+       [](const ExperimentConfig& c) {
+         const std::string head = require_head(c);
+         const StrategyDescriptor& e = eagle2_strategy();
+         return Methods{method(static_tree_strategy(), {{"head", head}}), method(e, {{"head", head}}),
+                        method(e, {{"total_tokens", "4"}, {"depth", "4"}, {"top_k", "1"}, {"head", head}},
+                               e.name + " (tt=4 d=4 k=1)"),
+                        method(eagle_chain_strategy(), {{"depth", "5"}, {"head", head}})};
+       }},
       {"calibration", "EAGLE-2 Figure 6", "EAGLE-2 draft confidence vs acceptance", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) { return Methods{method(eagle2_strategy(), {{"head", require_head(c)}})}; }},
       {"positions", "EAGLE-2 Figure 5", "acceptance of each static-tree position", {"mt_bench"}, {0.0},

@@ -93,6 +93,7 @@ void append_result(RunRecord& run, const BenchQuestion& q, int turn, int32_t pro
     cr.drafted.push_back(s.drafted);
     cr.draft_seconds.push_back(s.draft_seconds);
     cr.verify_seconds.push_back(s.verify_seconds);
+    cr.experts_read.push_back(s.experts_read);
     cr.node_offset.push_back(static_cast<int64_t>(nr.size()));
     for (; k < res.records.size() && res.record_cycle[k] == static_cast<int32_t>(c); ++k) {
       const NodeRecord& n = res.records[k];

@@ -98,6 +98,7 @@ def write_run(group, method, strategy, draft_shape, dataset, temperature, wall, 
             emitted += cycles["accept_length"][-1]
             cycles["draft_seconds"].append(0.25 * wall / cycles_per_question if rows else 0.0)
             cycles["verify_seconds"].append(0.75 * wall / cycles_per_question if rows else wall / cycles_per_question)
+            cycles["experts_read"].append(0)  # a dense target
             conf_of = {}
             for d, i, p, r, c, a in rows:
                 conf_of[i] = c * conf_of.get(p, 1.0)

@@ -74,6 +74,7 @@ inline RunRecord make_run(const std::string& method, const std::string& strategy
       C.drafted.push_back(static_cast<int32_t>(cycle.size()));
       C.draft_seconds.push_back(0);
       C.verify_seconds.push_back(0);
+      C.experts_read.push_back(0);
       C.node_offset.push_back(static_cast<int64_t>(run.nodes.size()));
       emitted += accepted + 1;
       for (const NodeSpec& n : cycle) {

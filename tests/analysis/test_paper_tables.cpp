@@ -149,6 +149,32 @@ TEST(PaperTables, CalibrationAndPositionsTables) {
             (std::vector<std::string>{"P1", "1", "2", "0.500", "0.500", "0.707", "0.000", "1.000"}));
 }
 
+TEST(PaperTables, MoeIsEagleTable3WithTheExpertsEachCycleReads) {
+  // A mixture of experts with 2 layers, top-2: vanilla reads 4 (layer, expert) pairs per one-token cycle; eagle2's
+  // verifications read 6 and 8 over cycles emitting 4 tokens each.
+  ResultsFile f = speed_file("moe");
+  for (RunRecord& run : f.runs) {
+    for (size_t c = 0; c < run.cycles.size(); ++c)
+      run.cycles.experts_read[c] = run.strategy == "vanilla" ? 4 : (c % 2 == 0 ? 6 : 8);
+  }
+  const Report r = paper_tables(f, "moe.h5");
+  EXPECT_EQ(r.heading.rfind("EAGLE Table 3: ", 0), 0u) << r.heading;
+  ASSERT_EQ(r.tables.size(), 1u);
+  const Table& t = r.tables[0];
+  EXPECT_EQ(t.columns, (std::vector<std::string>{"T", "Dataset", "Method", "Speedup", "τ", "0-α", "1-α", "2-α", "3-α",
+                                                 "4-α", "Experts read / cycle", "Experts read / token"}));
+  ASSERT_EQ(t.rows.size(), 6u);  // the baseline first in each dataset
+  const auto vanilla = texts(t.rows[0]);
+  EXPECT_EQ(vanilla[2], "vanilla");
+  EXPECT_EQ(vanilla[3], "1.00x");
+  EXPECT_EQ(vanilla[10], "4.0");
+  EXPECT_EQ(vanilla[11], "4.0");
+  const auto eagle2 = texts(t.rows[1]);
+  EXPECT_EQ(eagle2[2], "eagle2");
+  EXPECT_EQ(eagle2[10], "7.0");  // (6 + 8) / 2
+  EXPECT_EQ(eagle2[11], "1.8");  // 14 over 8 tokens
+}
+
 TEST(PaperTables, UnknownExperimentNamesFileAndField) {
   draftlab::testing::expect_error([] { paper_tables(speed_file("frobnicate"), "x.h5"); },
                                   {"x.h5", "experiment", "speed", "sweep", "frobnicate"});
@@ -156,7 +182,7 @@ TEST(PaperTables, UnknownExperimentNamesFileAndField) {
 
 TEST(PaperTables, EveryExperimentOfTheIndexHasTables) {
   const std::vector<PaperTableEntry> index = paper_table_index();
-  ASSERT_EQ(index.size(), 10u);  // the nine paper experiments and compare
+  ASSERT_EQ(index.size(), 11u);  // the ten paper experiments and compare
   EXPECT_EQ(index[0].experiment, "speed");
   EXPECT_EQ(index[0].paper_item, "EAGLE-2 Table 1");
   for (const PaperTableEntry& e : index) {

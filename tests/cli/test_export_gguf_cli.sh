@@ -119,6 +119,24 @@ if [ -x "$PEER/llama-simple" ]; then
     done
   fi
   [ -f "$TMP/aidreams.gguf" ] && peer_check aidreams260K "$TMP/aidreams.gguf" --model "$MODEL" --tokenizer "$TOK"
+  # A mixture of experts (ts-moe, Mixtral's layout): experts merged into blk.N.ffn_*_exps, the router F32; llama.cpp
+  # routes and decodes to the same greedy text, and llama-quantize --pure writes the blocks draftlab's export writes.
+  MOE=$SRC/data/models/ts-moe
+  if [ -d "$MOE" ]; then
+    for type in f32 f16 q8_0; do
+      "$BIN" export-gguf --model "$MOE" --out "$TMP/moe-$type.gguf" --type $type 2>/dev/null &&
+        peer_check "ts-moe-$type" "$TMP/moe-$type.gguf" --model "$TMP/moe-$type.gguf"
+    done
+    if [ -x "$PEER/llama-quantize" ] && [ -f "$TMP/moe-f32.gguf" ]; then
+      "$BIN" export-gguf --model "$MOE" --out "$TMP/moe-q4_0.gguf" --type q4_0 2>/dev/null
+      for type in q8_0 q4_0; do
+        "$PEER/llama-quantize" --pure "$TMP/moe-f32.gguf" "$TMP/peer-moe-$type.gguf" ${type^^} >"$TMP/quantize.log" 2>&1 &&
+          python3 "$(dirname "$0")/same_gguf_tensors.py" "$TMP/moe-$type.gguf" "$TMP/peer-moe-$type.gguf" >"$TMP/same.txt" &&
+          ok "ts-moe: export-gguf --type $type writes llama-quantize's bytes ($(tail -1 "$TMP/same.txt"))" ||
+          bad "ts-moe: export-gguf --type $type differs from llama-quantize: $(head -5 "$TMP/same.txt" "$TMP/quantize.log")"
+      done
+    fi
+  fi
 else
   echo "skipped: llama.cpp peer not built ($PEER/llama-simple; bash \$DRAFTLAB_SHARED/peers/build_llama_cpp.sh)"
 fi

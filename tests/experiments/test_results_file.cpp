@@ -62,6 +62,7 @@ RunRecord make_run(const std::string& method, int questions, double temperature,
       cr.accept_length.push_back(1 + c / 2);
       cr.draft_seconds.push_back(0.01 * c);
       cr.verify_seconds.push_back(0.02 * c);
+      cr.experts_read.push_back(16 + c);
       cr.node_offset.push_back(static_cast<int64_t>(r.nodes.size()));
       for (int k = 0; k < c; ++k) {
         NodeRows& nr = r.nodes;
@@ -146,6 +147,7 @@ void expect_same_run(const RunRecord& a, const RunRecord& b) {
   expect_same_column(ca.drafted, cb.drafted, "drafted");
   expect_same_column(ca.draft_seconds, cb.draft_seconds, "cycles/draft_seconds");
   expect_same_column(ca.verify_seconds, cb.verify_seconds, "cycles/verify_seconds");
+  expect_same_column(ca.experts_read, cb.experts_read, "cycles/experts_read");
   expect_same_column(ca.node_offset, cb.node_offset, "node_offset");
   const auto &na = a.nodes, &nb = b.nodes;
   expect_same_column(na.cycle, nb.cycle, "nodes/cycle");
@@ -270,7 +272,7 @@ TEST(ResultsFile, InconsistentTablesAreRefusedNamingRunAndField) {
   {
     ResultsFile f = make_results("speed");
     f.attributes["schema"] = "draftlab-results/0";
-    expect_error([&] { write_results(dir + "/x.h5", f); }, {"schema", "draftlab-results/2", "draftlab-results/0"});
+    expect_error([&] { write_results(dir + "/x.h5", f); }, {"schema", "draftlab-results/3", "draftlab-results/0"});
   }
   {
     ResultsFile f = make_results("speed");
@@ -327,7 +329,7 @@ TEST(ResultsFile, ReaderNamesFileAndFieldOfBadFiles) {
     H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
     root.createAttribute("schema", t, H5::DataSpace(H5S_SCALAR)).write(t, std::string("draftlab-results/0"));
   });
-  expect_error([&] { read_results(path); }, {path, "schema", "draftlab-results/2", "draftlab-results/0"});
+  expect_error([&] { read_results(path); }, {path, "schema", "draftlab-results/3", "draftlab-results/0"});
 
   fresh();
   edit_file(path, [](H5::H5File& file) { file.openGroup("/runs/0002").removeAttr("draft_shape"); });

@@ -56,6 +56,37 @@ inline std::unique_ptr<LlamaModel> tiny_model(at::ScalarType dtype = at::kFloat,
   return std::make_unique<LlamaModel>(c, std::move(w), o);
 }
 
+// tiny_model's shape with a mixture of experts in every layer (4 experts of intermediate 64, top-2); the router
+// scaled so that tokens spread over the experts.
+inline std::unique_ptr<LlamaModel> tiny_moe_model(at::ScalarType dtype = at::kFloat, uint64_t seed = 7,
+                                                  CpuPath path = CpuPath::Auto, int64_t experts = 4, int64_t k = 2,
+                                                  int64_t vocab = 97) {
+  ComputeOptions o;
+  o.dtype = dtype;
+  o.cpu_path = path;
+  ModelConfig c = tiny_config(/*kv_heads=*/2, /*tied=*/false, vocab);
+  c.intermediate_size = 64;  // a multiple of 32: Q8_0 / Q4_0 blocks
+  c.num_local_experts = experts;
+  c.num_experts_per_tok = k;
+  c.validate("tiny_moe_config");
+  LlamaWeights w = random_llama_weights(c, seed, ComputeOptions{});
+  auto scale = [&](at::Tensor& t, double s) { t = (t * s).to(dtype); };
+  scale(w.embed, 50.0);
+  for (auto& L : w.layers) {
+    scale(L.wqkv, 10.0);
+    scale(L.wo, 10.0);
+    scale(L.router, 20.0);
+    for (auto& e : L.expert_gate_up) scale(e, 10.0);
+    for (auto& e : L.expert_down) scale(e, 10.0);
+    scale(L.attn_norm, 1.0);
+    scale(L.mlp_norm, 1.0);
+  }
+  scale(w.norm, 1.0);
+  w.lm_head = (w.lm_head * 50.0).to(dtype);
+  use_column_major(w);
+  return std::make_unique<LlamaModel>(c, std::move(w), o);
+}
+
 inline at::Tensor long_tensor(const std::vector<int64_t>& v) {
   return at::tensor(v, at::TensorOptions().dtype(at::kLong));
 }
