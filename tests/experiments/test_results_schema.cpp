@@ -81,7 +81,7 @@ TEST(ResultsSchema, SpecsListEveryTableColumnAndDraftShape) {
   ASSERT_EQ(tables.size(), 3u);
   EXPECT_EQ(tables[0].name, "questions");
   EXPECT_EQ(tables[0].columns.size(), 12u);
-  EXPECT_EQ(tables[1].columns.size(), 6u);
+  EXPECT_EQ(tables[1].columns.size(), 7u);
   EXPECT_EQ(tables[2].columns[5].name, "confidence");
   EXPECT_EQ(tables[2].columns[5].type, "float32");
   EXPECT_EQ(draft_shape_specs().size(), 4u);

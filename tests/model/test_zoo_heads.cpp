@@ -1,4 +1,4 @@
-// The committed draft heads of ts-target (EAGLE, Medusa, Hydra): each loads through its strategy, decodes README's
+// The committed draft heads of ts-target (EAGLE, Medusa, Hydra) and of the mixture-of-experts ts-moe (EAGLE): each loads through its strategy, decodes README's
 // prompts to exactly vanilla's tokens, and drafts well enough to be worth committing: tau at least the floor in
 // its card (card.json "tau_floor", a bound well under what the card reports, so that only a broken or mismatched
 // head fails, not timing or thread noise; tau does not depend on timing at all at T = 0).
@@ -19,14 +19,15 @@ using namespace draftlab::testing;
 namespace {
 
 struct ZooHead {
-  std::string folder, strategy;
+  std::string target, folder, strategy;
 };
 void PrintTo(const ZooHead& h, std::ostream* os) { *os << h.folder; }
 
 class ZooHeads : public ::testing::TestWithParam<ZooHead> {};
 
 TEST_P(ZooHeads, DecodeLikeVanillaAndDraftAsTheirCardSays) {
-  const std::string target_dir = source_path("data/models/ts-target"), dir = source_path("data/models/" + GetParam().folder);
+  const std::string target_dir = source_path("data/models/" + GetParam().target);
+  const std::string dir = source_path("data/models/" + GetParam().folder);
   const auto card = nlohmann::json::parse(read_text_file(dir + "/card.json"));
   const double floor = card.at("tau_floor").get<double>();
   const auto target = LlamaModel::load(target_dir, ComputeOptions{});
@@ -52,11 +53,15 @@ TEST_P(ZooHeads, DecodeLikeVanillaAndDraftAsTheirCardSays) {
   EXPECT_GE(tau, floor);
 }
 
-INSTANTIATE_TEST_SUITE_P(TsTarget, ZooHeads,
-                         ::testing::Values(ZooHead{"ts-target-eagle-head", "eagle2"}, ZooHead{"ts-target-medusa", "medusa"},
-                                           ZooHead{"ts-target-hydra", "hydra"}),
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooHeads,
+                         ::testing::Values(ZooHead{"ts-target", "ts-target-eagle-head", "eagle2"},
+                                           ZooHead{"ts-target", "ts-target-medusa", "medusa"},
+                                           ZooHead{"ts-target", "ts-target-hydra", "hydra"},
+                                           ZooHead{"ts-moe", "ts-moe-eagle-head", "eagle2"}),
                          [](const auto& info) {
-                           std::string n = info.param.strategy;
+                           std::string n = info.param.folder;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
                            return n;
                          });
 
