@@ -452,7 +452,7 @@ const std::vector<ExperimentTables>& experiment_tables() {
        [](const Context& ctx, const std::string&) { return std::vector<Table>{alpha_table(ctx, true, 1)}; }},
       {"tree-vs-chain", "EAGLE Table 5", "τ with tree and chain drafts",
        [](const Context& ctx, const std::string&) { return std::vector<Table>{tree_vs_chain_table(ctx)}; }},
-      {"moe", "EAGLE Table 3", "speedup, τ, n-α and experts read per verification (mixture of experts)",
+      {"moe", "EAGLE Table 3", "speedup, τ, n-α and experts read per verification",
        [](const Context& ctx, const std::string&) { return std::vector<Table>{moe_table(ctx)}; }},
       {"calibration", "EAGLE-2 Figure 6", "acceptance rate per draft-confidence bin (width 0.05)",
        [](const Context& ctx, const std::string&) { return calibration_tables(ctx); }},

@@ -47,7 +47,7 @@ Each table is \`draftlab table $DIR/NAME.h5\` output, unedited; its last line na
 ## Reproducing the papers
 
 One command per table and figure, on the reference zoo (\`data/models/README.md\`: ts-target, its EAGLE head,
-its Medusa and Hydra heads, ts-draft). Each writes \`results/NAME.h5\` (schema: \`docs/results-schema.md\`),
+its Medusa and Hydra heads, ts-draft; ts-moe and its head for Table 3). Each writes \`results/NAME.h5\` (schema: \`docs/results-schema.md\`),
 \`results/NAME.md\` (\`draftlab table\`) and \`results/NAME/\` (\`draftlab plot\`, PNG + SVG);
 \`notebooks_export/\` redraws every figure from the same files.
 
@@ -77,6 +77,9 @@ EOF
     table=$("$DL" table "$DIR/$name.h5") || { echo "results_doc.sh: draftlab table $DIR/$name.h5 failed; $DOC unchanged" >&2; exit 1; }
     heading=${table%%$'\n'*}
     if [[ $heading == '#'* ]]; then body=${table#*$'\n'}; else heading="### $name"; body=$table; fi
+    # moe and moe-dense are one paper item on two targets: say which is which.
+    [ "$name" = moe ] && heading="$heading: mixture-of-experts target"
+    [ "$name" = moe-dense ] && heading="$heading: the same drafts on a dense target"
     echo
     echo "$heading"
     echo

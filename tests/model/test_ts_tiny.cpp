@@ -55,7 +55,7 @@ TEST_P(ZooCard, PerplexityMatchesItsCard) {
   EXPECT_NEAR(got, recorded, 0.01 * recorded);
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, ZooCard, ::testing::Values("ts-tiny", "ts-target", "ts-draft"),
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooCard, ::testing::Values("ts-tiny", "ts-target", "ts-draft", "ts-moe"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
