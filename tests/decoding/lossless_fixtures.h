@@ -54,8 +54,10 @@ struct LosslessCase {
   StrategyConfig config;
   CpuPath path;
   bool float16_kv_cache = false;
+  bool mixture_of_experts = false;  // a mixture-of-experts target (tests that build their own target)
   std::string label() const {
-    return config.label + (path == CpuPath::Native ? "_native" : "_reference") + (float16_kv_cache ? "_kv16" : "");
+    return config.label + (path == CpuPath::Native ? "_native" : "_reference") + (float16_kv_cache ? "_kv16" : "") +
+           (mixture_of_experts ? "_moe" : "");
   }
   ComputeOptions compute() const {
     ComputeOptions o;
@@ -78,6 +80,13 @@ inline std::vector<LosslessCase> on_both_paths(const std::vector<StrategyConfig>
 inline std::vector<LosslessCase> on_every_path(const std::vector<StrategyConfig>& configs) {
   std::vector<LosslessCase> cases = on_both_paths(configs);
   for (const auto& c : configs) cases.push_back({c, CpuPath::Native, true});
+  return cases;
+}
+
+// The native path over a mixture-of-experts target.
+inline std::vector<LosslessCase> on_moe_target(const std::vector<StrategyConfig>& configs) {
+  std::vector<LosslessCase> cases;
+  for (const auto& c : configs) cases.push_back({c, CpuPath::Native, false, true});
   return cases;
 }
 
