@@ -3,7 +3,7 @@
 # argument, each writing RESULTS_DIR/NAME.h5 (docs/results-schema.md), NAME.md (draftlab table) and NAME/ (plots).
 #   bash scripts/reproduce.sh [NAME ...]     names: speed alpha calibration positions ablate-eagle2
 #                                             tree-vs-chain sweep ablate-inputs train-data moe moe-dense
-#                                             (default: all)
+#                                             quantized (default: all)
 # Environment: RESULTS_DIR (default results), MODEL (default data/models/ts-target), HEAD, MEDUSA_HEADS,
 # HYDRA_HEADS (default MODEL-eagle-head, -medusa, -hydra; speed runs those present), MOE_MODEL (default
 # data/models/ts-moe, with MOE_MODEL-eagle-head), DRAFT, QUESTIONS
@@ -25,7 +25,7 @@ THREADS=${THREADS:-2}
 HEADS=${VARIANT_HEADS_DIR:-../zoo/ablation-heads}
 mkdir -p "$OUT"
 MOE=${MOE_MODEL:-data/models/ts-moe}
-NAMES=("$@"); [ ${#NAMES[@]} = 0 ] && NAMES=(speed alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense)
+NAMES=("$@"); [ ${#NAMES[@]} = 0 ] && NAMES=(speed alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense quantized)
 
 # The reference targets are story models: on chat questions they often end at once, so every driver generates
 # a fixed number of tokens (--ignore-eos), as serving benchmarks do.
@@ -58,6 +58,13 @@ for name in "${NAMES[@]}"; do
       $DL exp moe -m "$MOE" "${SETTINGS[@]}" --head "$MOE-eagle-head" -o "$OUT/moe.h5" ;;
     moe-dense)
       $DL exp moe "${COMMON[@]}" --head "$HEAD" -o "$OUT/moe-dense.h5" ;;
+    quantized)  # EAGLE Table 4: vanilla and EAGLE-2 on f32 / f16 / q8_0 / q4_0 weights beside llama.cpp on the same
+                # GGUF files (builds the llama.cpp peer), with AVX-512 where the CPU has it and AVX2; one thread
+      python3 bench/vs_llama_cpp.py --model "$MODEL" --head "$HEAD" --draft "$DRAFT" --isas native,avx2 \
+        --dtypes f32,f16,q8_0,q4_0 --threads 1 --rounds 3 --out "$OUT/quantized.json" >"$OUT/quantized.md.tmp"
+      mv "$OUT/quantized.md.tmp" "$OUT/quantized.md"
+      echo "wrote $OUT/quantized.json, $OUT/quantized.md (a benchmark: no HDF5 results file)"
+      continue ;;
     *) echo "unknown experiment '$name'" >&2; exit 2 ;;
   esac
   $DL table "$OUT/$name.h5" > "$OUT/$name.md"

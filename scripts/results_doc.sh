@@ -18,6 +18,7 @@ NAMES=(speed alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablat
 [ -x "$DL" ] || { echo "results_doc.sh: $DL not found (build first: bash scripts/setup.sh)" >&2; exit 1; }
 present=()
 for name in "${NAMES[@]}"; do [ -f "$DIR/$name.h5" ] && present+=("$name"); done
+[ -f "$DIR/quantized.md" ] && present+=(quantized)
 if [ ${#present[@]} = 0 ]; then
   echo "results_doc.sh: no results file in $DIR/ (expected NAME.h5 for NAME in ${NAMES[*]}); $DOC unchanged" >&2
   exit 1
@@ -63,6 +64,7 @@ bash scripts/train_ablation_heads.sh      # then: heads per input variant + one 
 bash scripts/reproduce.sh ablate-inputs   # EAGLE Figure 8
 bash scripts/reproduce.sh train-data      # EAGLE Table 6
 bash scripts/reproduce.sh moe moe-dense   # EAGLE Table 3: the mixture-of-experts ts-moe, then dense ts-target
+bash scripts/reproduce.sh quantized       # EAGLE Table 4: f32 / f16 / q8_0 / q4_0 beside llama.cpp (a benchmark)
 bash scripts/results_doc.sh               # this page, from results/*.h5
 \`\`\`
 
@@ -74,6 +76,7 @@ fly. The reference models are story models, so drivers generate a fixed number o
 ## Tables
 EOF
   for name in "${present[@]}"; do
+    [ "$name" = quantized ] && continue  # not an HDF5 results file: below
     table=$("$DL" table "$DIR/$name.h5") || { echo "results_doc.sh: draftlab table $DIR/$name.h5 failed; $DOC unchanged" >&2; exit 1; }
     heading=${table%%$'\n'*}
     if [[ $heading == '#'* ]]; then body=${table#*$'\n'}; else heading="### $name"; body=$table; fi
@@ -99,8 +102,19 @@ EOF
     # What a person wrote about the item (how it compares with the paper), kept across regenerations.
     if [ -f "docs/results-notes/$name.md" ]; then echo; cat "docs/results-notes/$name.md"; fi
   done
+  # EAGLE Table 4 is a benchmark beside llama.cpp (bench/vs_llama_cpp.py), its tables Markdown already.
+  if [ -f "$DIR/quantized.md" ]; then
+    echo
+    echo "### EAGLE Table 4: vanilla and EAGLE-2 on quantized weights, beside llama.cpp on the same GGUF files"
+    echo
+    echo "\`$DIR/quantized.md\`: \`bash scripts/reproduce.sh quantized\` (bench/vs_llama_cpp.py; medians over rounds)"
+    echo
+    sed -e 's/^## /#### /' "$DIR/quantized.md"
+    if [ -f "docs/results-notes/quantized.md" ]; then echo; cat "docs/results-notes/quantized.md"; fi
+  fi
   missing=()
   for name in "${NAMES[@]}"; do [ -f "$DIR/$name.h5" ] || missing+=("$name"); done
+  [ -f "$DIR/quantized.md" ] || missing+=(quantized)
   if [ ${#missing[@]} != 0 ]; then
     echo
     echo "Not in this run (no \`$DIR/NAME.h5\`): ${missing[*]}."
