@@ -38,8 +38,11 @@ at::Tensor mixture_of_experts(const at::Tensor& x, const LlamaLayerWeights& L, c
 }
 
 void route_rows(const float* logits, int64_t rows, int64_t E, int64_t k, int32_t* experts, float* weights) {
-  std::vector<float> p(static_cast<size_t>(E));
-  std::vector<int32_t> order(static_cast<size_t>(E));
+  // Scratch kept per thread: the native path's forwards allocate nothing once warm.
+  thread_local std::vector<float> p;
+  thread_local std::vector<int32_t> order;
+  p.resize(static_cast<size_t>(E));
+  order.resize(static_cast<size_t>(E));
   for (int64_t r = 0; r < rows; ++r) {
     const float* l = logits + r * E;
     const float top = *std::max_element(l, l + E);
