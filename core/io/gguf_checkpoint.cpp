@@ -65,14 +65,6 @@ std::string gguf_tensor_name(const std::string& hf) {
   static const std::regex kLayerName(R"(model\.layers\.(\d+)\.(.+))");
   std::smatch m;
   if (!std::regex_match(hf, m, kLayerName)) return "";
-  // One expert's matrix in older files' per-expert layout (newer files merge the experts: GgufCheckpoint::find).
-  static const std::regex kExpert(R"(block_sparse_moe\.experts\.(\d+)\.(w1|w2|w3)\.weight)");
-  std::smatch e;
-  const std::string rest = m[2].str();
-  if (std::regex_match(rest, e, kExpert)) {
-    const std::string which = e[2] == "w1" ? "ffn_gate" : e[2] == "w3" ? "ffn_up" : "ffn_down";
-    return "blk." + m[1].str() + "." + which + "." + e[1].str() + ".weight";
-  }
   for (const auto& [from, to] : kLayer)
     if (m[2] == from) return "blk." + m[1].str() + "." + to;
   return "";

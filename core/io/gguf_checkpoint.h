@@ -9,7 +9,8 @@
 //   model.layers.N.mlp.{gate,up,down}_proj.weight  blk.N.ffn_{gate,up,down}.weight
 //   model.layers.N.block_sparse_moe.gate.weight    blk.N.ffn_gate_inp.weight (the router of a mixture of experts)
 //   ...block_sparse_moe.experts.J.{w1,w3,w2}.weight  slice J of blk.N.ffn_{gate,up,down}_exps.weight [E, out, in]
-//                                                  (llama.cpp's merged experts; older files: blk.N.ffn_gate.J.weight)
+//                                                  (llama.cpp's merged experts; the older per-expert tensors of
+//                                                  early Mixtral GGUFs are not read)
 //   model.norm.weight                              output_norm.weight
 //   lm_head.weight                                 output.weight (absent: tied to token_embd)
 // GGUF llama models rotate consecutive channel pairs in RoPE, as Meta's and llama2.c's checkpoints do (the

@@ -277,12 +277,17 @@ std::unique_ptr<EagleHead> EagleHead::load(const std::string& path, const LlamaM
                                      checkpoint_storage(tensors.find("fc.weight")));
 }
 
-std::unique_ptr<EagleHead> EagleHead::random(const LlamaModel& target, uint64_t seed, const std::string& input_variant,
-                                             at::Tensor d2t) {
-  ModelConfig c = target.config();
+ModelConfig EagleHead::config_for(const ModelConfig& target) {
+  ModelConfig c = target;
   c.num_hidden_layers = 1;
   c.tie_word_embeddings = false;
-  c.num_local_experts = c.num_experts_per_tok = 0;  // a dense layer, whatever the target
+  c.num_local_experts = c.num_experts_per_tok = 0;
+  return c;
+}
+
+std::unique_ptr<EagleHead> EagleHead::random(const LlamaModel& target, uint64_t seed, const std::string& input_variant,
+                                             at::Tensor d2t) {
+  ModelConfig c = config_for(target.config());
   const ComputeOptions& o = target.options();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   // Drawn in float32 on the CPU whatever the compute options, so a seed means the same head everywhere.

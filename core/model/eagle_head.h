@@ -109,6 +109,10 @@ class EagleHead {
   // seed. Useless as a drafter, but any head must keep decoding lossless, which is what tests check with it.
   // A variant other than the default draws fc [d, d] for the one-input variants (the two-input ones draw exactly
   // what the default draws). d2t as in the constructor.
+  // The config of a head for `target`: one dense decoder layer of the target's shape (of its expert width for a
+  // mixture of experts, as the official Mixtral head), an untied LM head.
+  static ModelConfig config_for(const ModelConfig& target);
+
   static std::unique_ptr<EagleHead> random(const LlamaModel& target, uint64_t seed,
                                            const std::string& input_variant = kEagleInputFeatureShiftedToken,
                                            at::Tensor d2t = {});

@@ -88,32 +88,36 @@ at::Tensor training_features(const ModelConfig& c, const LlamaWeights& w, const 
 }
 
 at::Tensor training_forward(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
-                            const at::Tensor& tokens) {
+                            const at::Tensor& tokens, std::vector<at::Tensor>* router_logits) {
   const at::Tensor& head = c.tie_word_embeddings ? w.embed : w.lm_head;
-  auto logits = times_weight(training_features(c, w, rope, tokens), head);
+  auto logits = times_weight(training_features(c, w, rope, tokens, router_logits), head);
   return logits.to(accumulate_type(logits));
 }
 
-at::Tensor next_token_loss(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
-                           const at::Tensor& windows) {
+namespace {
+
+// next_token_loss, also handing out the router logits of a mixture of experts.
+at::Tensor cross_entropy_of_windows(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
+                                    const at::Tensor& windows, std::vector<at::Tensor>* router_logits) {
   check(windows.dim() == 2 && windows.size(1) >= 2, "next_token_loss: windows must be [batch, length + 1]");
   const int64_t T = windows.size(1) - 1;
-  auto logits = training_forward(c, w, rope, windows.narrow(1, 0, T));
+  auto logits = training_forward(c, w, rope, windows.narrow(1, 0, T), router_logits);
   auto targets = windows.narrow(1, 1, T).to(logits.device());
   return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+}  // namespace
+
+at::Tensor next_token_loss(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
+                           const at::Tensor& windows) {
+  return cross_entropy_of_windows(c, w, rope, windows, nullptr);
 }
 
 at::Tensor language_model_training_loss(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
                                         const at::Tensor& windows) {
   if (!c.mixture_of_experts() || !(c.router_aux_loss_coef > 0)) return next_token_loss(c, w, rope, windows);
-  check(windows.dim() == 2 && windows.size(1) >= 2, "language_model_training_loss: windows must be [batch, length + 1]");
-  const int64_t T = windows.size(1) - 1;
-  const at::Tensor& head = c.tie_word_embeddings ? w.embed : w.lm_head;
   std::vector<at::Tensor> router_logits;
-  auto logits = times_weight(training_features(c, w, rope, windows.narrow(1, 0, T), &router_logits), head);
-  logits = logits.to(accumulate_type(logits));
-  auto targets = windows.narrow(1, 1, T).to(logits.device());
-  auto loss = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  const auto loss = cross_entropy_of_windows(c, w, rope, windows, &router_logits);
   return loss + c.router_aux_loss_coef * load_balancing_loss(router_logits, c.num_local_experts, c.num_experts_per_tok);
 }
 

@@ -19,8 +19,9 @@ namespace draftlab {
 // are float64: gradient checks).
 // A tied LM head uses `weights.embed` itself (weights.lm_head is ignored), so both roles train one tensor.
 // Throws Error on a bad shape or a window longer than the RoPE table.
+// router_logits: as training_features.
 at::Tensor training_forward(const ModelConfig& config, const LlamaWeights& weights, const RotaryEmbedding& rope,
-                            const at::Tensor& tokens);
+                            const at::Tensor& tokens, std::vector<at::Tensor>* router_logits = nullptr);
 
 // The final normed hidden states [B, T, d] of the same forward (what LlamaModel::forward returns as features),
 // in the weights' dtype: training_forward is these through the LM head.

@@ -44,19 +44,12 @@ at::Tensor row_mask(const at::Tensor& loss_mask, int64_t B, int64_t T) {
   return at::cat({m.narrow(1, 2, T - 1), m.narrow(1, T, 1)}, 1);
 }
 
-ModelConfig head_config(const LlamaModel& target) {
-  ModelConfig c = target.config();
-  c.num_hidden_layers = 1;
-  c.tie_word_embeddings = false;
-  c.num_local_experts = c.num_experts_per_tok = 0;  // a dense layer, whatever the target
-  return c;
-}
 
 }  // namespace
 
 HeadTrainingModel::HeadTrainingModel(const LlamaModel& target, uint64_t seed, std::string input_variant, at::Tensor d2t)
     : target_(target),
-      config_(head_config(target)),
+      config_(EagleHead::config_for(target.config())),
       target_rope_(target.config(), target.options()),
       rope_(config_, target.options()),
       input_variant_(std::move(input_variant)) {

@@ -86,7 +86,7 @@ struct NamedTensor {
   std::string hf_name, gguf_name;
   at::Tensor tensor;
 };
-std::vector<NamedTensor> gguf_tensors(const ModelConfig& c, const LlamaWeights& weights) {
+std::vector<NamedTensor> gguf_tensors(const ModelConfig& c, const LlamaWeights& weights, const std::string& path) {
   std::vector<NamedTensor> out;
   std::map<std::string, std::vector<at::Tensor>> experts;  // merged GGUF name -> experts in order
   static const std::regex kExpert(R"(model\.layers\.(\d+)\.block_sparse_moe\.experts\.(\d+)\.(w1|w2|w3)\.weight)");
@@ -102,7 +102,7 @@ std::vector<NamedTensor> gguf_tensors(const ModelConfig& c, const LlamaWeights& 
       continue;
     }
     const std::string gguf_name = gguf_tensor_name(hf_name);
-    if (gguf_name.empty()) throw Error("cannot export to GGUF: no GGUF name for tensor " + hf_name);
+    if (gguf_name.empty()) throw Error(path + ": cannot export to GGUF: no GGUF name for tensor " + hf_name);
     out.push_back({hf_name, gguf_name, tensor});
   }
   return out;
@@ -128,7 +128,7 @@ void export_gguf(const LlamaModel& model, const Tokenizer& tokenizer, const std:
 
   const int64_t H = c.num_attention_heads, KVH = c.num_key_value_heads, hd = c.head_dim;
   std::vector<at::Tensor> keep_alive;  // the writer reads the bytes at write()
-  for (auto& [hf_name, gguf_name, tensor] : gguf_tensors(c, model.weights())) {
+  for (auto& [hf_name, gguf_name, tensor] : gguf_tensors(c, model.weights(), path)) {
     at::Tensor t = tensor;
     if (hf_name.find("self_attn.q_proj") != std::string::npos) t = halves_to_pairs(t, H, hd);
     if (hf_name.find("self_attn.k_proj") != std::string::npos) t = halves_to_pairs(t, KVH, hd);

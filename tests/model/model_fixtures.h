@@ -31,33 +31,39 @@ inline ModelConfig tiny_config(int64_t kv_heads = 2, bool tied = false, int64_t 
   return c;
 }
 
-// Random weights scaled up (std 0.02 makes every logit ~0, hiding bugs): std 0.3 gives peaked, varied outputs.
+// Random weights of config c scaled up (std 0.02 makes every logit ~0, hiding bugs): std 0.3 gives peaked, varied
+// outputs; a router at std 0.4 spreads tokens over the experts. Cast to dtype, column-major.
+inline LlamaWeights scaled_test_weights(const ModelConfig& c, uint64_t seed, at::ScalarType dtype) {
+  LlamaWeights w = random_llama_weights(c, seed, ComputeOptions{});  // float32, then scaled and cast
+  auto scale = [&](at::Tensor& t, double s) {
+    if (t.defined()) t = (t * s).to(dtype);
+  };
+  scale(w.embed, 50.0);
+  for (auto& L : w.layers) {
+    for (at::Tensor* t : {&L.wqkv, &L.wo, &L.w_gate_up, &L.w_down}) scale(*t, 10.0);
+    for (auto* experts : {&L.expert_gate_up, &L.expert_down})
+      for (auto& e : *experts) scale(e, 10.0);
+    scale(L.router, 20.0);
+    scale(L.attn_norm, 1.0);
+    scale(L.mlp_norm, 1.0);
+  }
+  scale(w.norm, 1.0);
+  w.lm_head = c.tie_word_embeddings ? w.embed : (w.lm_head * 50.0).to(dtype);
+  use_column_major(w);
+  return w;
+}
+
 inline std::unique_ptr<LlamaModel> tiny_model(at::ScalarType dtype = at::kFloat, int64_t kv_heads = 2,
                                               uint64_t seed = 7, bool tied = false, int64_t vocab = 97,
                                               CpuPath path = CpuPath::Auto) {
   ComputeOptions o;
   o.dtype = dtype;
   o.cpu_path = path;
-  ModelConfig c = tiny_config(kv_heads, tied, vocab);
-  LlamaWeights w = random_llama_weights(c, seed, ComputeOptions{});  // float32, then scaled and cast
-  auto scale = [&](at::Tensor& t, double s) { t = (t * s).to(dtype); };
-  scale(w.embed, 50.0);
-  for (auto& L : w.layers) {
-    scale(L.attn_norm, 1.0);
-    scale(L.wqkv, 10.0);
-    scale(L.wo, 10.0);
-    scale(L.mlp_norm, 1.0);
-    scale(L.w_gate_up, 10.0);
-    scale(L.w_down, 10.0);
-  }
-  scale(w.norm, 1.0);
-  w.lm_head = tied ? w.embed : (w.lm_head * 50.0).to(dtype);
-  use_column_major(w);
-  return std::make_unique<LlamaModel>(c, std::move(w), o);
+  const ModelConfig c = tiny_config(kv_heads, tied, vocab);
+  return std::make_unique<LlamaModel>(c, scaled_test_weights(c, seed, dtype), o);
 }
 
-// tiny_model's shape with a mixture of experts in every layer (4 experts of intermediate 64, top-2); the router
-// scaled so that tokens spread over the experts.
+// tiny_model's shape with a mixture of experts in every layer (4 experts of intermediate 64, top-2).
 inline std::unique_ptr<LlamaModel> tiny_moe_model(at::ScalarType dtype = at::kFloat, uint64_t seed = 7,
                                                   CpuPath path = CpuPath::Auto, int64_t experts = 4, int64_t k = 2,
                                                   int64_t vocab = 97) {
@@ -69,22 +75,7 @@ inline std::unique_ptr<LlamaModel> tiny_moe_model(at::ScalarType dtype = at::kFl
   c.num_local_experts = experts;
   c.num_experts_per_tok = k;
   c.validate("tiny_moe_config");
-  LlamaWeights w = random_llama_weights(c, seed, ComputeOptions{});
-  auto scale = [&](at::Tensor& t, double s) { t = (t * s).to(dtype); };
-  scale(w.embed, 50.0);
-  for (auto& L : w.layers) {
-    scale(L.wqkv, 10.0);
-    scale(L.wo, 10.0);
-    scale(L.router, 20.0);
-    for (auto& e : L.expert_gate_up) scale(e, 10.0);
-    for (auto& e : L.expert_down) scale(e, 10.0);
-    scale(L.attn_norm, 1.0);
-    scale(L.mlp_norm, 1.0);
-  }
-  scale(w.norm, 1.0);
-  w.lm_head = (w.lm_head * 50.0).to(dtype);
-  use_column_major(w);
-  return std::make_unique<LlamaModel>(c, std::move(w), o);
+  return std::make_unique<LlamaModel>(c, scaled_test_weights(c, seed, dtype), o);
 }
 
 inline at::Tensor long_tensor(const std::vector<int64_t>& v) {

@@ -1,6 +1,6 @@
 // Mixture-of-experts targets (Mixtral): the routing rule against a naive per-row loop, the native path against
-// the reference path, row independence (a tree verifies with decoding's arithmetic), every strategy lossless on an
-// MoE target, the experts a forward reads, checkpoints (safetensors, GGUF merged experts) and training.
+// the reference path in the experts they read, every strategy lossless on an MoE target, checkpoints (safetensors,
+// GGUF merged experts) and training. Logits of both paths and tree rows: test_native_path.cpp on ts-moe.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -92,15 +92,16 @@ TEST(MixtureOfExperts, HostRoutingPicksTheKMostProbableTiesToTheLowerIndexAndRen
   EXPECT_NEAR(weights[5], 0.5, 1e-7);
 }
 
-TEST(MixtureOfExperts, NativePathMatchesTheReferencePathAndReadsTheSameExperts) {
+// (Logits of both paths, greedy tokens and tree rows bit-identical to their paths on the native path: the
+// NativeVersusReference suite in test_native_path.cpp, on ts-moe.)
+TEST(MixtureOfExperts, BothPathsReadTheSameExpertsKPerLayerForOneToken) {
   auto native = tiny_moe_model(at::kFloat, 5, CpuPath::Native);
   auto reference = tiny_moe_model(at::kFloat, 5, CpuPath::Reference);
   ASSERT_NE(native->native(), nullptr);
   ASSERT_EQ(reference->native(), nullptr);
   int64_t native_read = 0, reference_read = 0;
-  const auto a = chain_logits(*native, kSeq, &native_read);
-  const auto b = chain_logits(*reference, kSeq, &reference_read);
-  EXPECT_LT(rel_diff(a, b), 1e-4);
+  chain_logits(*native, kSeq, &native_read);
+  chain_logits(*reference, kSeq, &reference_read);
   EXPECT_EQ(native_read, reference_read);
   // One token reads k experts per layer; 12 tokens read more, at most all of them.
   const ModelConfig& c = native->config();
@@ -109,36 +110,6 @@ TEST(MixtureOfExperts, NativePathMatchesTheReferencePathAndReadsTheSameExperts) 
   int64_t one = 0;
   chain_logits(*native, {kSeq[0]}, &one);
   EXPECT_EQ(one, c.num_hidden_layers * c.num_experts_per_tok);
-}
-
-TEST(MixtureOfExperts, NativeRowsDoNotDependOnTheRowsBesideThem) {
-  // A tree forward (each row routes on its own, experts shared by rows) gives each row the logits of decoding its
-  // path alone: bit for bit.
-  auto model = tiny_moe_model(at::kFloat, 9, CpuPath::Native);
-  const std::vector<int64_t> prefix{1, 17, 33, 5};
-  // Tree: 0 -> {1, 2}, 1 -> 3, 2 -> 4; tokens chosen so rows route differently.
-  const std::vector<int64_t> tokens{60, 2, 91, 44, 12};
-  const std::vector<int64_t> parent{-1, 0, 0, 1, 2};
-  const int64_t n = 5;
-  std::vector<uint8_t> mask(n * n, 0);
-  std::vector<int64_t> depth(n), positions(n);
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = i; j >= 0; j = parent[j]) mask[i * n + j] = 1;
-    depth[i] = parent[i] < 0 ? 0 : depth[parent[i]] + 1;
-    positions[i] = static_cast<int64_t>(prefix.size()) + depth[i];
-  }
-  KvCache cache = model->make_cache(16);
-  model->forward_chain(cache, prefix);
-  const auto tree = model->forward(cache, tokens.data(), positions.data(), n, mask.data()).logits;
-  for (int64_t i = 0; i < n; ++i) {
-    std::vector<int64_t> path;
-    for (int64_t j = i; j >= 0; j = parent[j]) path.insert(path.begin(), tokens[j]);
-    KvCache alone = model->make_cache(16);
-    model->forward_chain(alone, prefix);
-    at::Tensor last;
-    for (int64_t t : path) last = model->forward_chain(alone, {t}).logits[0];
-    EXPECT_TRUE(at::equal(tree[i], last)) << "tree row " << i;
-  }
 }
 
 // Every strategy of the registry on an MoE target, native path: identical tokens to vanilla decoding.
@@ -197,14 +168,9 @@ TEST(MixtureOfExperts, SafetensorsRoundTripKeepsMixtralNamesAndLogits) {
   EXPECT_EQ(config["num_experts_per_tok"], 2);
   auto loaded = LlamaModel::load(dir, ComputeOptions{});
   EXPECT_TRUE(at::equal(chain_logits(*model, kSeq), chain_logits(*loaded, kSeq)));
-  EXPECT_EQ(loaded->num_parameters(), [&] {
-    int64_t n = 0;
-    for (const auto& [name, t] : trainable_parameters(loaded->config(), loaded->weights())) n += t.numel();
-    return n;
-  }());
 }
 
-TEST(MixtureOfExperts, MissingExpertAndBadExpertCountAreNamed) {
+TEST(MixtureOfExperts, WrongExpertCountAndBadTopKAreNamed) {
   auto model = tiny_moe_model(at::kFloat, 4, CpuPath::Reference);
   const std::string dir = fresh_dir("moe_bad");
   model->save_hf(dir, at::kFloat);
@@ -271,7 +237,7 @@ TEST(MixtureOfExperts, TrainingForwardGivesTheInferenceLogitsAndTheBalancingLoss
               static_cast<double>(c.num_local_experts), 1e-4);
 }
 
-TEST(MixtureOfExperts, TrainingLowersTheLossAndGradientsReachEveryUsedExpert) {
+TEST(MixtureOfExperts, TrainingLowersTheLossAndGradientsReachEveryRouter) {
   auto model = tiny_moe_model(at::kFloat, 8, CpuPath::Reference);
   ModelConfig c = model->config();
   c.router_aux_loss_coef = 0.01;

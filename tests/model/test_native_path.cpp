@@ -184,6 +184,8 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, NativeVersusReference,
                          ::testing::Values(Checkpoint{"ts_tiny", "data/models/ts-tiny", false},
                                            Checkpoint{"aidreams260K", "models/aidreams260K/aidreams260K.bin", true},
                                            Checkpoint{"stories260K_gqa", "models/stories260K/stories260K.bin", true},
+                                           // A mixture of experts (Mixtral layout).
+                                           Checkpoint{"ts_moe", "data/models/ts-moe", false},
                                            // The float16 KV cache, on both paths.
                                            Checkpoint{"ts_tiny_kv16", "data/models/ts-tiny", false, "float16"},
                                            Checkpoint{"stories260K_gqa_kv16", "models/stories260K/stories260K.bin",
