@@ -175,6 +175,74 @@ Table alpha_table(const Context& ctx, bool with_speedup, int max_n) {
   return table;
 }
 
+// EAGLE Table 7 layout: per (T, dataset) one table of speedup over batched vanilla, τ and drafted nodes per cycle for
+// each batch size (a budget that shrinks as the batch grows shows in the last), and one of throughput.
+std::vector<Table> batch_tables(const Context& ctx) {
+  std::vector<int64_t> sizes;
+  for (const RunRecord& run : ctx.results.runs)
+    if (std::find(sizes.begin(), sizes.end(), run.batch_size) == sizes.end()) sizes.push_back(run.batch_size);
+  std::sort(sizes.begin(), sizes.end());
+  auto find = [&](const std::string& method, const std::string& d, double t, int64_t b, bool baseline) {
+    for (size_t i = 0; i < ctx.results.runs.size(); ++i) {
+      const RunRecord& run = ctx.results.runs[i];
+      if (run.dataset == d && run.temperature == t && run.batch_size == b &&
+          (baseline ? is_baseline(run) : run.method == method))
+        return static_cast<int>(i);
+    }
+    return -1;
+  };
+  std::vector<Table> tables;
+  for (double t : ctx.temperatures)
+    for (const std::string& d : ctx.datasets) {
+      const std::string where = dataset_display_name(d) + ", T = " + temperature_text(t);
+      Table speed;
+      speed.title = "Speedup over batched vanilla: " + where;
+      speed.groups.push_back({"", 1});
+      speed.columns.push_back("Method");
+      Table throughput;
+      throughput.title = "Throughput (tokens/s, every sequence's tokens over the batch's wall time): " + where;
+      throughput.columns.push_back("Method");
+      for (int64_t b : sizes) {
+        speed.groups.push_back({"Batch size " + std::to_string(b), 3});
+        speed.columns.insert(speed.columns.end(), {"Speedup", "τ", "Drafted / cycle"});
+        throughput.columns.push_back("B = " + std::to_string(b));
+      }
+      std::vector<std::string> rows{""};  // "" = the baseline
+      rows.insert(rows.end(), ctx.methods.begin(), ctx.methods.end());
+      for (const std::string& m : rows) {
+        std::vector<Cell> srow{Cell(m.empty() ? std::string("vanilla") : m)}, trow = srow;
+        bool any = false;
+        for (int64_t b : sizes) {
+          const int i = find(m, d, t, b, m.empty());
+          if (i < 0) {
+            srow.insert(srow.end(), {"–", "–", "–"});
+            trow.push_back("–");
+            continue;
+          }
+          any = true;
+          const RunRecord& run = ctx.results.runs[i];
+          double drafted = 0;
+          for (size_t c = 0; c < run.cycles.size(); ++c) drafted += run.cycles.drafted[c];
+          srow.push_back(m.empty() ? std::string("1.00x") : ctx.speedup(i));
+          srow.push_back(m.empty() ? std::string("–") : ctx.tau(i));
+          srow.push_back(run.cycles.size() ? fixed(drafted / static_cast<double>(run.cycles.size()), 1) : "–");
+          trow.push_back(fixed(ctx.summaries[i].tokens_per_second, 1));
+        }
+        if (!any) continue;
+        if (!m.empty()) speed.rows.push_back(srow);
+        throughput.rows.push_back(trow);
+      }
+      speed.notes = speed_notes(ctx, t);
+      speed.notes.erase(speed.notes.begin());  // vanilla's speed per batch size is the throughput table's first row
+      speed.notes.push_back(
+          "Each batch size is its own run of every method beside batched vanilla of that size (consecutive questions "
+          "decoded together, one target forward per cycle for every sequence's tree); drafting is per sequence.");
+      tables.push_back(speed);
+      tables.push_back(throughput);
+    }
+  return tables;
+}
+
 // EAGLE Table 3 layout: per method (the baseline first) speedup, τ, 0-α..4-α and the experts a cycle's
 // verification reads, per cycle and per emitted token; a dense target reads none.
 Table moe_table(const Context& ctx) {
@@ -454,6 +522,8 @@ const std::vector<ExperimentTables>& experiment_tables() {
        [](const Context& ctx, const std::string&) { return std::vector<Table>{tree_vs_chain_table(ctx)}; }},
       {"moe", "EAGLE Table 3", "speedup, τ, n-α and experts read per verification",
        [](const Context& ctx, const std::string&) { return std::vector<Table>{moe_table(ctx)}; }},
+      {"batch", "EAGLE Table 7", "speedup, τ and throughput per batch size",
+       [](const Context& ctx, const std::string&) { return batch_tables(ctx); }},
       {"calibration", "EAGLE-2 Figure 6", "acceptance rate per draft-confidence bin (width 0.05)",
        [](const Context& ctx, const std::string&) { return calibration_tables(ctx); }},
       {"positions", "EAGLE-2 Figure 5", "acceptance rate of static tree positions per question",

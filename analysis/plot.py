@@ -136,7 +136,8 @@ def speedup(results, run):
     """The baseline's total wall time over this run's, on the question turns both have (analysis/run_metrics.h)."""
     for v in results["runs"]:
         if (is_baseline(v) and v["dataset"] == run["dataset"] and v["temperature"] == run["temperature"]
-                and v.get("shard", "0/1") == run.get("shard", "0/1")):  # same process, interleaved timing
+                and v.get("shard", "0/1") == run.get("shard", "0/1")  # same process, interleaved timing
+                and v.get("batch_size", 1) == run.get("batch_size", 1)):
             base = {(i, t): w for i, t, w in zip(v["questions"]["question_id"], v["questions"]["turn"],
                                                  v["questions"]["wall_seconds"])}
             q = run["questions"]
@@ -369,12 +370,44 @@ def figure_training(results):
     return fig
 
 
+def figure_batch(results):
+    """EAGLE Table 7 as lines: speedup over batched vanilla and throughput against the batch size, per T and dataset."""
+    import matplotlib.pyplot as plt
+    runs = results["runs"]
+    panels = list(dict.fromkeys((r["temperature"], r["dataset"]) for r in runs))
+    methods = list(dict.fromkeys(r["method"] for r in runs if not is_baseline(r)))
+    fig, axes = plt.subplots(len(panels), 2, figsize=(12, 3.8 * len(panels)), squeeze=False)
+    for row, (t, d) in zip(axes, panels):
+        here = [r for r in runs if r["temperature"] == t and r["dataset"] == d]
+        lines = [("vanilla", [r for r in here if is_baseline(r)])] + [(m, [r for r in here if r["method"] == m])
+                                                                     for m in methods]
+        for k, (label, rs) in enumerate(lines):
+            rs = sorted(rs, key=lambda r: r.get("batch_size", 1))
+            sizes = [r.get("batch_size", 1) for r in rs]
+            rates = [r["questions"]["new_tokens"].sum() / max(r["questions"]["wall_seconds"].sum(), 1e-12) for r in rs]
+            style = dict(marker="o", color=f"C{k}", label=label, ls="--" if label == "vanilla" else "-")
+            row[1].plot(sizes, rates, **style)
+            if label != "vanilla":
+                row[0].plot(sizes, [speedup(results, r) for r in rs], **style)
+        title = f"{DATASET_NAMES.get(d, d)}, T = {t:g}"
+        row[0].set(xlabel="batch size", ylabel="speedup over batched vanilla", title=title)
+        row[0].axhline(1.0, color="k", lw=0.8, ls=":")
+        row[1].set(xlabel="batch size", ylabel="throughput (tokens/s)", title=title)
+        for ax in row:
+            ax.set_xticks(sorted({r.get("batch_size", 1) for r in here}))
+            ax.grid(alpha=0.3)
+    axes[0][1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.suptitle(machine_caption(results), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 FIGURES = {"reliability": figure_reliability, "positions": figure_positions, "speed": figure_speed,
-           "sweep": figure_sweep, "ablation": figure_ablation, "training": figure_training}
+           "sweep": figure_sweep, "ablation": figure_ablation, "training": figure_training, "batch": figure_batch}
 BY_EXPERIMENT = {"calibration": ["reliability"], "positions": ["positions"], "speed": ["speed"],
                  "sweep": ["sweep"], "alpha": ["ablation"], "ablate-eagle2": ["ablation"],
                  "ablate-inputs": ["ablation"], "tree-vs-chain": ["ablation"], "train-data": ["ablation"],
-                 "moe": ["ablation"]}
+                 "moe": ["ablation"], "batch": ["batch"]}
 
 
 def main(argv=None):

@@ -70,6 +70,8 @@ RUN_ATTRIBUTES = {
               "sweeps only: JSON object of the grid point with its index in the whole grid (`{\"index\": 5, \"total_tokens\": 60, \"depth\": 6, \"top_k\": 10}`); shard `i/n` runs the points with index % n == i"),
     "shard": Attribute("string", False, "0/1",
               "the shard (process) that produced the run, `i/n`; `draftlab merge` keeps it, so a merged sweep still pairs each run with the baseline of the same dataset, temperature and shard"),
+    "batch_size": Attribute("int64", False, 1,
+              "sequences decoded together: consecutive questions in groups of this many, one target forward per cycle for the group; a turn's `wall_seconds` is its share of its batch's wall time, in proportion to its new tokens, so sums stay wall time and tokens per second throughput. Runs pair with the baseline of the same batch size"),
 }
 
 REQUIRED_RUN_ATTRIBUTES = ("method", "strategy", "draft_shape", "options", "dataset", "temperature", "repeats", "warmup", "tokens_per_second", "tau", )

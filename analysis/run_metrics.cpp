@@ -59,7 +59,8 @@ bool is_baseline(const RunRecord& run) { return run.draft_shape == draft_shapes:
 
 const RunRecord* find_baseline(const ResultsFile& results, const RunRecord& run) {
   for (const RunRecord& r : results.runs)
-    if (is_baseline(r) && r.dataset == run.dataset && r.temperature == run.temperature && r.shard == run.shard)
+    if (is_baseline(r) && r.dataset == run.dataset && r.temperature == run.temperature && r.shard == run.shard &&
+        r.batch_size == run.batch_size)
       return &r;
   return nullptr;
 }

@@ -1,5 +1,5 @@
 // Per-run headline numbers: tau (mean accepted tokens per cycle, bonus token included), speedup against the
-// baseline run (draft_shape "none") of the same dataset, temperature and shard in the same file, tokens/s, and
+// baseline run (draft_shape "none") of the same dataset, temperature, shard and batch size in the same file, tokens/s, and
 // the baseline-equality count, each recomputed from the raw tables (the run attributes are only a convenience),
 // as point estimates and with bootstrap intervals over questions.
 //
@@ -17,7 +17,7 @@ namespace draftlab::analysis {
 // A run without drafting (draft_shape "none"): the baseline speedups divide by.
 bool is_baseline(const RunRecord& run);
 
-// The baseline run with the same dataset, temperature and shard (the same process: a merged sweep has one
+// The baseline run with the same dataset, temperature, shard and batch size (the same process: a merged sweep has one
 // baseline per shard, timed beside that shard's runs), or nullptr.
 const RunRecord* find_baseline(const ResultsFile& results, const RunRecord& run);
 

@@ -3,11 +3,11 @@
 # argument, each writing RESULTS_DIR/NAME.h5 (docs/results-schema.md), NAME.md (draftlab table) and NAME/ (plots).
 #   bash scripts/reproduce.sh [NAME ...]     names: speed alpha calibration positions ablate-eagle2
 #                                             tree-vs-chain sweep ablate-inputs train-data moe moe-dense
-#                                             quantized (default: all)
+#                                             quantized batch (default: all)
 # Environment: RESULTS_DIR (default results), MODEL (default data/models/ts-target), HEAD, MEDUSA_HEADS,
 # HYDRA_HEADS (default MODEL-eagle-head, -medusa, -hydra; speed runs those present), MOE_MODEL (default
 # data/models/ts-moe, with MOE_MODEL-eagle-head), DRAFT, QUESTIONS
-# (questions per dataset, default 10), NEW_TOKENS (default 64), THREADS (default 2; measure on an idle machine).
+# (questions per dataset, default 10; batch: BATCH_QUESTIONS, default 24), NEW_TOKENS (default 64), THREADS (default 2; measure on an idle machine).
 # ablate-inputs and train-data need heads trained by scripts/train_ablation_heads.sh (VARIANT_HEADS_DIR).
 # Then docs/results.md: bash scripts/results_doc.sh [RESULTS_DIR] (or: bash scripts/reproduce.sh && bash scripts/results_doc.sh).
 set -euo pipefail
@@ -25,7 +25,7 @@ THREADS=${THREADS:-2}
 HEADS=${VARIANT_HEADS_DIR:-../zoo/ablation-heads}
 mkdir -p "$OUT"
 MOE=${MOE_MODEL:-data/models/ts-moe}
-NAMES=("$@"); [ ${#NAMES[@]} = 0 ] && NAMES=(speed alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense quantized)
+NAMES=("$@"); [ ${#NAMES[@]} = 0 ] && NAMES=(speed alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense quantized batch)
 
 # The reference targets are story models: on chat questions they often end at once, so every driver generates
 # a fixed number of tokens (--ignore-eos), as serving benchmarks do.
@@ -58,6 +58,10 @@ for name in "${NAMES[@]}"; do
       $DL exp moe -m "$MOE" "${SETTINGS[@]}" --head "$MOE-eagle-head" -o "$OUT/moe.h5" ;;
     moe-dense)
       $DL exp moe "${COMMON[@]}" --head "$HEAD" -o "$OUT/moe-dense.h5" ;;
+    batch)  # EAGLE Table 7: batch sizes 1, 2, 3, 4 and 8, each beside batched vanilla of that size (24 questions:
+            # three full batches of 8)
+      $DL exp batch -m "$MODEL" --questions "${BATCH_QUESTIONS:-24}" -n "$N" --ignore-eos --threads "$THREADS" \
+        --head "$HEAD" -o "$OUT/batch.h5" ;;
     quantized)  # EAGLE Table 4: vanilla and EAGLE-2 on f32 / f16 / q8_0 / q4_0 weights beside llama.cpp on the same
                 # GGUF files (builds the llama.cpp peer), with AVX-512 where the CPU has it and AVX2; one thread
       python3 bench/vs_llama_cpp.py --model "$MODEL" --head "$HEAD" --draft "$DRAFT" --isas native,avx2 \

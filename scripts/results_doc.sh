@@ -13,7 +13,7 @@ DL=${DRAFTLAB:-./build/draftlab}
 DIR=${1:-results}
 DIR=${DIR%/}
 DOC=docs/results.md
-NAMES=(speed alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense)
+NAMES=(speed alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense batch)
 
 [ -x "$DL" ] || { echo "results_doc.sh: $DL not found (build first: bash scripts/setup.sh)" >&2; exit 1; }
 present=()
@@ -65,6 +65,7 @@ bash scripts/reproduce.sh ablate-inputs   # EAGLE Figure 8
 bash scripts/reproduce.sh train-data      # EAGLE Table 6
 bash scripts/reproduce.sh moe moe-dense   # EAGLE Table 3: the mixture-of-experts ts-moe, then dense ts-target
 bash scripts/reproduce.sh quantized       # EAGLE Table 4: f32 / f16 / q8_0 / q4_0 beside llama.cpp (a benchmark)
+bash scripts/reproduce.sh batch           # EAGLE Table 7: batch sizes 1-4 and 8, speedup and throughput
 bash scripts/results_doc.sh               # this page, from results/*.h5
 \`\`\`
 

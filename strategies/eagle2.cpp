@@ -61,70 +61,126 @@ class Eagle2Strategy : public DraftStrategy {
   std::string name() const override { return "eagle2"; }
 
   void begin(const std::vector<int64_t>& prompt, const at::Tensor& features, int64_t first) override {
-    // total_tokens=auto: the cost curve is measured once per strategy, on the first sequence.
-    if (o_.auto_budget && !cost_) cost_ = VerifyCost::measure(target_, o_.max_auto_tokens);
     drafter_.begin(prompt, features, first);
   }
-  void observe(const VerifyResult& result) override {
+  void observe(const VerifyResult& result) override { observe_batch({this}, {&result}); }
+
+  DraftTree propose(const DraftRequest& request) override { return propose_batch({this}, {request})[0]; }
+
+  // Every sequence's tree grows layer by layer in step with the others: one head forward per layer for all of
+  // them (EagleDrafter::expand_batch). Alone, this is EAGLE-2's drafting as the comments below describe it.
+  std::vector<DraftTree> propose_batch(const std::vector<DraftStrategy*>& peers,
+                                       const std::vector<DraftRequest>& requests) override {
+    const auto strategies = peers_of_type<Eagle2Strategy>(peers);
+    if (strategies.empty()) return DraftStrategy::propose_batch(peers, requests);
     const auto t0 = Clock::now();
-    drafter_.observe(result);
-    if (o_.auto_budget && expand_seconds_ > 0.0) {  // skipped cycles say nothing about drafting
-      calibration_.observe(predicted_, static_cast<double>(result.accepted_nodes.size()));
-      draft_seconds_ = 0.8 * draft_seconds_ + 0.2 * (expand_seconds_ + seconds_since(t0));
+    const size_t B = strategies.size();
+    std::vector<Growth> growths(B);
+    int32_t layers = 0;
+    for (size_t i = 0; i < B; ++i) {
+      Eagle2Strategy& s = *strategies[i];
+      Growth& g = growths[i];
+      s.drafter_.start_tree(requests[i]);
+      // total_tokens=auto that last chose to verify nothing: drafting does not pay here (a weak head, or a draft as
+      // costly as the target), so skip the expansion too, re-probing every kProbeEvery-th cycle.
+      if (s.o_.auto_budget && s.last_budget_ == 0 && ++s.cycles_without_draft_ % kProbeEvery != 0) {
+        s.predicted_ = 0.0;
+        s.expand_seconds_ = 0.0;
+        continue;
+      }
+      const int32_t cap = s.o_.auto_budget ? s.o_.max_auto_tokens - 1 : s.o_.total_tokens - 1;
+      g.budget = std::min(cap, requests[i].max_nodes);  // drafted nodes (the root excluded)
+      // A kept node needs all its ancestors kept, so layers deeper than the budget could never be verified.
+      g.depth = std::min({s.o_.depth, requests[i].tokens_wanted, g.budget});
+      layers = std::max(layers, g.depth);
+    }
+    for (int32_t d = 1; d <= layers; ++d) {
+      std::vector<size_t> growing;
+      std::vector<EagleDrafter*> drafters;
+      std::vector<const DraftTree*> trees;
+      std::vector<std::vector<int32_t>> frontiers;
+      for (size_t i = 0; i < B; ++i) {
+        if (d > growths[i].depth || growths[i].frontier.empty()) continue;
+        growing.push_back(i);
+        drafters.push_back(&strategies[i]->drafter_);
+        trees.push_back(&growths[i].tree);
+        frontiers.push_back(growths[i].frontier);
+      }
+      if (growing.empty()) break;
+      // One head forward for every frontier (none for a root: the sync forward predicted it).
+      const auto logits = EagleDrafter::expand_batch(drafters, trees, frontiers);
+      for (size_t k = 0; k < growing.size(); ++k) strategies[growing[k]]->grow(growths[growing[k]], logits[k]);
+    }
+    // Each sequence's share of the batch's drafting time (all of it alone).
+    const double drafting = seconds_since(t0) / static_cast<double>(B);
+    std::vector<DraftTree> out(B);
+    for (size_t i = 0; i < B; ++i) {
+      Eagle2Strategy& s = *strategies[i];
+      Growth& g = growths[i];
+      if (g.depth <= 0) continue;
+      // `frontier` now holds the best of the last layer: part of the no-rerank draft, never expanded.
+      std::vector<int32_t> keep = s.o_.rerank ? eagle2_rerank(g.tree, g.budget)
+                                              : eagle2_rerank(g.tree, g.budget, g.expanded);
+      if (s.o_.auto_budget) {
+        s.expand_seconds_ = drafting;
+        // The cost curve of this batch size, measured once per model and batch size: in a batch every sequence's
+        // rows share the forward, so each sequence's budget shrinks as the batch grows.
+        keep = s.auto_budget(g.tree, keep,
+                             VerifyCost::shared(s.target_, s.o_.max_auto_tokens, requests[i].batch_size));
+      }
+      out[i] = g.tree.subtree(keep);
+    }
+    return out;
+  }
+
+  void observe_batch(const std::vector<DraftStrategy*>& peers, const std::vector<const VerifyResult*>& results) override {
+    const auto strategies = peers_of_type<Eagle2Strategy>(peers);
+    if (strategies.empty()) return DraftStrategy::observe_batch(peers, results);
+    const auto t0 = Clock::now();
+    std::vector<EagleDrafter*> drafters;
+    for (auto* s : strategies) drafters.push_back(&s->drafter_);
+    EagleDrafter::observe_batch(drafters, results);
+    const double sync = seconds_since(t0) / static_cast<double>(strategies.size());
+    for (size_t i = 0; i < strategies.size(); ++i) {
+      Eagle2Strategy& s = *strategies[i];
+      if (s.o_.auto_budget && s.expand_seconds_ > 0.0) {  // skipped cycles say nothing about drafting
+        s.calibration_.observe(s.predicted_, static_cast<double>(results[i]->accepted_nodes.size()));
+        s.draft_seconds_ = 0.8 * s.draft_seconds_ + 0.2 * (s.expand_seconds_ + sync);
+      }
     }
   }
 
-  DraftTree propose(const DraftRequest& request) override {
-    const auto t0 = Clock::now();
-    drafter_.start_tree(request);
-    // total_tokens=auto that last chose to verify nothing: drafting does not pay here (a weak head, or a draft as
-    // costly as the target), so skip the expansion too, re-probing every kProbeEvery-th cycle.
-    if (o_.auto_budget && last_budget_ == 0 && ++cycles_without_draft_ % kProbeEvery != 0) {
-      predicted_ = 0.0;
-      expand_seconds_ = 0.0;
-      return {};
-    }
-    const int32_t cap = o_.auto_budget ? o_.max_auto_tokens - 1 : o_.total_tokens - 1;
-    const int32_t budget = std::min(cap, request.max_nodes);  // drafted nodes (the root excluded)
-    // A kept node needs all its ancestors kept, so layers deeper than the budget could never be verified.
-    const int32_t depth = std::min({o_.depth, request.tokens_wanted, budget});
-    if (depth <= 0) return {};
-
+ private:
+  // One sequence's tree while it grows.
+  struct Growth {
     DraftTree tree;
     std::vector<int32_t> layer;     // the latest layer's nodes
     std::vector<int32_t> expanded;  // every node chosen for expansion (the draft without reranking)
     std::vector<int32_t> frontier{EagleDrafter::kRoot};
-    for (int32_t d = 1; d <= depth; ++d) {
-      // One head forward for the whole frontier (none for the root: the sync forward predicted it).
-      const auto candidates = top_candidates(drafter_.expand(tree, frontier), o_.top_k);
-      layer.clear();
-      for (size_t f = 0; f < frontier.size(); ++f) {
-        const Candidates& c = candidates[f];
-        for (size_t r = 0; r < c.tokens.size(); ++r) layer.push_back(tree.add(c.tokens[r], frontier[f], c.probs[r]));
-      }
-      frontier = eagle2_select(tree, layer, o_.top_k, o_.rank_by_value);
-      if (o_.auto_budget && prune_below_ > 0.0f) {
-        // total_tokens=auto: a node valued below last cycle's cut-off would not be verified, nor would its
-        // children (a child's value never exceeds its parent's): expanding it only costs drafting time.
-        frontier.erase(std::remove_if(frontier.begin(), frontier.end(),
-                                      [&](int32_t i) { return tree.node(i).value < prune_below_; }),
-                       frontier.end());
-      }
-      expanded.insert(expanded.end(), frontier.begin(), frontier.end());
-      if (frontier.empty()) break;
+    int32_t budget = 0, depth = 0;  // depth 0: no draft this cycle
+  };
+
+  // One layer: the frontier's top_k children each, then the next frontier (the layer's best top_k by value).
+  void grow(Growth& g, const at::Tensor& logits) const {
+    const auto candidates = top_candidates(logits, o_.top_k);
+    g.layer.clear();
+    for (size_t f = 0; f < g.frontier.size(); ++f) {
+      const Candidates& c = candidates[f];
+      for (size_t r = 0; r < c.tokens.size(); ++r) g.layer.push_back(g.tree.add(c.tokens[r], g.frontier[f], c.probs[r]));
     }
-    // `frontier` now holds the best of the last layer: part of the no-rerank draft, never expanded.
-    std::vector<int32_t> keep = o_.rerank ? eagle2_rerank(tree, budget) : eagle2_rerank(tree, budget, expanded);
-    if (o_.auto_budget) {
-      expand_seconds_ = seconds_since(t0);
-      keep = auto_budget(tree, keep);
+    g.frontier = eagle2_select(g.tree, g.layer, o_.top_k, o_.rank_by_value);
+    if (o_.auto_budget && prune_below_ > 0.0f) {
+      // total_tokens=auto: a node valued below last cycle's cut-off would not be verified, nor would its
+      // children (a child's value never exceeds its parent's): expanding it only costs drafting time.
+      g.frontier.erase(std::remove_if(g.frontier.begin(), g.frontier.end(),
+                                      [&](int32_t i) { return g.tree.node(i).value < prune_below_; }),
+                       g.frontier.end());
     }
-    return tree.subtree(keep);
+    g.expanded.insert(g.expanded.end(), g.frontier.begin(), g.frontier.end());
   }
 
- private:
   // Of the reranked nodes, the best-valued prefix that maximises expected tokens per second (verify_cost.h).
-  std::vector<int32_t> auto_budget(const DraftTree& tree, std::vector<int32_t> kept) {
+  std::vector<int32_t> auto_budget(const DraftTree& tree, std::vector<int32_t> kept, const VerifyCost& cost) {
     std::sort(kept.begin(), kept.end(), [&](int32_t a, int32_t b) {
       const DraftNode& x = tree.node(a);
       const DraftNode& y = tree.node(b);
@@ -134,7 +190,7 @@ class Eagle2Strategy : public DraftStrategy {
     });
     std::vector<float> values;
     for (int32_t i : kept) values.push_back(tree.node(i).value);
-    const int32_t m = best_budget(values, calibration_.alpha(), draft_seconds_, *cost_);
+    const int32_t m = best_budget(values, calibration_.alpha(), draft_seconds_, cost);
     last_budget_ = m;
     // Next cycle expands only nodes near or above this cycle's cut-off; none when the budget was not binding.
     prune_below_ = (m > 0 && m < static_cast<int32_t>(values.size())) ? kPruneSlack * values[m - 1] : 0.0f;
@@ -150,7 +206,6 @@ class Eagle2Strategy : public DraftStrategy {
   EagleDrafter drafter_;
   Eagle2Options o_;
   // total_tokens=auto state.
-  std::optional<VerifyCost> cost_;
   AcceptanceCalibration calibration_;
   double predicted_ = 0.0;       // sum of the values of the last tree's nodes
   double expand_seconds_ = 0.0;  // this cycle's drafting time before the budget choice

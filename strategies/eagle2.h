@@ -11,7 +11,8 @@
 //                    (EaModel total_token; Model.total_tokens = total_token - 1): 60 -> at most 59 drafted nodes.
 //                    Paper: 60 / 50 / 48 for 7B / 13B / 70B.
 //                    total_tokens=auto: chosen every cycle from this machine's measured verification cost curve and
-//                    the observed acceptance (core/decoding/verify_cost.h), up to max_auto_tokens;
+//                    the observed acceptance (core/decoding/verify_cost.h), up to max_auto_tokens; in a batch
+//                    (DraftRequest::batch_size) from the curve of that batch size, so the budget shrinks as it grows;
 //                    depth and top_k become caps: a node valued below 3/4 of last cycle's cut-off is not expanded,
 //                    so the tree is as deep and wide as the context earns.
 //   depth            layers of the tree (the paper's "depth 6"; the official code's depth=5 plus the root layer);

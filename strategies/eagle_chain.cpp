@@ -21,26 +21,59 @@ class EagleChainStrategy : public DraftStrategy {
   }
   void observe(const VerifyResult& result) override { drafter_.observe(result); }
 
-  DraftTree propose(const DraftRequest& request) override {
-    drafter_.start_tree(request);
-    const int32_t depth = std::min({depth_, request.tokens_wanted, request.max_nodes});
-    const bool greedy = request.sampler.params().greedy();
-    DraftTree tree;
-    int32_t last = EagleDrafter::kRoot;
+  DraftTree propose(const DraftRequest& request) override { return propose_batch({this}, {request})[0]; }
+
+  // Every sequence's chain grows one token per step, one head forward for all of them (EagleDrafter::expand_batch).
+  std::vector<DraftTree> propose_batch(const std::vector<DraftStrategy*>& peers,
+                                       const std::vector<DraftRequest>& requests) override {
+    const auto chains = peers_of_type<EagleChainStrategy>(peers);
+    if (chains.empty()) return DraftStrategy::propose_batch(peers, requests);
+    const size_t B = chains.size();
+    std::vector<DraftTree> trees(B);
+    std::vector<int32_t> depth(B), last(B, EagleDrafter::kRoot);
+    int32_t steps = 0;
+    for (size_t i = 0; i < B; ++i) {
+      chains[i]->drafter_.start_tree(requests[i]);
+      depth[i] = std::min({chains[i]->depth_, requests[i].tokens_wanted, requests[i].max_nodes});
+      steps = std::max(steps, depth[i]);
+    }
     // depth - 1 head forwards: the first token comes from the root prediction of the last sync.
-    for (int32_t step = 0; step < depth; ++step) {
-      const at::Tensor logits = drafter_.expand(tree, {last});
-      if (greedy) {
-        const Candidates best = top_candidates(logits, 1)[0];
-        last = tree.add(best.tokens[0], last, best.probs[0]);
-      } else {
-        const at::Tensor q = request.sampler.distribution(logits[0]);  // float32 CPU, what the verifier divides by
-        const int64_t token = request.sampler.sample_from(q);
-        const float qx = q.data_ptr<float>()[token];
-        last = tree.add(token, last, qx, tree.add_distribution(q));
+    for (int32_t step = 0; step < steps; ++step) {
+      std::vector<size_t> growing;
+      std::vector<EagleDrafter*> drafters;
+      std::vector<const DraftTree*> grown;
+      std::vector<std::vector<int32_t>> frontiers;
+      for (size_t i = 0; i < B; ++i) {
+        if (step >= depth[i]) continue;
+        growing.push_back(i);
+        drafters.push_back(&chains[i]->drafter_);
+        grown.push_back(&trees[i]);
+        frontiers.push_back({last[i]});
+      }
+      const auto logits = EagleDrafter::expand_batch(drafters, grown, frontiers);
+      for (size_t g = 0; g < growing.size(); ++g) {
+        const size_t i = growing[g];
+        Sampler& sampler = requests[i].sampler;
+        if (sampler.params().greedy()) {
+          const Candidates best = top_candidates(logits[g], 1)[0];
+          last[i] = trees[i].add(best.tokens[0], last[i], best.probs[0]);
+        } else {
+          const at::Tensor q = sampler.distribution(logits[g][0]);  // float32 CPU, what the verifier divides by
+          const int64_t token = sampler.sample_from(q);
+          const float qx = q.data_ptr<float>()[token];
+          last[i] = trees[i].add(token, last[i], qx, trees[i].add_distribution(q));
+        }
       }
     }
-    return tree;
+    return trees;
+  }
+
+  void observe_batch(const std::vector<DraftStrategy*>& peers, const std::vector<const VerifyResult*>& results) override {
+    const auto chains = peers_of_type<EagleChainStrategy>(peers);
+    if (chains.empty()) return DraftStrategy::observe_batch(peers, results);
+    std::vector<EagleDrafter*> drafters;
+    for (auto* c : chains) drafters.push_back(&c->drafter_);
+    EagleDrafter::observe_batch(drafters, results);
   }
 
  private:

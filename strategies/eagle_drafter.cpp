@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "core/base/error.h"
 #include "core/model/host_tensor.h"
@@ -59,7 +61,8 @@ void EagleDrafter::ensure_room(int64_t rows) {
   cache_ = std::move(bigger);
 }
 
-void EagleDrafter::feed_pairs(const std::vector<int64_t>& tokens, const at::Tensor& features, int64_t token_before) {
+EagleHead::Rows EagleDrafter::pair_rows(const std::vector<int64_t>& tokens, const at::Tensor& features,
+                                        int64_t token_before) {
   const auto n = static_cast<int64_t>(tokens.size());
   cache_->truncate(committed_);  // whatever rows the last draft added are gone
   ensure_room(n);
@@ -70,11 +73,20 @@ void EagleDrafter::feed_pairs(const std::vector<int64_t>& tokens, const at::Tens
     row_tokens.insert(row_tokens.begin(), token_before);
     row_tokens.pop_back();
   }
-  auto out = head_->forward(*cache_, long_tensor(row_tokens), features, positions);  // a chain: causal
+  return {&*cache_, long_tensor(row_tokens), features, positions, {}};  // a chain: causal
+}
+
+void EagleDrafter::pairs_fed(const std::vector<int64_t>& tokens, const at::Tensor& out) {
+  const auto n = static_cast<int64_t>(tokens.size());
   ++head_forwards_;
   committed_ += n;
   root_token_ = tokens.back();
   root_prediction_ = out.narrow(0, n - 1, 1);
+}
+
+void EagleDrafter::feed_pairs(const std::vector<int64_t>& tokens, const at::Tensor& features, int64_t token_before) {
+  const EagleHead::Rows r = pair_rows(tokens, features, token_before);
+  pairs_fed(tokens, head_->forward(*r.cache, r.tokens, r.features, r.positions));
 }
 
 void EagleDrafter::begin(const std::vector<int64_t>& prompt, const at::Tensor& prompt_features, int64_t first_token) {
@@ -92,7 +104,7 @@ void EagleDrafter::begin(const std::vector<int64_t>& prompt, const at::Tensor& p
   feed_pairs(shifted, prompt_features, prompt.front());
 }
 
-void EagleDrafter::observe(const VerifyResult& result) {
+void EagleDrafter::check_observed(const VerifyResult& result) const {
   check(cache_.has_value(), "EagleDrafter::observe: begin() was not called");
   const auto n = static_cast<int64_t>(result.tokens.size());
   check(n == static_cast<int64_t>(result.accepted_nodes.size()) + 1 && result.features.defined() &&
@@ -102,8 +114,42 @@ void EagleDrafter::observe(const VerifyResult& result) {
                  " tokens, " + std::to_string(result.accepted_nodes.size()) + " accepted and " +
                  std::to_string(result.features.defined() ? result.features.size(0) : 0) + " feature rows";
         });
+}
+
+void EagleDrafter::observe(const VerifyResult& result) {
+  check_observed(result);
   // (a_1, f_root), (a_2, f_{a_1}), ..., (next root, f_{a_m}): the k-th token with the k-th feature.
   feed_pairs(result.tokens, result.features, root_token_);
+}
+
+namespace {
+
+// Whether drafters can share head forwards: one head, on the native path (the reference path's products round
+// differently with the number of rows, so there each drafter keeps its own forwards and its drafts stay exactly
+// those of decoding alone).
+bool can_batch(const std::vector<EagleDrafter*>& drafters) {
+  if (drafters.size() < 2 || !drafters[0]->head().target().native()) return false;
+  for (const EagleDrafter* d : drafters)
+    if (&d->head() != &drafters[0]->head()) return false;
+  return true;
+}
+
+}  // namespace
+
+void EagleDrafter::observe_batch(const std::vector<EagleDrafter*>& drafters,
+                                 const std::vector<const VerifyResult*>& results) {
+  check(drafters.size() == results.size(), "EagleDrafter::observe_batch: one result per drafter");
+  if (!can_batch(drafters)) {
+    for (size_t i = 0; i < drafters.size(); ++i) drafters[i]->observe(*results[i]);
+    return;
+  }
+  std::vector<EagleHead::Rows> rows;
+  for (size_t i = 0; i < drafters.size(); ++i) {
+    drafters[i]->check_observed(*results[i]);
+    rows.push_back(drafters[i]->pair_rows(results[i]->tokens, results[i]->features, drafters[i]->root_token_));
+  }
+  const auto outs = drafters[0]->head_->forward_batch(rows);
+  for (size_t i = 0; i < drafters.size(); ++i) drafters[i]->pairs_fed(results[i]->tokens, outs[i]);
 }
 
 void EagleDrafter::start_tree(const DraftRequest& request) {
@@ -121,7 +167,7 @@ void EagleDrafter::start_tree(const DraftRequest& request) {
   blocks_.clear();
 }
 
-at::Tensor EagleDrafter::expand(const DraftTree& tree, const std::vector<int32_t>& frontier) {
+EagleDrafter::Expansion EagleDrafter::plan_expansion(const DraftTree& tree, const std::vector<int32_t>& frontier) {
   check(cache_.has_value(), "EagleDrafter::expand: begin() was not called");
   check(!frontier.empty(), "EagleDrafter::expand: empty frontier");
   const auto size = static_cast<size_t>(tree.size());
@@ -129,7 +175,8 @@ at::Tensor EagleDrafter::expand(const DraftTree& tree, const std::vector<int32_t
   node_block_.resize(size, -1);
   node_slot_.resize(size, -1);
 
-  std::vector<int32_t> nodes;  // the frontier without the root: these need a forward
+  Expansion plan;
+  std::vector<int32_t>& nodes = plan.nodes;
   for (int32_t f : frontier) {
     if (f == kRoot) continue;
     check(f >= 0 && f < tree.size(),
@@ -143,80 +190,126 @@ at::Tensor EagleDrafter::expand(const DraftTree& tree, const std::vector<int32_t
     });
     nodes.push_back(f);
   }
+  if (nodes.empty()) return plan;
 
-  at::Tensor out;  // predicted features of `nodes`
-  if (!nodes.empty()) {
-    const auto n = static_cast<int64_t>(nodes.size());
-    const int64_t start = cache_->length(), T = start + n;
-    const int64_t root_position = committed_ - 1;  // the root pair's row
-    ensure_room(n);
+  const auto n = static_cast<int64_t>(nodes.size());
+  const int64_t start = cache_->length(), T = start + n;
+  const int64_t root_position = committed_ - 1;  // the root pair's row
+  ensure_room(n);
+  plan.start = start;
 
-    std::vector<int64_t> tokens(n), positions(n), slots(n);
-    std::vector<int32_t> parent_blocks(n);
-    // Visibility, built on the host: the committed rows, the node's ancestors' draft rows, itself.
-    std::vector<uint8_t> visible(static_cast<size_t>(n * T), 0);
-    bool all_visible = n == 1;
-    const bool unshifted = eagle_row_token_is_unshifted(head_->input_variant());
-    for (int64_t j = 0; j < n; ++j) {
-      const DraftNode& node = tree.node(nodes[j]);
-      // The node's row reads its own token (t_{i+1}), or, for feature_unshifted_token, its parent's (t_i): then
-      // siblings get identical rows, which is that variant's weakness, not a bug.
-      tokens[j] = !unshifted ? node.token : node.parent < 0 ? root_token_ : tree.node(node.parent).token;
-      positions[j] = root_position + node.depth;
-      parent_blocks[j] = node.parent < 0 ? -1 : node_block_[node.parent];
-      slots[j] = node.parent < 0 ? 0 : node_slot_[node.parent];
-      uint8_t* row = &visible[static_cast<size_t>(j * T)];
-      std::memset(row, 1, static_cast<size_t>(committed_));
-      int64_t ancestors = 0;
-      for (int32_t a = node.parent; a >= 0; a = tree.node(a).parent, ++ancestors) row[node_row_[a]] = 1;
-      row[start + j] = 1;
-      all_visible = all_visible && ancestors == start - committed_;
-    }
-
-    // Inputs: the parents' predicted features, copied row by row on the host (a gather op on an accelerator).
-    auto block_of = [&](int32_t b) -> const at::Tensor& { return b < 0 ? root_prediction_ : blocks_[b]; };
-    at::Tensor features;
-    const int64_t d = root_prediction_.size(1);
-    const bool host = std::all_of(parent_blocks.begin(), parent_blocks.end(),
-                                  [&](int32_t b) { return is_host(block_of(b), at::kFloat); });
-    if (host) {
-      features = at::empty({n, d}, at::TensorOptions().dtype(at::kFloat));
-      for (int64_t j = 0; j < n; ++j)
-        std::memcpy(features.data_ptr<float>() + j * d, block_of(parent_blocks[j]).data_ptr<float>() + slots[j] * d,
-                    static_cast<size_t>(d) * sizeof(float));
-    } else if (std::all_of(parent_blocks.begin(), parent_blocks.end(),
-                           [&](int32_t b) { return b == parent_blocks[0]; })) {
-      features = block_of(parent_blocks[0]).index_select(0, long_tensor(slots).to(root_prediction_.device()));
-    } else {
-      std::vector<at::Tensor> rows;
-      for (int64_t j = 0; j < n; ++j) rows.push_back(block_of(parent_blocks[j]).narrow(0, slots[j], 1));
-      features = at::cat(rows, 0);
-    }
-    at::Tensor mask;
-    if (!all_visible) {
-      static_assert(sizeof(bool) == 1, "the visibility bytes are copied into a bool tensor");
-      mask = at::empty({n, T}, at::TensorOptions().dtype(at::kBool));
-      std::memcpy(mask.data_ptr<bool>(), visible.data(), visible.size());
-    }
-    out = head_->forward_visible(*cache_, long_tensor(tokens), features, long_tensor(positions), mask);
-    ++head_forwards_;
-
-    const auto block = static_cast<int32_t>(blocks_.size());
-    blocks_.push_back(out);
-    for (int64_t j = 0; j < n; ++j) {
-      node_row_[nodes[j]] = start + j;
-      node_block_[nodes[j]] = block;
-      node_slot_[nodes[j]] = j;
-    }
+  std::vector<int64_t> tokens(n), positions(n), slots(n);
+  std::vector<int32_t> parent_blocks(n);
+  // Visibility, built on the host: the committed rows, the node's ancestors' draft rows, itself.
+  std::vector<uint8_t> visible(static_cast<size_t>(n * T), 0);
+  bool all_visible = n == 1;
+  const bool unshifted = eagle_row_token_is_unshifted(head_->input_variant());
+  for (int64_t j = 0; j < n; ++j) {
+    const DraftNode& node = tree.node(nodes[j]);
+    // The node's row reads its own token (t_{i+1}), or, for feature_unshifted_token, its parent's (t_i): then
+    // siblings get identical rows, which is that variant's weakness, not a bug.
+    tokens[j] = !unshifted ? node.token : node.parent < 0 ? root_token_ : tree.node(node.parent).token;
+    positions[j] = root_position + node.depth;
+    parent_blocks[j] = node.parent < 0 ? -1 : node_block_[node.parent];
+    slots[j] = node.parent < 0 ? 0 : node_slot_[node.parent];
+    uint8_t* row = &visible[static_cast<size_t>(j * T)];
+    std::memset(row, 1, static_cast<size_t>(committed_));
+    int64_t ancestors = 0;
+    for (int32_t a = node.parent; a >= 0; a = tree.node(a).parent, ++ancestors) row[node_row_[a]] = 1;
+    row[start + j] = 1;
+    all_visible = all_visible && ancestors == start - committed_;
   }
 
-  // Logits in frontier order; the root's row comes from the last committed pair.
-  if (nodes.size() == frontier.size()) return head_->logits(out);
-  if (nodes.empty() && frontier.size() == 1) return head_->logits(root_prediction_);
+  // Inputs: the parents' predicted features, copied row by row on the host (a gather op on an accelerator).
+  auto block_of = [&](int32_t b) -> const at::Tensor& { return b < 0 ? root_prediction_ : blocks_[b]; };
+  at::Tensor features;
+  const int64_t d = root_prediction_.size(1);
+  const bool host = std::all_of(parent_blocks.begin(), parent_blocks.end(),
+                                [&](int32_t b) { return is_host(block_of(b), at::kFloat); });
+  if (host) {
+    features = at::empty({n, d}, at::TensorOptions().dtype(at::kFloat));
+    for (int64_t j = 0; j < n; ++j)
+      std::memcpy(features.data_ptr<float>() + j * d, block_of(parent_blocks[j]).data_ptr<float>() + slots[j] * d,
+                  static_cast<size_t>(d) * sizeof(float));
+  } else if (std::all_of(parent_blocks.begin(), parent_blocks.end(),
+                         [&](int32_t b) { return b == parent_blocks[0]; })) {
+    features = block_of(parent_blocks[0]).index_select(0, long_tensor(slots).to(root_prediction_.device()));
+  } else {
+    std::vector<at::Tensor> rows;
+    for (int64_t j = 0; j < n; ++j) rows.push_back(block_of(parent_blocks[j]).narrow(0, slots[j], 1));
+    features = at::cat(rows, 0);
+  }
+  at::Tensor mask;
+  if (!all_visible) {
+    static_assert(sizeof(bool) == 1, "the visibility bytes are copied into a bool tensor");
+    mask = at::empty({n, T}, at::TensorOptions().dtype(at::kBool));
+    std::memcpy(mask.data_ptr<bool>(), visible.data(), visible.size());
+  }
+  plan.rows = {&*cache_, long_tensor(tokens), features, long_tensor(positions), mask};
+  return plan;
+}
+
+at::Tensor EagleDrafter::finish_expansion(const Expansion& plan, const std::vector<int32_t>& frontier,
+                                          const at::Tensor& out) {
+  if (!plan.nodes.empty()) {
+    ++head_forwards_;
+    const auto block = static_cast<int32_t>(blocks_.size());
+    blocks_.push_back(out);
+    for (size_t j = 0; j < plan.nodes.size(); ++j) {
+      node_row_[plan.nodes[j]] = plan.start + static_cast<int64_t>(j);
+      node_block_[plan.nodes[j]] = block;
+      node_slot_[plan.nodes[j]] = static_cast<int64_t>(j);
+    }
+  }
+  // Predicted features in frontier order; the root's row comes from the last committed pair.
+  if (plan.nodes.size() == frontier.size()) return out;
+  if (plan.nodes.empty() && frontier.size() == 1) return root_prediction_;
   std::vector<at::Tensor> rows;
   int64_t j = 0;
   for (int32_t f : frontier) rows.push_back(f == kRoot ? root_prediction_ : out.narrow(0, j++, 1));
-  return head_->logits(at::cat(rows, 0));
+  return at::cat(rows, 0);
+}
+
+at::Tensor EagleDrafter::expand(const DraftTree& tree, const std::vector<int32_t>& frontier) {
+  const Expansion plan = plan_expansion(tree, frontier);
+  at::Tensor out;  // predicted features of plan.nodes
+  if (!plan.nodes.empty())
+    out = head_->forward_visible(*cache_, plan.rows.tokens, plan.rows.features, plan.rows.positions,
+                                 plan.rows.visible);
+  return head_->logits(finish_expansion(plan, frontier, out));
+}
+
+std::vector<at::Tensor> EagleDrafter::expand_batch(const std::vector<EagleDrafter*>& drafters,
+                                                   const std::vector<const DraftTree*>& trees,
+                                                   const std::vector<std::vector<int32_t>>& frontiers) {
+  check(drafters.size() == trees.size() && drafters.size() == frontiers.size(),
+        "EagleDrafter::expand_batch: one tree and frontier per drafter");
+  std::vector<at::Tensor> logits;
+  if (!can_batch(drafters)) {
+    for (size_t i = 0; i < drafters.size(); ++i) logits.push_back(drafters[i]->expand(*trees[i], frontiers[i]));
+    return logits;
+  }
+  // One head forward over every drafter's nodes, then one LM head product over every frontier's features.
+  std::vector<Expansion> plans;
+  std::vector<EagleHead::Rows> rows;
+  for (size_t i = 0; i < drafters.size(); ++i) {
+    plans.push_back(drafters[i]->plan_expansion(*trees[i], frontiers[i]));
+    if (!plans.back().nodes.empty()) rows.push_back(plans.back().rows);
+  }
+  std::vector<at::Tensor> outs;
+  if (!rows.empty()) outs = drafters[0]->head_->forward_batch(rows);
+  std::vector<at::Tensor> predicted;
+  size_t next = 0;
+  for (size_t i = 0; i < drafters.size(); ++i)
+    predicted.push_back(drafters[i]->finish_expansion(plans[i], frontiers[i],
+                                                      plans[i].nodes.empty() ? at::Tensor() : outs[next++]));
+  const at::Tensor all = drafters[0]->head_->logits(at::cat(predicted, 0));
+  int64_t row = 0;
+  for (const at::Tensor& p : predicted) {
+    logits.push_back(all.narrow(0, row, p.size(0)));
+    row += p.size(0);
+  }
+  return logits;
 }
 
 std::vector<OptionSpec> eagle_head_options() {
@@ -229,8 +322,31 @@ std::vector<OptionSpec> eagle_head_options() {
           integer_option("draft_vocab", 0, 0, 100000000, "the random head's draft vocabulary size (0: the target's)")};
 }
 
+namespace {
+
+std::shared_ptr<const EagleHead> make_eagle_head(const StrategyContext& context, const StrategyOptions& options);
+
+}  // namespace
+
 std::shared_ptr<const EagleHead> eagle_head_from_options(const StrategyContext& context,
                                                          const StrategyOptions& options) {
+  // Strategies made with the same head options for the same target share one head while any of them lives: a
+  // batch's sequences (one strategy object each) then share its forwards (EagleDrafter::expand_batch).
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<const EagleHead>> heads;
+  const std::string key = std::to_string(reinterpret_cast<uintptr_t>(&context.target)) + "|" +
+                          options.get_string("head") + "|" + std::to_string(options.get_int("head_seed")) + "|" +
+                          options.get_string("head_input") + "|" + std::to_string(options.get_int("draft_vocab"));
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto head = heads[key].lock()) return head;
+  std::shared_ptr<const EagleHead> head = make_eagle_head(context, options);
+  heads[key] = head;
+  return head;
+}
+
+namespace {
+
+std::shared_ptr<const EagleHead> make_eagle_head(const StrategyContext& context, const StrategyOptions& options) {
   const std::string path = options.get_string("head");
   const int64_t seed = options.get_int("head_seed");
   const std::string input = options.get_string("head_input");
@@ -256,5 +372,7 @@ std::shared_ptr<const EagleHead> eagle_head_from_options(const StrategyContext& 
                   " was given (a trained head's config.json says what it is)");
   return EagleHead::load(path, context.target);
 }
+
+}  // namespace
 
 }  // namespace draftlab

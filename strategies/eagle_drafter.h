@@ -77,14 +77,36 @@ class EagleDrafter {
   // forward: its prediction is the last committed row's output.
   at::Tensor expand(const DraftTree& tree, const std::vector<int32_t>& frontier);
 
+  // Batched drafting (batch_decoder.h): expand() for several sequences' drafters at once, one head forward and one
+  // LM head product for all of them; each result equals its own expand()'s (on the native path bit for bit).
+  // Drafters of different heads, or on the reference path, expand one by one.
+  static std::vector<at::Tensor> expand_batch(const std::vector<EagleDrafter*>& drafters,
+                                              const std::vector<const DraftTree*>& trees,
+                                              const std::vector<std::vector<int32_t>>& frontiers);
+  // observe() for several drafters at once (their sync forwards batched likewise).
+  static void observe_batch(const std::vector<EagleDrafter*>& drafters, const std::vector<const VerifyResult*>& results);
+
   const EagleHead& head() const { return *head_; }
   int64_t head_forwards() const { return head_forwards_; }  // every head forward so far (sync + drafting)
 
  private:
   // Feeds committed pairs at rows [committed_, +n) and keeps the last output as the root prediction. tokens are
   // t_{i+1} of each row (the last is the new root); token_before is t_i of the first row, which the unshifted
-  // input variant reads instead.
+  // input variant reads instead. In two halves for batches: the head rows, then taking the head's output.
   void feed_pairs(const std::vector<int64_t>& tokens, const at::Tensor& features, int64_t token_before);
+  EagleHead::Rows pair_rows(const std::vector<int64_t>& tokens, const at::Tensor& features, int64_t token_before);
+  void pairs_fed(const std::vector<int64_t>& tokens, const at::Tensor& out);
+  void check_observed(const VerifyResult& result) const;
+
+  // expand() in halves: the head rows of the frontier's nodes (none when the frontier is the root alone), then
+  // recording the head's output for them and returning the frontier's predicted features [frontier, d].
+  struct Expansion {
+    std::vector<int32_t> nodes;  // the frontier without the root: these need a forward
+    int64_t start = 0;           // their first head cache row
+    EagleHead::Rows rows;
+  };
+  Expansion plan_expansion(const DraftTree& tree, const std::vector<int32_t>& frontier);
+  at::Tensor finish_expansion(const Expansion& plan, const std::vector<int32_t>& frontier, const at::Tensor& out);
   void ensure_room(int64_t rows);
 
   std::shared_ptr<const EagleHead> head_;

@@ -40,6 +40,9 @@ struct DraftRequest {
   int32_t tokens_wanted;
   // Decoding's sampler: its params (T > 0 lets a strategy sample its draft and record q) and random stream.
   Sampler& sampler;
+  // Sequences whose trees share this verification forward (batch_decoder.h): a budget chosen from the forward's
+  // cost (total_tokens=auto) pays for the other sequences' rows too, so it shrinks as the batch grows.
+  int32_t batch_size = 1;
 };
 
 class DraftStrategy {
@@ -58,6 +61,33 @@ class DraftStrategy {
   // The verification of the last proposal: accepted path, the next root (result.tokens.back()), the target's
   // features of the old root and accepted nodes, and the logits of the proposal's extra rows.
   virtual void observe(const VerifyResult& result) = 0;
+
+  // Batched decoding (batch_decoder.h) calls these on one strategy of the batch with every sequence's strategy
+  // (`peers`: made by the same descriptor with the same options, this one among them) and its request / result.
+  // The defaults call propose() / observe() on each peer. A strategy whose drafting runs a model overrides them to
+  // share its forwards across the batch; each peer's tree must stay the one propose() would give it.
+  virtual std::vector<DraftTree> propose_batch(const std::vector<DraftStrategy*>& peers,
+                                               const std::vector<DraftRequest>& requests) {
+    std::vector<DraftTree> trees;
+    for (size_t i = 0; i < peers.size(); ++i) trees.push_back(peers[i]->propose(requests[i]));
+    return trees;
+  }
+  virtual void observe_batch(const std::vector<DraftStrategy*>& peers, const std::vector<const VerifyResult*>& results) {
+    for (size_t i = 0; i < peers.size(); ++i) peers[i]->observe(*results[i]);
+  }
 };
+
+// The peers as strategies of type S, or empty when one is not (propose_batch / observe_batch overrides fall back
+// to the defaults then).
+template <class S>
+std::vector<S*> peers_of_type(const std::vector<DraftStrategy*>& peers) {
+  std::vector<S*> out;
+  for (DraftStrategy* p : peers) {
+    auto* s = dynamic_cast<S*>(p);
+    if (s == nullptr) return {};
+    out.push_back(s);
+  }
+  return out;
+}
 
 }  // namespace draftlab

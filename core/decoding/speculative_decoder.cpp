@@ -18,6 +18,10 @@ constexpr int64_t kTreeRoom = 512;
 
 }  // namespace
 
+int64_t speculative_cache_capacity(int64_t context, int64_t prompt_tokens, int64_t max_new_tokens) {
+  return std::min(context, prompt_tokens + max_new_tokens + kTreeRoom);
+}
+
 double SpeculativeResult::tau() const {
   if (cycles.empty()) return 0.0;
   double total = 0.0;
@@ -61,7 +65,7 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<int64_t>& promp
   result.stop_reason = "max_new_tokens";
   if (config.max_new_tokens == 0) return result;
   const int64_t P = static_cast<int64_t>(prompt.size());
-  KvCache cache = target_.make_cache(std::min(context, P + config.max_new_tokens + kTreeRoom));
+  KvCache cache = target_.make_cache(speculative_cache_capacity(context, P, config.max_new_tokens));
   Sampler sampler(config.sampling, config.seed);
   Verifier verifier(target_, sampler, on_rejection_);
 

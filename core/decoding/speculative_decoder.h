@@ -36,6 +36,10 @@ struct SpeculativeResult : GenerationResult {
   double overhead_per_cycle() const;
 };
 
+// The target cache a speculative generation allocates: prompt + max_new_tokens plus room for the last cycles'
+// trees, within the context.
+int64_t speculative_cache_capacity(int64_t context, int64_t prompt_tokens, int64_t max_new_tokens);
+
 class SpeculativeDecoder {
  public:
   SpeculativeDecoder(const LlamaModel& target, DraftStrategy& strategy,

@@ -23,19 +23,32 @@ at::Tensor residual_after_rejection(const at::Tensor& p, int64_t token, const at
 Verifier::Verifier(const LlamaModel& target, Sampler& sampler, RejectionUpdate on_rejection)
     : target_(target), sampler_(sampler), on_rejection_(on_rejection) {}
 
-VerifyResult Verifier::verify(KvCache& cache, int64_t root_token, const DraftTree& tree) {
+VerifyRows Verifier::rows(const KvCache& cache, int64_t root_token, const DraftTree& tree) {
   const int32_t n = tree.size();
   const int32_t m = tree.extra_size();
-  const int64_t start = cache.length();
+  VerifyRows rows;
+  rows.start = cache.length();
   cache.check_room(n + 1 + m);
+  // Row r = 0 is the root, node i is row i + 1, extra row k is row n + 1 + k.
+  rows.tokens = tree.tokens_with_root(root_token);
+  rows.positions = tree.positions_with_root(rows.start);
+  if (n + m > 0) rows.mask = tree.attention_bytes_with_root();
+  return rows;
+}
 
-  // One target forward over the root, every node and the extra rows; row r = 0 is the root, node i is row i + 1,
-  // extra row k is row n + 1 + k.
-  auto tokens = tree.tokens_with_root(root_token);
-  auto positions = tree.positions_with_root(start);
-  const std::vector<uint8_t> mask = n + m > 0 ? tree.attention_bytes_with_root() : std::vector<uint8_t>();
-  auto out = target_.forward(cache, tokens.data(), positions.data(), static_cast<int64_t>(tokens.size()),
-                             mask.empty() ? nullptr : mask.data());
+VerifyResult Verifier::verify(KvCache& cache, int64_t root_token, const DraftTree& tree) {
+  // One target forward over the root, every node and the extra rows.
+  const VerifyRows r = rows(cache, root_token, tree);
+  const SequenceRows s = r.sequence(cache);
+  const ForwardOutput out = target_.forward(cache, s.tokens, s.positions, s.n, s.ancestor_mask);
+  return accept(cache, tree, r, out);
+}
+
+VerifyResult Verifier::accept(KvCache& cache, const DraftTree& tree, const VerifyRows& rows,
+                              const ForwardOutput& out) {
+  const int32_t n = tree.size();
+  const int32_t m = tree.extra_size();
+  const int64_t start = rows.start;
   const at::Tensor all_logits = out.logits.to(at::kCPU);
   const at::Tensor logits = m > 0 ? all_logits.narrow(0, 0, n + 1) : all_logits;  // the tree's rows
 

@@ -60,6 +60,17 @@ using RejectionUpdate = at::Tensor (*)(const at::Tensor& p, int64_t token, const
 // rejection was rounding).
 at::Tensor residual_after_rejection(const at::Tensor& p, int64_t token, const at::Tensor& q);
 
+// The rows one verification adds to the target's forward: row 0 the root, node i row i + 1, then the extra rows.
+struct VerifyRows {
+  int64_t start = 0;                       // the cache's length before the forward: the root's cache row
+  std::vector<int64_t> tokens, positions;
+  std::vector<uint8_t> mask;               // [rows, rows] ancestor mask; empty for the root alone
+  SequenceRows sequence(KvCache& cache) const {
+    return {&cache, tokens.data(), positions.data(), static_cast<int64_t>(tokens.size()),
+            mask.empty() ? nullptr : mask.data()};
+  }
+};
+
 class Verifier {
  public:
   Verifier(const LlamaModel& target, Sampler& sampler, RejectionUpdate on_rejection = residual_after_rejection);
@@ -67,6 +78,12 @@ class Verifier {
   // cache holds the committed context without the root; the root goes at cache.length().
   // Throws Error if the tree and its extra rows do not fit the cache.
   VerifyResult verify(KvCache& cache, int64_t root_token, const DraftTree& tree);
+
+  // verify() in two halves, for a batch whose trees share one target forward (batch_decoder.h): the rows to
+  // forward (throws Error if they do not fit the cache), then acceptance, cache compaction and records from that
+  // forward's output for these rows.
+  static VerifyRows rows(const KvCache& cache, int64_t root_token, const DraftTree& tree);
+  VerifyResult accept(KvCache& cache, const DraftTree& tree, const VerifyRows& rows, const ForwardOutput& out);
 
  private:
   const LlamaModel& target_;

@@ -2,6 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
 
 #include "core/base/error.h"
 
@@ -13,32 +18,56 @@ VerifyCost::VerifyCost(std::vector<std::pair<int64_t, double>> points) : points_
     check(points_[i].first > points_[i - 1].first, "VerifyCost: n must increase");
 }
 
-VerifyCost VerifyCost::measure(const LlamaModel& target, int64_t max_n, int64_t prefix, int repeats) {
+VerifyCost VerifyCost::measure(const LlamaModel& target, int64_t max_n, int64_t prefix, int repeats, int batch) {
+  check(batch >= 1, "VerifyCost: batch must be >= 1");
   const int64_t vocab = target.config().vocab_size;
   const int64_t context = target.config().max_position_embeddings;
   prefix = std::max<int64_t>(1, std::min(prefix, context / 2));
   max_n = std::max<int64_t>(1, std::min(max_n, context - prefix));
-  KvCache cache = target.make_cache(prefix + max_n);
+  std::vector<KvCache> caches;
   std::vector<int64_t> tokens(prefix);
-  for (int64_t i = 0; i < prefix; ++i) tokens[i] = (i * 7919 + 13) % vocab;
-  target.forward_chain(cache, tokens, {ForwardOptions::Logits::None, {}, {}});
+  for (int b = 0; b < batch; ++b) {
+    caches.push_back(target.make_cache(prefix + max_n));
+    for (int64_t i = 0; i < prefix; ++i) tokens[i] = (i * 7919 + 13 * (b + 1)) % vocab;
+    target.forward_chain(caches.back(), tokens, {ForwardOptions::Logits::None, {}, {}});
+  }
 
   std::vector<std::pair<int64_t, double>> points;
   for (int64_t n = 1; n <= max_n; n *= 2) {
-    std::vector<int64_t> batch(n);
-    for (int64_t i = 0; i < n; ++i) batch[i] = (i * 31 + 5) % vocab;
+    std::vector<int64_t> rows(n), positions(n);
+    for (int64_t i = 0; i < n; ++i) {
+      rows[i] = (i * 31 + 5) % vocab;
+      positions[i] = prefix + i;
+    }
+    std::vector<SequenceRows> sequences;
+    for (auto& cache : caches) sequences.push_back({&cache, rows.data(), positions.data(), n, nullptr});
     std::vector<double> times;
     for (int r = 0; r <= repeats; ++r) {
       auto t0 = std::chrono::steady_clock::now();
-      target.forward_chain(cache, batch);  // logits of every row, as a verification needs
+      target.forward_batch(sequences);  // logits of every row, as a verification needs
       const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      cache.truncate(prefix);
-      if (r > 0) times.push_back(dt);  // the first is a warm-up
+      for (auto& cache : caches) cache.truncate(prefix);
+      if (r > 0) times.push_back(dt / batch);  // the first is a warm-up
     }
     std::sort(times.begin(), times.end());
     points.emplace_back(n, times[times.size() / 2]);
   }
   return VerifyCost(std::move(points));
+}
+
+const VerifyCost& VerifyCost::shared(const LlamaModel& target, int64_t max_n, int batch) {
+  static std::mutex mutex;
+  // Keyed by the object and what it is (a model loaded later at a freed one's address gets its own curve unless it
+  // is the same kind of model on the same path, whose curve it may share).
+  static std::map<std::tuple<const LlamaModel*, std::string, int64_t, int>, std::unique_ptr<VerifyCost>> curves;
+  const ModelConfig& c = target.config();
+  const std::string what = target.path_description() + " " + std::to_string(c.hidden_size) + "x" +
+                           std::to_string(c.num_hidden_layers) + " v" + std::to_string(c.vocab_size) + " e" +
+                           std::to_string(c.num_local_experts);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& curve = curves[{&target, what, max_n, batch}];
+  if (!curve) curve = std::make_unique<VerifyCost>(measure(target, max_n, 128, 3, batch));
+  return *curve;
 }
 
 double VerifyCost::seconds(int64_t n) const {

@@ -19,8 +19,14 @@ namespace draftlab {
 class VerifyCost {
  public:
   // Measures forwards of n = 1, 2, 4, ..., max_n new tokens after `prefix` cached tokens: median of `repeats`
-  // after one warm-up. Uses a scratch cache; the model is not changed.
-  static VerifyCost measure(const LlamaModel& target, int64_t max_n = 64, int64_t prefix = 128, int repeats = 3);
+  // after one warm-up. Uses a scratch cache; the model is not changed. batch > 1: forwards of `batch` sequences of
+  // n tokens each in one batched forward (LlamaModel::forward_batch), the curve holding each sequence's share
+  // (seconds / batch): what one sequence's n rows cost when every sequence of the batch verifies as many.
+  static VerifyCost measure(const LlamaModel& target, int64_t max_n = 64, int64_t prefix = 128, int repeats = 3,
+                            int batch = 1);
+  // measure(target, max_n, 128, 3, batch), measured once per model object and process and shared: the strategies of
+  // a batch's sequences (one object each) use one curve.
+  static const VerifyCost& shared(const LlamaModel& target, int64_t max_n, int batch);
 
   // A curve given directly: points (n, seconds), n increasing from 1.
   explicit VerifyCost(std::vector<std::pair<int64_t, double>> points);

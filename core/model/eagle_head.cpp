@@ -382,8 +382,36 @@ at::Tensor EagleHead::run(KvCache& cache, const at::Tensor& tokens, const at::Te
                           const at::Tensor& positions, const at::Tensor& visible) const {
   ForwardClock::Scope forward_clock;
   const bool grad = at::GradMode::is_enabled() && (features.requires_grad() || weights_.fc.requires_grad());
-  if (native_ && !grad) return native_run(cache, tokens, features, positions, visible);
+  if (native_ && !grad) return native_run({Rows{&cache, tokens, features, positions, visible}})[0];
   return reference_run(cache, tokens, features, positions, visible);
+}
+
+std::vector<at::Tensor> EagleHead::forward_batch(const std::vector<Rows>& sequences) const {
+  check(!sequences.empty(), "EagleHead::forward_batch: no sequences");
+  for (size_t b = 0; b < sequences.size(); ++b) {
+    const Rows& s = sequences[b];
+    check(s.cache != nullptr, "EagleHead::forward_batch: sequence " + std::to_string(b) + " has no cache");
+    for (size_t a = 0; a < b; ++a)
+      check(sequences[a].cache != s.cache, [&] {
+        return "EagleHead::forward_batch: sequences " + std::to_string(a) + " and " + std::to_string(b) +
+               " share a cache";
+      });
+    check_inputs(config_, *s.cache, s.tokens, s.features, s.positions, rope_.max_positions());
+    const int64_t n = s.tokens.size(0), T = s.cache->length() + n;
+    if (s.visible.defined())
+      check(s.visible.dim() == 2 && s.visible.size(0) == n && s.visible.size(1) == T, [&] {
+        return "EagleHead::forward_batch: sequence " + std::to_string(b) + ": visible must be [n, cache rows + n] = [" +
+               std::to_string(n) + ", " + std::to_string(T) + "], got " + shape_string(s.visible.sizes().vec());
+      });
+  }
+  ForwardClock::Scope forward_clock;
+  bool grad = false;
+  for (const Rows& s : sequences)
+    grad = grad || (at::GradMode::is_enabled() && (s.features.requires_grad() || weights_.fc.requires_grad()));
+  if (native_ && !grad) return native_run(sequences);
+  std::vector<at::Tensor> outs;
+  for (const Rows& s : sequences) outs.push_back(reference_run(*s.cache, s.tokens, s.features, s.positions, s.visible));
+  return outs;
 }
 
 at::Tensor EagleHead::reference_run(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
@@ -407,47 +435,68 @@ at::Tensor EagleHead::reference_run(KvCache& cache, const at::Tensor& tokens, co
   return out;
 }
 
-at::Tensor EagleHead::native_run(KvCache& cache, const at::Tensor& tokens_in, const at::Tensor& features_in,
-                                 const at::Tensor& positions_in, const at::Tensor& visible_in) const {
+std::vector<at::Tensor> EagleHead::native_run(const std::vector<Rows>& sequences) const {
   std::lock_guard<std::mutex> lock(native_->mutex);
-  const int64_t n = tokens_in.size(0), d = config_.hidden_size, start = cache.length(), T = start + n;
-  const auto tokens = to_host(tokens_in, at::kLong);
-  const auto positions = to_host(positions_in, at::kLong);
-  const auto features = to_host(features_in, at::kFloat);
-  const int64_t* t = tokens.data_ptr<int64_t>();
-  const int64_t* p = positions.data_ptr<int64_t>();
-  const float* f = features.data_ptr<float>();
+  const int64_t d = config_.hidden_size;
+  int64_t n = 0, T_max = 0, visible_bytes = 0;
+  for (const Rows& s : sequences) {
+    const int64_t rows = s.tokens.size(0), T = s.cache->length() + rows;
+    n += rows;
+    T_max = std::max(T_max, T);
+    if (s.visible.defined()) visible_bytes += rows * T;
+  }
   NativeWorkspace& ws = native_->ws;
-  ws.reserve(config_, n, T);
+  ws.reserve(config_, n, T_max, visible_bytes);
 
-  // fc's input rows, in eagle_fc_input's order (embedding first, then the feature).
+  // fc's input rows, in eagle_fc_input's order (embedding first, then the feature), every sequence's in turn.
   const bool reads_token = input_variant_ != kEagleInputFeatureOnly, reads_feature = input_variant_ != kEagleInputTokenOnly;
   const int64_t width = native_->fc.in();
   std::vector<float>& in = native_->fc_input;
   in.resize(static_cast<size_t>(n * width));
-  if (reads_token) target_.embedding_rows(t, n, in.data(), width);  // no float32 embedding needed
-  if (reads_feature)
-    for (int64_t j = 0; j < n; ++j) std::memcpy(in.data() + j * width + (reads_token ? d : 0), f + j * d, d * sizeof(float));
-  parallel_multiply(native_->fc, in.data(), width, n, ws.h, d);
-  if (!native_->fc_bias.empty()) add_rows(ws.h, d, native_->fc_bias.data(), /*ldy=*/0, n, d);  // every row + bias
-
   const int64_t half = config_.head_dim / 2;
   const float* cos_table = rope_.cos_table().data_ptr<float>();
   const float* sin_table = rope_.sin_table().data_ptr<float>();
-  for (int64_t j = 0; j < n; ++j) {
-    ws.cos[j] = cos_table + p[j] * half;
-    ws.sin[j] = sin_table + p[j] * half;
+  ws.segments.clear();
+  int64_t row = 0;
+  uint8_t* visible_at = ws.visible;
+  for (const Rows& s : sequences) {
+    const int64_t rows = s.tokens.size(0), start = s.cache->length(), T = start + rows;
+    const auto tokens = to_host(s.tokens, at::kLong);
+    const auto positions = to_host(s.positions, at::kLong);
+    const auto features = to_host(s.features, at::kFloat);
+    const int64_t* p = positions.data_ptr<int64_t>();
+    const float* f = features.data_ptr<float>();
+    float* x = in.data() + row * width;
+    if (reads_token) target_.embedding_rows(tokens.data_ptr<int64_t>(), rows, x, width);  // no float32 embedding needed
+    if (reads_feature)
+      for (int64_t j = 0; j < rows; ++j)
+        std::memcpy(x + j * width + (reads_token ? d : 0), f + j * d, d * sizeof(float));
+    for (int64_t j = 0; j < rows; ++j) {
+      ws.cos[row + j] = cos_table + p[j] * half;
+      ws.sin[row + j] = sin_table + p[j] * half;
+    }
+    RowSegment segment{s.cache, row, rows, start, nullptr};
+    if (s.visible.defined()) {
+      const auto visible = to_host(s.visible, at::kBool);
+      std::memcpy(visible_at, visible.data_ptr<bool>(), static_cast<size_t>(rows * T));
+      segment.visible = visible_at;
+      visible_at += rows * T;
+    }
+    ws.segments.push_back(segment);
+    row += rows;
   }
-  const bool masked = visible_in.defined();
-  if (masked) {
-    const auto visible = to_host(visible_in, at::kBool);
-    std::memcpy(ws.visible, visible.data_ptr<bool>(), static_cast<size_t>(n * T));
+  parallel_multiply(native_->fc, in.data(), width, n, ws.h, d);
+  if (!native_->fc_bias.empty()) add_rows(ws.h, d, native_->fc_bias.data(), /*ldy=*/0, n, d);  // every row + bias
+
+  native_decoder_layer(native_->layer, config_, ws.segments, /*layer=*/0, ws);
+  std::vector<at::Tensor> outs;
+  for (const RowSegment& s : ws.segments) {
+    s.cache->advance_to(s.start + s.n);
+    auto out = at::empty({s.n, d}, at::TensorOptions().dtype(at::kFloat));
+    std::memcpy(out.data_ptr<float>(), ws.h + s.row * d, s.n * d * sizeof(float));
+    outs.push_back(out);
   }
-  native_decoder_layer(native_->layer, config_, cache, /*layer=*/0, start, n, masked, ws);
-  cache.advance_to(T);
-  auto out = at::empty({n, d}, at::TensorOptions().dtype(at::kFloat));
-  std::memcpy(out.data_ptr<float>(), ws.h, n * d * sizeof(float));
-  return out;
+  return outs;
 }
 
 at::Tensor EagleHead::draft_logits(const at::Tensor& predicted_features) const {

@@ -139,6 +139,16 @@ class EagleHead {
   at::Tensor forward_visible(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
                              const at::Tensor& positions, const at::Tensor& visible) const;
 
+  // Several sequences' rows in one forward (batched drafting, batch_decoder.h), each with forward_visible's
+  // arguments and its own cache: on the native path fc and the layer read their weights once for all rows, and
+  // each sequence's outputs are bit for bit those of its own forward_visible; the reference path runs them one
+  // after another. Returns each sequence's predicted features.
+  struct Rows {
+    KvCache* cache = nullptr;
+    at::Tensor tokens, features, positions, visible;
+  };
+  std::vector<at::Tensor> forward_batch(const std::vector<Rows>& sequences) const;
+
   // Next-token logits [n, vocab] float32 from predicted features [n, d], through the target's LM head (only its
   // draft-vocabulary rows for a reduced head; -inf in the other columns).
   at::Tensor logits(const at::Tensor& predicted_features) const;
@@ -164,8 +174,7 @@ class EagleHead {
                  const at::Tensor& visible) const;
   at::Tensor reference_run(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
                            const at::Tensor& positions, const at::Tensor& visible) const;
-  at::Tensor native_run(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
-                        const at::Tensor& positions, const at::Tensor& visible) const;
+  std::vector<at::Tensor> native_run(const std::vector<Rows>& sequences) const;
 
   // The head on the native CPU path (present when the target runs there): packed fc, layer and reduced LM head.
   struct Native {

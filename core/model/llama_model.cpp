@@ -201,6 +201,33 @@ ForwardOutput LlamaModel::forward(KvCache& cache, const int64_t* tokens, const i
                            at::from_blob(const_cast<int64_t*>(positions), {n}, longs).clone(), mask, fo);
 }
 
+std::vector<ForwardOutput> LlamaModel::forward_batch(const std::vector<SequenceRows>& sequences,
+                                                     const ForwardOptions& fo) const {
+  ForwardClock::Scope forward_clock;
+  check(!sequences.empty(), "forward_batch: no sequences");
+  for (size_t b = 0; b < sequences.size(); ++b) {
+    const SequenceRows& s = sequences[b];
+    check(s.cache != nullptr, "forward_batch: sequence " + std::to_string(b) + " has no cache");
+    for (size_t a = 0; a < b; ++a)
+      check(sequences[a].cache != s.cache, [&] {
+        return "forward_batch: sequences " + std::to_string(a) + " and " + std::to_string(b) + " share a cache";
+      });
+    check_forward_inputs(config_, *s.cache, s.tokens, s.positions, s.n, s.ancestor_mask, rope_.max_positions());
+  }
+  check(sequences.size() == 1 || fo.logits != ForwardOptions::Logits::Rows,
+        "forward_batch: Logits::Rows takes one sequence");
+  if (native_ && !(at::GradMode::is_enabled() && weights_.embed.defined() && weights_.embed.requires_grad()))
+    return native_->forward_batch(weights_, rope_, sequences, fo);
+  std::vector<ForwardOutput> outs;
+  int64_t experts_read = 0;
+  for (const SequenceRows& s : sequences) {
+    outs.push_back(forward(*s.cache, s.tokens, s.positions, s.n, s.ancestor_mask, fo));
+    experts_read += outs.back().experts_read;
+  }
+  for (auto& out : outs) out.experts_read = experts_read;
+  return outs;
+}
+
 ForwardOutput LlamaModel::reference_forward(KvCache& cache, const at::Tensor& tokens_in,
                                             const at::Tensor& positions_in, const at::Tensor& ancestor_mask,
                                             const ForwardOptions& fo) const {

@@ -35,6 +35,16 @@ struct ForwardOutput {
   int64_t experts_read = 0;
 };
 
+// One sequence of a batched forward (LlamaModel::forward_batch): its cache and its new rows, as the host-buffer
+// forward takes them. ancestor_mask: [n, n] bytes, nonzero = allowed; nullptr = causal chain.
+struct SequenceRows {
+  KvCache* cache = nullptr;
+  const int64_t* tokens = nullptr;
+  const int64_t* positions = nullptr;
+  int64_t n = 0;
+  const uint8_t* ancestor_mask = nullptr;
+};
+
 // Forwards run on the native CPU path (native_decoder.h) when the options allow it, else on libtorch ops (the
 // reference path: training, autograd, CUDA, other dtypes). Both give the same ForwardOutput.
 class LlamaModel {
@@ -64,6 +74,15 @@ class LlamaModel {
   // causal). The decode loop's form: on the native path no tensor is built for the inputs.
   ForwardOutput forward(KvCache& cache, const int64_t* tokens, const int64_t* positions, int64_t n,
                         const uint8_t* ancestor_mask, const ForwardOptions& options = {}) const;
+
+  // Several sequences in one forward: ragged rows, each sequence with its own cache, positions and mask. On the
+  // native path every weight is read once for all rows (what makes a batch cheaper than its sequences one by one)
+  // and a row's outputs are bit for bit those of the sequence's own forward; the reference path runs them one
+  // after another. Returns one output per sequence, in order (options apply to each; Logits::Rows only for one
+  // sequence); experts_read of each is the whole forward's. Throws Error as forward does, or when two sequences
+  // share a cache; nothing is written then.
+  std::vector<ForwardOutput> forward_batch(const std::vector<SequenceRows>& sequences,
+                                           const ForwardOptions& options = {}) const;
 
   // Convenience: a chain of tokens continuing the cache (positions = cache rows).
   ForwardOutput forward_chain(KvCache& cache, const std::vector<int64_t>& tokens,

@@ -65,9 +65,10 @@ void parallel_multiply(const PackedMatrix& w, const float* x, int64_t ldx, int64
   });
 }
 
-void NativeWorkspace::reserve(const ModelConfig& c, int64_t n, int64_t T) {
+void NativeWorkspace::reserve(const ModelConfig& c, int64_t n, int64_t T, int64_t visible_bytes) {
   const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
-  if (n <= n_ && T <= T_ && threads <= threads_) return;
+  if (visible_bytes < 0) visible_bytes = n * T;
+  if (n <= n_ && T <= T_ && threads <= threads_ && visible_bytes <= static_cast<int64_t>(bytes_.size())) return;
   n_ = std::max(n, n_);
   T_ = std::max(T, T_);
   threads_ = std::max(threads, threads_);
@@ -92,7 +93,7 @@ void NativeWorkspace::reserve(const ModelConfig& c, int64_t n, int64_t T) {
   route_experts.assign(static_cast<size_t>(n_ * k), 0);
   members.assign(static_cast<size_t>(n_), 0);
   member_weights.assign(static_cast<size_t>(n_), 0.0f);
-  bytes_.assign(static_cast<size_t>(n_ * T_), 0);
+  bytes_.assign(static_cast<size_t>(std::max(n_ * T_, std::max<int64_t>(visible_bytes, bytes_.size()))), 0);
   visible = bytes_.data();
   cos.resize(static_cast<size_t>(n_));
   sin.resize(static_cast<size_t>(n_));
@@ -137,10 +138,15 @@ void native_mixture_of_experts(const NativeLayerWeights& L, const ModelConfig& c
 
 }  // namespace
 
-void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvCache& cache, int64_t layer,
-                          int64_t start, int64_t n, bool masked, NativeWorkspace& ws, int64_t* experts_read) {
+void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, const std::vector<RowSegment>& segments,
+                          int64_t layer, NativeWorkspace& ws, int64_t* experts_read) {
   const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads;
-  const int64_t I = c.intermediate_size, T = start + n, qkv_width = (H + 2 * KVH) * hd;
+  const int64_t I = c.intermediate_size, qkv_width = (H + 2 * KVH) * hd;
+  int64_t n = 0, T_max = 0;
+  for (const RowSegment& s : segments) {
+    n += s.n;
+    T_max = std::max(T_max, s.start + s.n);
+  }
 
   // Attention block.
   const float* attn_in = ws.h;
@@ -150,38 +156,50 @@ void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvC
   }
   parallel_multiply(L.wqkv, attn_in, d, n, ws.qkv, qkv_width);
   rope_rows(ws.qkv, qkv_width, n, H + KVH, hd, ws.cos.data(), ws.sin.data());  // q and k heads are adjacent
-  void* kc = cache.key_data(layer);
-  void* vc = cache.value_data(layer);
-  const int64_t hs = cache.head_stride();
-  const bool half = cache.float16_storage();
-  for (int64_t j = 0; j < n; ++j) {
-    for (int64_t g = 0; g < KVH; ++g) {
-      const int64_t at = g * hs + (start + j) * hd;
-      const float* k_row = ws.qkv + j * qkv_width + (H + g) * hd;
-      const float* v_row = ws.qkv + j * qkv_width + (H + KVH + g) * hd;
-      if (half) {
-        float_to_half_rows(k_row, hd, static_cast<uint16_t*>(kc) + at);
-        float_to_half_rows(v_row, hd, static_cast<uint16_t*>(vc) + at);
-      } else {
-        std::memcpy(static_cast<float*>(kc) + at, k_row, hd * sizeof(float));
-        std::memcpy(static_cast<float*>(vc) + at, v_row, hd * sizeof(float));
+  for (const RowSegment& s : segments) {
+    void* kc = s.cache->key_data(layer);
+    void* vc = s.cache->value_data(layer);
+    const int64_t hs = s.cache->head_stride();
+    const bool half = s.cache->float16_storage();
+    for (int64_t j = 0; j < s.n; ++j) {
+      const float* qkv_row = ws.qkv + (s.row + j) * qkv_width;
+      for (int64_t g = 0; g < KVH; ++g) {
+        const int64_t at = g * hs + (s.start + j) * hd;
+        const float* k_row = qkv_row + (H + g) * hd;
+        const float* v_row = qkv_row + (H + KVH + g) * hd;
+        if (half) {
+          float_to_half_rows(k_row, hd, static_cast<uint16_t*>(kc) + at);
+          float_to_half_rows(v_row, hd, static_cast<uint16_t*>(vc) + at);
+        } else {
+          std::memcpy(static_cast<float*>(kc) + at, k_row, hd * sizeof(float));
+          std::memcpy(static_cast<float*>(vc) + at, v_row, hd * sizeof(float));
+        }
       }
     }
   }
-  AttentionShape shape{H, KVH, hd, hs, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
-  shape.kv_float16 = half;
-  // Rows split across threads (each thread its own scores scratch); a row's result does not depend on the split.
-  // (A single row runs inline: a hand-off costs more than one row's attention.)
+  // Rows split across threads (each thread its own scores scratch), a thread's range crossing sequences where it
+  // must; a row's result does not depend on the split. (A single row runs inline: a hand-off costs more than one
+  // row's attention.)
   WorkerPool::instance().run(native_threads(n, 2), [&](int t, int threads) {
     const auto [j0, j1] = WorkerPool::split(0, n, threads, t);
-    float* scratch = ws.scores + t * attention_scratch_floats(T);
-    if (masked) {
-      attention_rows(ws.qkv + j0 * qkv_width, qkv_width, j1 - j0, kc, vc, T, ws.visible + j0 * T, T, shape,
-                     ws.attn + j0 * H * hd, H * hd, scratch);
-    } else {
-      // Causal rows j0..j1 of n: present them as the last rows of a shorter cache so "causal" stays correct.
-      attention_rows(ws.qkv + j0 * qkv_width, qkv_width, j1 - j0, kc, vc, start + j1, nullptr, 0, shape,
-                     ws.attn + j0 * H * hd, H * hd, scratch);
+    float* scratch = ws.scores + t * attention_scratch_floats(T_max);
+    for (const RowSegment& s : segments) {
+      const int64_t a = std::max(j0, s.row) - s.row, b = std::min(j1, s.row + s.n) - s.row;  // local rows
+      if (a >= b) continue;
+      const int64_t T = s.start + s.n;
+      AttentionShape shape{H, KVH, hd, s.cache->head_stride(),
+                           static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
+      shape.kv_float16 = s.cache->float16_storage();
+      const void* kc = s.cache->key_data(layer);
+      const void* vc = s.cache->value_data(layer);
+      const float* q = ws.qkv + (s.row + a) * qkv_width;
+      float* out = ws.attn + (s.row + a) * H * hd;
+      if (s.visible != nullptr) {
+        attention_rows(q, qkv_width, b - a, kc, vc, T, s.visible + a * T, T, shape, out, H * hd, scratch);
+      } else {
+        // Causal rows a..b of n: present them as the last rows of a shorter cache so "causal" stays correct.
+        attention_rows(q, qkv_width, b - a, kc, vc, s.start + b, nullptr, 0, shape, out, H * hd, scratch);
+      }
     }
   });
   parallel_multiply(L.wo, ws.attn, H * hd, n, ws.proj, d);
@@ -197,6 +215,12 @@ void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvC
     parallel_multiply(L.w_down, ws.act, I, n, ws.proj, d);
   }
   add_rows(ws.h, d, ws.proj, d, n, d);
+}
+
+void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvCache& cache, int64_t layer,
+                          int64_t start, int64_t n, bool masked, NativeWorkspace& ws, int64_t* experts_read) {
+  ws.segments.assign(1, RowSegment{&cache, 0, n, start, masked ? ws.visible : nullptr});
+  native_decoder_layer(L, c, ws.segments, layer, ws, experts_read);
 }
 
 NativeDecoder::NativeDecoder(const ModelConfig& config, WeightStorage storage) : config_(config), storage_(storage) {}
@@ -280,56 +304,109 @@ at::Tensor NativeDecoder::lm_head_logits(const float* features, int64_t ld, int6
 ForwardOutput NativeDecoder::forward(const LlamaWeights& weights, const RotaryEmbedding& rope, KvCache& cache,
                                      const int64_t* tokens, const int64_t* positions, int64_t n,
                                      const uint8_t* ancestor, const ForwardOptions& fo) const {
+  return std::move(forward_batch(weights, rope, {SequenceRows{&cache, tokens, positions, n, ancestor}}, fo)[0]);
+}
+
+std::vector<ForwardOutput> NativeDecoder::forward_batch(const LlamaWeights& weights, const RotaryEmbedding& rope,
+                                                        const std::vector<SequenceRows>& sequences,
+                                                        const ForwardOptions& fo) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const ModelConfig& c = config_;
-  const int64_t d = c.hidden_size, start = cache.length(), T = start + n;
+  const int64_t d = c.hidden_size, B = static_cast<int64_t>(sequences.size());
+  int64_t n = 0, T_max = 0, visible_bytes = 0;
+  for (const SequenceRows& s : sequences) {
+    const int64_t T = s.cache->length() + s.n;
+    n += s.n;
+    T_max = std::max(T_max, T);
+    if (s.ancestor_mask != nullptr && s.n > 1) visible_bytes += s.n * T;
+  }
   NativeWorkspace& ws = ws_;
-  ws.reserve(c, n, T);
+  ws.reserve(c, n, T_max, visible_bytes);
 
-  // Inputs: embeddings, RoPE rows, the visibility of every cache row for each new row.
-  embed(weights, tokens, n, ws.h, d);
+  // Inputs: embeddings, RoPE rows, the visibility of every cache row for each new row of a masked sequence.
   const int64_t half = c.head_dim / 2;
   const float* cos_table = rope.cos_table().data_ptr<float>();
   const float* sin_table = rope.sin_table().data_ptr<float>();
-  for (int64_t j = 0; j < n; ++j) {
-    ws.cos[j] = cos_table + positions[j] * half;
-    ws.sin[j] = sin_table + positions[j] * half;
-  }
-  const bool masked = ancestor != nullptr && n > 1;
-  if (masked) {
-    for (int64_t j = 0; j < n; ++j) {
-      uint8_t* row = ws.visible + j * T;
-      std::memset(row, 1, static_cast<size_t>(start));
-      std::memcpy(row + start, ancestor + j * n, static_cast<size_t>(n));
+  ws.segments.clear();
+  int64_t row = 0;
+  uint8_t* visible = ws.visible;
+  for (const SequenceRows& s : sequences) {
+    const int64_t start = s.cache->length(), T = start + s.n;
+    embed(weights, s.tokens, s.n, ws.h + row * d, d);
+    for (int64_t j = 0; j < s.n; ++j) {
+      ws.cos[row + j] = cos_table + s.positions[j] * half;
+      ws.sin[row + j] = sin_table + s.positions[j] * half;
     }
+    RowSegment segment{s.cache, row, s.n, start, nullptr};
+    if (s.ancestor_mask != nullptr && s.n > 1) {
+      for (int64_t j = 0; j < s.n; ++j) {
+        std::memset(visible + j * T, 1, static_cast<size_t>(start));
+        std::memcpy(visible + j * T + start, s.ancestor_mask + j * s.n, static_cast<size_t>(s.n));
+      }
+      segment.visible = visible;
+      visible += s.n * T;
+    }
+    ws.segments.push_back(segment);
+    row += s.n;
   }
 
-  ForwardOutput out;
+  std::vector<ForwardOutput> outs(static_cast<size_t>(B));
+  int64_t experts_read = 0;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    native_decoder_layer(layers_[l], c, cache, l, start, n, masked, ws, &out.experts_read);
+    native_decoder_layer(layers_[l], c, ws.segments, l, ws, &experts_read);
     for (int64_t want : fo.capture_layers) {
       if (want != l) continue;
-      auto hidden = at::empty({n, d}, at::TensorOptions().dtype(at::kFloat));
-      std::memcpy(hidden.data_ptr<float>(), ws.h, n * d * sizeof(float));
-      out.hidden.push_back(hidden);
+      for (int64_t b = 0; b < B; ++b) {
+        const RowSegment& s = ws.segments[b];
+        auto hidden = at::empty({s.n, d}, at::TensorOptions().dtype(at::kFloat));
+        std::memcpy(hidden.data_ptr<float>(), ws.h + s.row * d, s.n * d * sizeof(float));
+        outs[b].hidden.push_back(hidden);
+      }
     }
   }
-  cache.advance_to(T);
+  for (const RowSegment& s : ws.segments) s.cache->advance_to(s.start + s.n);
 
-  out.features = at::empty({n, d}, at::TensorOptions().dtype(at::kFloat));
-  float* features = out.features.data_ptr<float>();
-  rms_norm_rows(ws.h, d, n, d, norm_.data(), c.rms_norm_eps, features, d);
+  // Final norm over every row; each sequence's features (and logits) are its rows of one tensor.
+  auto features = at::empty({n, d}, at::TensorOptions().dtype(at::kFloat));
+  rms_norm_rows(ws.h, d, n, d, norm_.data(), c.rms_norm_eps, features.data_ptr<float>(), d);
+  at::Tensor logits;
   switch (fo.logits) {
-    case ForwardOptions::Logits::All: out.logits = lm_head_logits(features, d, n); break;
-    case ForwardOptions::Logits::Last: out.logits = lm_head_logits(features + (n - 1) * d, d, 1); break;
+    case ForwardOptions::Logits::All: logits = lm_head_logits(features.data_ptr<float>(), d, n); break;
+    case ForwardOptions::Logits::Last: {
+      // Each sequence's last row, gathered (one row already is).
+      const float* rows = features.data_ptr<float>() + (n - 1) * d;
+      if (B > 1) {
+        for (int64_t b = 0; b < B; ++b) {
+          const RowSegment& s = ws.segments[b];
+          std::memcpy(ws.normed + b * d, features.data_ptr<float>() + (s.row + s.n - 1) * d, d * sizeof(float));
+        }
+        rows = ws.normed;
+      }
+      logits = lm_head_logits(rows, d, B);
+      break;
+    }
     case ForwardOptions::Logits::Rows: {
-      const auto selected = out.features.index_select(0, fo.rows.to(at::kCPU, at::kLong)).contiguous();
-      out.logits = lm_head_logits(selected.data_ptr<float>(), d, selected.size(0));
+      check(B == 1, "forward: Logits::Rows takes one sequence");
+      const auto selected = features.index_select(0, fo.rows.to(at::kCPU, at::kLong)).contiguous();
+      logits = lm_head_logits(selected.data_ptr<float>(), d, selected.size(0));
       break;
     }
     case ForwardOptions::Logits::None: break;
   }
-  return out;
+  for (int64_t b = 0; b < B; ++b) {
+    const RowSegment& s = ws.segments[b];
+    ForwardOutput& out = outs[b];
+    out.experts_read = experts_read;
+    out.features = B == 1 ? features : features.narrow(0, s.row, s.n);
+    if (!logits.defined()) continue;
+    if (B == 1)
+      out.logits = logits;
+    else if (fo.logits == ForwardOptions::Logits::Last)
+      out.logits = logits.narrow(0, b, 1);
+    else
+      out.logits = logits.narrow(0, s.row, s.n);
+  }
+  return outs;
 }
 
 std::string native_path_description(WeightStorage storage) {

@@ -34,6 +34,7 @@ namespace draftlab {
 class RotaryEmbedding;
 struct ForwardOptions;
 struct ForwardOutput;
+struct SequenceRows;
 
 // One decoder layer's weights, packed. attn_norm is empty when the layer has no input norm (EAGLE's head).
 struct NativeLayerWeights {
@@ -57,10 +58,19 @@ std::vector<float> float_vector(const at::Tensor& t);
 // y[n, W.out] = x[n, W.in] · Wᵀ, panels split across at::get_num_threads() threads of the WorkerPool.
 void parallel_multiply(const PackedMatrix& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy);
 
+// One sequence's rows in a layer's forward: workspace rows [row, row + n) go to cache rows [start, start + n).
+// visible: [n, start + n] row-major bytes (nonzero = allowed), or nullptr = causal.
+struct RowSegment {
+  KvCache* cache = nullptr;
+  int64_t row = 0, n = 0, start = 0;
+  const uint8_t* visible = nullptr;
+};
+
 // Scratch rows for one forward of up to n tokens over up to T cache rows, grown on demand, never shrunk.
 class NativeWorkspace {
  public:
-  void reserve(const ModelConfig& c, int64_t n, int64_t T);
+  // visible_bytes: room for the masks (default n T: one sequence).
+  void reserve(const ModelConfig& c, int64_t n, int64_t T, int64_t visible_bytes = -1);
   float* h = nullptr;        // [n, d]   hidden state
   float* normed = nullptr;   // [n, d]
   float* qkv = nullptr;      // [n, (H + 2 KVH) hd]
@@ -77,7 +87,8 @@ class NativeWorkspace {
   std::vector<int32_t> route_experts;  // [n k]
   std::vector<int32_t> members;        // [n]  rows of one expert
   std::vector<float> member_weights;   // [n]
-  uint8_t* visible = nullptr;  // [n, T]
+  uint8_t* visible = nullptr;  // [n, T] (a batch: each masked sequence's [n_s, T_s], end to end)
+  std::vector<RowSegment> segments;  // a batched forward's sequences
   std::vector<const float*> cos, sin;  // [n]
 
  private:
@@ -86,9 +97,12 @@ class NativeWorkspace {
   int64_t n_ = 0, T_ = 0, threads_ = 0;
 };
 
-// Runs one layer over ws.h [n, d] in place; n rows at cache rows [start, start + n) of cache layer `layer`.
-// visible: ws.visible filled for [n, start + n] when `masked`, else causal. ws.cos / ws.sin set per row.
-// experts_read: see ForwardOutput::experts_read (mixture of experts only).
+// Runs one layer over ws.h [rows, d] in place, rows = the segments' rows laid end to end: the projections once over
+// every row (a batch reads each weight once), attention per segment against its own cache. ws.cos / ws.sin set per
+// row. experts_read: see ForwardOutput::experts_read (mixture of experts only).
+void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, const std::vector<RowSegment>& segments,
+                          int64_t layer, NativeWorkspace& ws, int64_t* experts_read = nullptr);
+// One sequence: n rows at cache rows [start, start + n); visible = ws.visible [n, start + n] when `masked`.
 void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvCache& cache, int64_t layer,
                           int64_t start, int64_t n, bool masked, NativeWorkspace& ws, int64_t* experts_read = nullptr);
 
@@ -118,6 +132,10 @@ class NativeDecoder {
   ForwardOutput forward(const LlamaWeights& weights, const RotaryEmbedding& rope, KvCache& cache,
                         const int64_t* tokens, const int64_t* positions, int64_t n, const uint8_t* ancestor,
                         const ForwardOptions& options) const;
+  // The forward of LlamaModel::forward_batch: every sequence's rows in one pass over the weights.
+  std::vector<ForwardOutput> forward_batch(const LlamaWeights& weights, const RotaryEmbedding& rope,
+                                           const std::vector<SequenceRows>& sequences,
+                                           const ForwardOptions& options) const;
 
   // Logits [rows, vocab] of rows of final features (float32, row stride ld), through the packed LM head.
   at::Tensor lm_head_logits(const float* features, int64_t ld, int64_t rows) const;

@@ -146,6 +146,8 @@ void validate_run(const RunRecord& r, const std::string& source, const std::stri
     if (presence == Presence::required && is_empty_string(value))
       throw Error::in_file(source, where + " attribute " + name, "a non-empty string", "\"\"");
   });
+  if (r.batch_size < 1)
+    throw Error::in_file(source, where + " attribute batch_size", "an integer >= 1", std::to_string(r.batch_size));
   if (!is_draft_shape(r.draft_shape)) {
     std::string shapes;
     for (const DraftShapeSpec& s : draft_shape_specs()) shapes += (shapes.empty() ? "" : ", ") + s.value;

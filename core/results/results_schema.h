@@ -78,7 +78,11 @@ inline constexpr const char* kResultsSchema = "draftlab-results/3";
     "index % n == i")                                                                                               \
   X(shard, "shard", std::string, "0/1", optional,                                                                   \
     "the shard (process) that produced the run, `i/n`; `draftlab merge` keeps it, so a merged sweep still pairs "   \
-    "each run with the baseline of the same dataset, temperature and shard")
+    "each run with the baseline of the same dataset, temperature and shard")                                        \
+  X(batch_size, "batch_size", int64_t, 1, optional,                                                                 \
+    "sequences decoded together: consecutive questions in groups of this many, one target forward per cycle for "   \
+    "the group; a turn's `wall_seconds` is its share of its batch's wall time, in proportion to its new tokens, so " \
+    "sums stay wall time and tokens per second throughput. Runs pair with the baseline of the same batch size")
 
 // Values of the run attribute draft_shape. X(value, meaning); draft_shapes::value is the string "value".
 #define DRAFTLAB_DRAFT_SHAPES(X)                                                                                        \

@@ -114,7 +114,7 @@ ExperimentRun run_experiment_from_cli(ExperimentConfig& c, const ModelOptions& m
 int run_exp(int argc, char** argv) {
   ModelOptions model_opts;
   ExperimentConfig c;
-  std::vector<std::string> heads, datasets, temperatures, total_tokens, depth, top_k;
+  std::vector<std::string> heads, datasets, temperatures, batch_sizes, total_tokens, depth, top_k;
   std::string out_path, jsonl_dir, shard = "0/1";
   int64_t seed = 0;
   std::string names;
@@ -142,6 +142,9 @@ int run_exp(int argc, char** argv) {
       ("warmup", po::value(&c.runner.warmup)->default_value(1), "untimed runs per question turn and method")
       ("repeats", po::value(&c.runner.repeats)->default_value(3), "timed runs per question turn and method (median)")
       ("temperatures", po::value(&temperatures)->composing(), "comma-separated (default: 0,1 for speed, 0 otherwise)")
+      ("batch-sizes", po::value(&batch_sizes)->composing(),
+       "comma-separated: questions decoded together, each size a run of every method beside batched vanilla "
+       "(default: 1,2,3,4,8 for batch, 1 otherwise)")
       ("top-p", po::value(&c.runner.top_p)->default_value(1.0), "nucleus sampling mass at T > 0")
       ("seed", po::value(&seed)->default_value(0), "base sampling seed")
       ("chat-template", po::value(&c.runner.chat_template)->default_value("plain"),
@@ -174,6 +177,7 @@ int run_exp(int argc, char** argv) {
   for (const auto& h : heads) c.heads.push_back(parse_head_spec(h));
   c.datasets = split_list(datasets);
   c.temperatures = parse_numbers<double>(temperatures, "--temperatures");
+  c.batch_sizes = parse_numbers<int64_t>(batch_sizes, "--batch-sizes");
   if (!total_tokens.empty()) c.grid_total_tokens = parse_numbers<int64_t>(total_tokens, "--total-tokens");
   if (!depth.empty()) c.grid_depth = parse_numbers<int64_t>(depth, "--depth");
   if (!top_k.empty()) c.grid_top_k = parse_numbers<int64_t>(top_k, "--top-k");

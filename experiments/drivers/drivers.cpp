@@ -208,6 +208,19 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
                                e.name + " (tt=4 d=4 k=1)"),
                         method(eagle_chain_strategy(), {{"depth", "5"}, {"head", head}})};
        }},
+      {"batch", "EAGLE Table 7", "batched decoding (--batch-sizes, default 1,2,3,4,8): throughput and speedup over "
+       "batched vanilla of EAGLE-2 (tt=4 d=4 k=1), its total_tokens=auto (a budget from the batch's forward cost) "
+       "and the EAGLE chain", {"mt_bench"}, {0.0},
+       [](const ExperimentConfig& c) {
+         const std::string head = require_head(c);
+         const StrategyDescriptor& e = eagle2_strategy();
+         return Methods{method(e, {{"total_tokens", "4"}, {"depth", "4"}, {"top_k", "1"}, {"head", head}},
+                               e.name + " (tt=4 d=4 k=1)"),
+                        method(e, {{"total_tokens", "auto"}, {"max_auto_tokens", "16"}, {"head", head}},
+                               e.name + " (auto)"),
+                        method(eagle_chain_strategy(), {{"head", head}})};
+       },
+       {1, 2, 3, 4, 8}},
       {"calibration", "EAGLE-2 Figure 6", "EAGLE-2 draft confidence vs acceptance", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) { return Methods{method(eagle2_strategy(), {{"head", require_head(c)}})}; }},
       {"positions", "EAGLE-2 Figure 5", "acceptance of each static-tree position", {"mt_bench"}, {0.0},
@@ -267,6 +280,8 @@ void apply_driver_defaults(ExperimentConfig& c) {
   const ExperimentDescriptor& e = find_experiment(c.experiment);
   if (c.datasets.empty() && c.prompts.empty()) c.datasets = e.datasets;
   if (c.temperatures.empty()) c.temperatures = e.temperatures;
+  if (c.batch_sizes.empty()) c.batch_sizes = e.batch_sizes;
+  for (int64_t b : c.batch_sizes) check(b >= 1, "--batch-sizes: expected values >= 1, got " + std::to_string(b));
 }
 
 std::vector<MethodSpec> experiment_methods(const ExperimentConfig& c) {
@@ -348,7 +363,7 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
   nlohmann::ordered_json settings = {
       {"datasets", c.datasets},          {"questions", c.questions},
       {"max_new_tokens", runner.max_new_tokens}, {"warmup", runner.warmup},
-      {"repeats", runner.repeats},       {"temperatures", c.temperatures},
+      {"repeats", runner.repeats},       {"temperatures", c.temperatures}, {"batch_sizes", c.batch_sizes},
       {"top_p", runner.top_p},           {"chat_template", runner.chat_template},
       {"seed", runner.seed},             {"ignore_eos", runner.ignore_eos}};
   nlohmann::ordered_json jm = nlohmann::ordered_json::array();
@@ -370,7 +385,8 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
     sets.emplace_back(bench_dataset_name(dataset), load_bench_questions(dataset, c.questions));
   ExperimentProgress state;
   for (const auto& [name, questions] : sets)
-    for (const auto& q : questions) state.total += static_cast<int64_t>(q.turns.size() * c.temperatures.size());
+    for (const auto& q : questions)
+      state.total += static_cast<int64_t>(q.turns.size() * c.temperatures.size() * c.batch_sizes.size());
   const ProgressCallback per_turn = [&](const std::string& line) {
     ++state.done;
     state.line = line;
@@ -378,8 +394,11 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
   };
   for (const auto& [name, questions] : sets)
     for (double t : c.temperatures)
-      for (auto& run : run_methods(target, tokenizer, methods, name, questions, t, runner, per_turn))
-        out.runs.push_back(std::move(run));
+      for (int64_t b : c.batch_sizes) {
+        runner.batch_size = b;
+        for (auto& run : run_methods(target, tokenizer, methods, name, questions, t, runner, per_turn))
+          out.runs.push_back(std::move(run));
+      }
   return out;
 }
 
@@ -391,6 +410,7 @@ std::vector<SummaryRow> summary_rows(const ResultsFile& results) {
     row.method = r.method;
     row.dataset = r.dataset;
     row.temperature = r.temperature;
+    row.batch_size = r.batch_size;
     row.speedup = analysis::speedup(results, r);
     row.tau = analysis::tau(r);
     double draft = 0, verify = 0;
@@ -426,15 +446,22 @@ std::string summary_table(const ResultsFile& results) {
     return std::string(buf);
   };
   analysis::Table table;
+  const auto rows = summary_rows(results);
+  // The batch size column only when some run decoded a batch.
+  const bool batched = std::any_of(rows.begin(), rows.end(), [](const SummaryRow& r) { return r.batch_size > 1; });
   table.columns = {"method", "dataset", "T", "tok/s", "speedup", "tau", "drafted/c", "draft%", "verify%", "identical"};
-  for (const SummaryRow& r : summary_rows(results)) {
+  if (batched) table.columns.insert(table.columns.begin() + 3, "B");
+  for (const SummaryRow& r : rows) {
     const std::string ident = r.checked ? std::to_string(r.identical) + "/" + std::to_string(r.checked) : "-";
-    table.rows.push_back({r.method, r.dataset, number(r.temperature, "%g"), number(r.tokens_per_second, "%.1f"),
-                          analysis::Cell(number(r.speedup, "%.2fx"), r.best), number(r.tau, "%.2f"),
-                          number(r.drafted_per_cycle, "%.1f"), number(100 * r.draft_share, "%.1f%%"),
-                          number(100 * r.verify_share, "%.1f%%"), ident});
+    std::vector<analysis::Cell> row{r.method, r.dataset, number(r.temperature, "%g"),
+                                    number(r.tokens_per_second, "%.1f"),
+                                    analysis::Cell(number(r.speedup, "%.2fx"), r.best), number(r.tau, "%.2f"),
+                                    number(r.drafted_per_cycle, "%.1f"), number(100 * r.draft_share, "%.1f%%"),
+                                    number(100 * r.verify_share, "%.1f%%"), ident};
+    if (batched) row.insert(row.begin() + 3, analysis::Cell(std::to_string(r.batch_size)));
+    table.rows.push_back(row);
   }
-  if (std::any_of(table.rows.begin(), table.rows.end(), [](const auto& row) { return row[4].bold; }))
+  if (std::any_of(rows.begin(), rows.end(), [](const SummaryRow& r) { return r.best; }))
     table.notes.push_back("* the fastest grid point per dataset and temperature");
   return analysis::render_text(table);
 }

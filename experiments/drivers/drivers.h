@@ -30,6 +30,7 @@ struct ExperimentConfig {
   std::vector<std::string> prompts;   // compare: prompt texts, run as the dataset "prompts" (first)
   int questions = 0;                  // per dataset; 0 = all
   std::vector<double> temperatures;   // empty: the driver's default
+  std::vector<int64_t> batch_sizes;   // empty: the driver's default; runner.batch_size is set from each in turn
   RunnerSettings runner;
   std::vector<std::string> strategy_specs;  // --strategy NAME:k=v,... (add, or override a preset method of that label)
   std::string head_strategy;                // ablate-inputs, train-data: the strategy each head drives ("": EAGLE-2)
@@ -48,6 +49,7 @@ struct ExperimentDescriptor {
   std::vector<double> temperatures;
   // The methods after the baseline; throws Error naming what the config lacks (--head, labelled heads).
   std::function<std::vector<MethodSpec>(const ExperimentConfig&)> methods;
+  std::vector<int64_t> batch_sizes{1};  // default: each method runs at each (batch_decoder.h)
 };
 
 const std::vector<ExperimentDescriptor>& experiment_table();
@@ -64,7 +66,7 @@ HeadSpec parse_head_spec(const std::string& text);
 // Parses "i/n" of --shard (0 <= i < n). Throws Error naming --shard.
 void parse_shard(const std::string& text, int& index, int& count);
 
-// Fills the driver's defaults (datasets, temperatures) where the config leaves them empty. Throws Error for an
+// Fills the driver's defaults (datasets, temperatures, batch sizes) where the config leaves them empty. Throws Error for an
 // unknown driver name.
 void apply_driver_defaults(ExperimentConfig& config);
 
@@ -80,7 +82,7 @@ struct ExperimentProgress {
 };
 using ExperimentProgressCallback = std::function<void(const ExperimentProgress&)>;
 
-// Runs the whole experiment: every dataset x temperature through run_methods, with the root attributes of the
+// Runs the whole experiment: every dataset x temperature x batch size through run_methods, with the root attributes of the
 // schema (environment, models and checksums, settings) and the heads' training logs under /training.
 ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer, const ExperimentConfig& config,
                            const ExperimentProgressCallback& progress = {});
@@ -91,6 +93,7 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
 struct SummaryRow {
   std::string method, dataset;
   double temperature = 0, tokens_per_second = 0, speedup = 0, tau = 0, drafted_per_cycle = 0;
+  int64_t batch_size = 1;
   double draft_share = 0, verify_share = 0;  // of draft + verify time
   int64_t identical = 0, checked = 0;        // question turns equal to the baseline's, of those compared
   bool best = false;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/base/error.h"
+#include "core/decoding/batch_decoder.h"
 #include "core/decoding/speculative_decoder.h"
 #include "core/text/chat_template.h"
 #include "core/text/text_stream.h"
@@ -61,7 +62,7 @@ double median(std::vector<double> v) {
 // One method while it runs: its strategy, its own answers so far (for later turns) and its growing run record.
 struct MethodState {
   const MethodSpec* spec = nullptr;
-  std::unique_ptr<DraftStrategy> strategy;
+  std::vector<std::unique_ptr<DraftStrategy>> strategies;  // one per sequence of a batch
   RunRecord run;
 };
 
@@ -123,6 +124,7 @@ std::vector<RunRecord> run_methods(const LlamaModel& target, const Tokenizer& to
                                    const RunnerSettings& settings, const ProgressCallback& progress) {
   check(!methods.empty() && methods[0].strategy == baseline_strategy().name,
         "experiment: the first method must be the baseline, " + baseline_strategy().name);
+  check(settings.batch_size >= 1, "--batch-sizes: expected >= 1, got " + std::to_string(settings.batch_size));
   check(settings.repeats >= 1, "--repeats: expected >= 1, got " + std::to_string(settings.repeats));
   check(settings.warmup >= 0, "--warmup: expected >= 0, got " + std::to_string(settings.warmup));
   check(settings.max_new_tokens >= 1, "--max-new-tokens: expected >= 1, got " + std::to_string(settings.max_new_tokens));
@@ -154,7 +156,8 @@ std::vector<RunRecord> run_methods(const LlamaModel& target, const Tokenizer& to
     std::vector<std::string> items;
     for (const auto& [k, v] : spec.options) items.push_back(k + "=" + v);
     state[m].spec = &spec;
-    state[m].strategy = make_strategy(spec.strategy, StrategyContext{target}, StrategyOptions::parse(items));
+    for (int64_t b = 0; b < settings.batch_size; ++b)
+      state[m].strategies.push_back(make_strategy(spec.strategy, StrategyContext{target}, StrategyOptions::parse(items)));
     RunRecord& r = state[m].run;
     r.method = spec.label;
     r.strategy = spec.strategy;
@@ -166,63 +169,128 @@ std::vector<RunRecord> run_methods(const LlamaModel& target, const Tokenizer& to
     r.warmup = settings.warmup;
     r.grid_json = spec.grid_json;
     r.shard = settings.shard;
+    r.batch_size = settings.batch_size;
   }
 
-  int64_t turn_row = 0;
-  for (size_t qi = 0; qi < questions.size(); ++qi) {
-    const BenchQuestion& q = questions[qi];
-    std::vector<std::vector<ChatMessage>> history(methods.size());  // each method's own conversation so far
-    for (size_t t = 0; t < q.turns.size(); ++t, ++turn_row) {
-      gen.seed = settings.seed + static_cast<uint64_t>(turn_row);
+  // Question turn r (counting every question's turns in order) samples with seed + r, whatever the batching.
+  std::vector<int64_t> first_turn_row(questions.size(), 0);
+  for (size_t qi = 1; qi < questions.size(); ++qi)
+    first_turn_row[qi] = first_turn_row[qi - 1] + static_cast<int64_t>(questions[qi - 1].turns.size());
+  const size_t batch_size = static_cast<size_t>(settings.batch_size);
+
+  // Questions in groups of batch_size decoded together, turn by turn (a question with fewer turns leaves).
+  for (size_t g0 = 0; g0 < questions.size(); g0 += batch_size) {
+    const size_t g1 = std::min(questions.size(), g0 + batch_size);
+    size_t turns = 0;
+    for (size_t qi = g0; qi < g1; ++qi) turns = std::max(turns, questions[qi].turns.size());
+    // Each method's own conversation so far, per question of the group.
+    std::vector<std::vector<std::vector<ChatMessage>>> history(methods.size(),
+                                                               std::vector<std::vector<ChatMessage>>(g1 - g0));
+    // The group's question turns per method, appended question by question once the group is done (rows stay in
+    // question order, whatever the batching).
+    struct Turn {
+      size_t question;
+      size_t turn;
+      int32_t prompt_tokens;
+      double wall;
+      SpeculativeResult result;
+      int8_t identical;
+      std::string answer;
+    };
+    std::vector<std::vector<Turn>> done(methods.size());
+    for (size_t t = 0; t < turns; ++t) {
+      std::vector<size_t> members;  // questions with a turn t
+      for (size_t qi = g0; qi < g1; ++qi)
+        if (t < questions[qi].turns.size()) members.push_back(qi);
+      const size_t B = members.size();
       // Prompts: the chat template over the conversation, cut from the left to fit the context.
-      std::vector<std::vector<int64_t>> prompts(methods.size());
-      for (size_t m = 0; m < methods.size(); ++m) {
-        history[m].push_back({"user", q.turns[t]});
-        const std::string text = render_chat(chat, history[m], /*add_generation_prompt=*/true);
-        const auto ids = tokenizer.encode(text, /*add_bos=*/chat != ChatTemplate::Llama3Instruct);
-        if (ids.empty())
-          throw Error(bench_question_path(dataset) + ": question " + std::to_string(q.id) +
-                      ": the prompt encodes to no tokens and the tokenizer has no BOS");
-        const size_t keep = std::min<size_t>(ids.size(), static_cast<size_t>(prompt_limit));
-        prompts[m].assign(ids.end() - static_cast<std::ptrdiff_t>(keep), ids.end());
-      }
-      auto generate = [&](size_t m) {
-        SpeculativeDecoder decoder(target, *state[m].strategy);
-        return decoder.generate(prompts[m], gen);
-      };
+      std::vector<std::vector<std::vector<int64_t>>> prompts(methods.size(), std::vector<std::vector<int64_t>>(B));
       for (size_t m = 0; m < methods.size(); ++m)
-        for (int w = 0; w < settings.warmup; ++w) generate(m);
+        for (size_t k = 0; k < B; ++k) {
+          const BenchQuestion& q = questions[members[k]];
+          auto& conversation = history[m][members[k] - g0];
+          conversation.push_back({"user", q.turns[t]});
+          const std::string text = render_chat(chat, conversation, /*add_generation_prompt=*/true);
+          const auto ids = tokenizer.encode(text, /*add_bos=*/chat != ChatTemplate::Llama3Instruct);
+          if (ids.empty())
+            throw Error(bench_question_path(dataset) + ": question " + std::to_string(q.id) +
+                        ": the prompt encodes to no tokens and the tokenizer has no BOS");
+          const size_t keep = std::min<size_t>(ids.size(), static_cast<size_t>(prompt_limit));
+          prompts[m][k].assign(ids.end() - static_cast<std::ptrdiff_t>(keep), ids.end());
+        }
+      auto seed_of = [&](size_t k) { return settings.seed + static_cast<uint64_t>(first_turn_row[members[k]] + t); };
+      // One generation of the group by method m: each member's result and the wall time of the whole.
+      auto generate = [&](size_t m, std::vector<SpeculativeResult>& results) {
+        results.clear();
+        if (batch_size == 1) {
+          GenerationConfig one = gen;
+          one.seed = seed_of(0);
+          SpeculativeDecoder decoder(target, *state[m].strategies[0]);
+          results.push_back(decoder.generate(prompts[m][0], one));
+          return results[0].prefill_seconds + results[0].decode_seconds;
+        }
+        std::vector<BatchSequence> sequences;
+        std::vector<DraftStrategy*> strategies;
+        for (size_t k = 0; k < B; ++k) {
+          sequences.push_back({prompts[m][k], seed_of(k)});
+          strategies.push_back(state[m].strategies[k].get());
+        }
+        BatchResult batch = BatchSpeculativeDecoder(target, strategies).generate(sequences, gen);
+        results = std::move(batch.sequences);
+        return batch.prefill_seconds + batch.decode_seconds;
+      };
+      std::vector<SpeculativeResult> scratch;
+      for (size_t m = 0; m < methods.size(); ++m)
+        for (int w = 0; w < settings.warmup; ++w) generate(m, scratch);
       std::vector<std::vector<double>> times(methods.size());
-      std::vector<SpeculativeResult> last(methods.size());
+      std::vector<std::vector<SpeculativeResult>> last(methods.size());
       for (int r = 0; r < settings.repeats; ++r)
         for (size_t m = 0; m < methods.size(); ++m) {
-          SpeculativeResult res = generate(m);
-          times[m].push_back(res.prefill_seconds + res.decode_seconds);
-          if (r == settings.repeats - 1) last[m] = std::move(res);
+          times[m].push_back(generate(m, scratch));
+          if (r == settings.repeats - 1) last[m] = std::move(scratch);
         }
-      std::string line;
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "%s T=%g question %zu/%zu turn %zu:", dataset.c_str(), temperature, qi + 1,
-                    questions.size(), t + 1);
-      line = buf;
       for (size_t m = 0; m < methods.size(); ++m) {
-        const SpeculativeResult& res = last[m];
-        const int8_t identical = greedy && m > 0 ? (res.tokens == last[0].tokens ? 1 : 0) : -1;
-        std::vector<int32_t> ids(res.tokens.begin(), res.tokens.end());
-        // Valid UTF-8 (the answer column is an HDF5 UTF-8 string); the next turn's prompt sees the same text, as
-        // in the papers' scripts, whose decode replaces a character cut by the token budget with U+FFFD.
-        const std::string answer = decode_utf8(tokenizer, ids);
-        history[m].push_back({"assistant", answer});
+        // A batch's wall time goes to its members in proportion to their new tokens (equal shares when none
+        // produced any), so a run's summed wall_seconds stay its wall time and tokens / seconds its throughput.
         const double wall = median(times[m]);
-        append_result(state[m].run, q, static_cast<int>(t), static_cast<int32_t>(prompts[m].size()), wall, res,
-                      identical, answer, has_confidence[m]);
-        if (m > 0) {
-          std::snprintf(buf, sizeof buf, " %s tau %.2f%s", methods[m].label.c_str(), res.tau(),
-                        identical == 0 ? " DIFFERS" : "");
-          line += buf;
+        int64_t batch_tokens = 0;
+        for (const auto& res : last[m]) batch_tokens += static_cast<int64_t>(res.tokens.size());
+        for (size_t k = 0; k < B; ++k) {
+          const SpeculativeResult& res = last[m][k];
+          const int8_t identical = greedy && m > 0 ? (res.tokens == last[0][k].tokens ? 1 : 0) : -1;
+          std::vector<int32_t> ids(res.tokens.begin(), res.tokens.end());
+          // Valid UTF-8 (the answer column is an HDF5 UTF-8 string); the next turn's prompt sees the same text, as
+          // in the papers' scripts, whose decode replaces a character cut by the token budget with U+FFFD.
+          const std::string answer = decode_utf8(tokenizer, ids);
+          history[m][members[k] - g0].push_back({"assistant", answer});
+          const double share = batch_tokens > 0 ? static_cast<double>(res.tokens.size()) / batch_tokens
+                                                : 1.0 / static_cast<double>(B);
+          done[m].push_back({members[k], t, static_cast<int32_t>(prompts[m][k].size()), wall * share, res,
+                             identical, answer});
         }
       }
-      if (progress) progress(line);
+      for (size_t k = 0; k < B; ++k) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "%s T=%g question %zu/%zu turn %zu:", dataset.c_str(), temperature,
+                      members[k] + 1, questions.size(), t + 1);
+        std::string line = buf;
+        if (batch_size > 1) line += " (batch of " + std::to_string(B) + ")";
+        for (size_t m = 1; m < methods.size(); ++m) {
+          const SpeculativeResult& res = last[m][k];
+          const bool differs = greedy && res.tokens != last[0][k].tokens;
+          std::snprintf(buf, sizeof buf, " %s tau %.2f%s", methods[m].label.c_str(), res.tau(),
+                        differs ? " DIFFERS" : "");
+          line += buf;
+        }
+        if (progress) progress(line);
+      }
+    }
+    for (size_t m = 0; m < methods.size(); ++m) {
+      std::stable_sort(done[m].begin(), done[m].end(),
+                       [](const Turn& a, const Turn& b) { return a.question < b.question; });
+      for (const Turn& d : done[m])
+        append_result(state[m].run, questions[d.question], static_cast<int>(d.turn), d.prompt_tokens, d.wall,
+                      d.result, d.identical, d.answer, has_confidence[m]);
     }
   }
   std::vector<RunRecord> out;

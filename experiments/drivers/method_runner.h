@@ -48,6 +48,9 @@ struct RunnerSettings {
   // Generate max_new_tokens on every question even past an end-of-sequence token (as serving benchmarks'
   // ignore_eos does): a story model asked a chat question often ends at once, leaving nothing to measure.
   bool ignore_eos = false;
+  // Questions decoded together (batch_decoder.h): consecutive questions in groups of this many, turn by turn, one
+  // target forward per cycle for the group. A turn's wall_seconds is its share of its batch's (by new tokens).
+  int64_t batch_size = 1;
 };
 
 // Called after each question turn with a short progress line.

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/base/file_bytes.h"
+#include "analysis/run_metrics.h"
 #include "core/base/sha256.h"
 #include "core/model/llama_model.h"
 #include "core/model/medusa_heads.h"
@@ -217,6 +218,36 @@ TEST(Drivers, EverySingleHeadDriverRunsItsPreset) {
       EXPECT_EQ(run.nodes.parent[k], run.nodes.tree_index[k] - 1);
       EXPECT_LE(run.nodes.depth[k], 5);
     }
+}
+
+TEST(Drivers, BatchRunsEverySizeBesideItsOwnBaselineWithTheSameAnswers) {
+  DRAFTLAB_REQUIRE_SHARED("data/bench/mt_bench/question.jsonl");
+  ExperimentConfig c = tiny_config("batch");
+  c.questions = 3;  // batches of 2: one full, one ragged; MT-bench questions have two turns
+  c.batch_sizes = {1, 2};
+  c.runner.ignore_eos = true;
+  const ResultsFile r = run_and_check(c);
+  EXPECT_EQ(methods_of(r), (std::set<std::string>{"vanilla", "eagle2 (tt=4 d=4 k=1)", "eagle2 (auto)", "eagle-chain"}));
+  ASSERT_EQ(r.runs.size(), 8u);
+  std::map<std::pair<std::string, int64_t>, const RunRecord*> by;
+  for (const RunRecord& run : r.runs) {
+    by[{run.method, run.batch_size}] = &run;
+    // Speedups divide by batched vanilla of the same size.
+    const RunRecord* base = analysis::find_baseline(r, run);
+    ASSERT_NE(base, nullptr);
+    EXPECT_EQ(base->batch_size, run.batch_size);
+    EXPECT_EQ(run.questions.size(), 6u);
+  }
+  // Greedy answers do not depend on how the questions were batched (each turn's history included).
+  for (const auto& [key, run] : by) {
+    if (key.second != 2) continue;
+    const RunRecord* alone = by.at({key.first, 1});
+    EXPECT_EQ(run->questions.question_id, alone->questions.question_id) << key.first;
+    EXPECT_EQ(run->questions.turn, alone->questions.turn) << key.first;
+    EXPECT_EQ(run->questions.answer, alone->questions.answer) << key.first;
+  }
+  const std::string summary = summary_table(r);
+  EXPECT_NE(summary.find(" B "), std::string::npos) << summary;
 }
 
 TEST(Drivers, LabelledHeadDriversRunOneMethodPerHead) {

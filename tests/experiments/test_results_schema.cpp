@@ -69,7 +69,9 @@ TEST(ResultsSchema, RunAttributesAreTheDeclaredOnesOptionalOnlyWhenSet) {
     H5::Group g = file.openGroup("/runs/0000");
     std::set<std::string> want, got;
     for (const AttributeSpec& a : run_attribute_specs())
-      if (a.presence == Presence::required || a.name == "shard" || !grid.empty()) want.insert(a.name);
+      // shard and batch_size are always written (their defaults say something); grid only for sweeps.
+      if (a.presence == Presence::required || a.name == "shard" || a.name == "batch_size" || !grid.empty())
+        want.insert(a.name);
     for (int i = 0; i < g.getNumAttrs(); ++i) got.insert(g.openAttribute(static_cast<unsigned>(i)).getName());
     EXPECT_EQ(got, want) << "grid '" << grid << "'";
     EXPECT_EQ(read_results(dir + "/r.h5").runs[0].grid_json, grid);
