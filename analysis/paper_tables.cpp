@@ -236,7 +236,8 @@ std::vector<Table> batch_tables(const Context& ctx) {
       speed.notes.erase(speed.notes.begin());  // vanilla's speed per batch size is the throughput table's first row
       speed.notes.push_back(
           "Each batch size is its own run of every method beside batched vanilla of that size (consecutive questions "
-          "decoded together, one target forward per cycle for every sequence's tree); drafting is per sequence.");
+          "decoded together, one target forward per cycle for every sequence's tree; EAGLE drafts share each head "
+          "forward across the batch).");
       tables.push_back(speed);
       tables.push_back(throughput);
     }
