@@ -36,38 +36,79 @@ class StaticTreeStrategy : public DraftStrategy {
   }
   void observe(const VerifyResult& result) override { drafter_.observe(result); }
 
-  DraftTree propose(const DraftRequest& request) override {
-    drafter_.start_tree(request);
-    // Paths are sorted by depth, so a prefix of them is the tree cut at any depth or size, still connected.
-    int32_t count = 0;
-    while (count < spec_.size() && static_cast<int32_t>(spec_.paths[count].size()) <= request.tokens_wanted) ++count;
-    count = std::min(count, request.max_nodes);
+  DraftTree propose(const DraftRequest& request) override { return propose_batch({this}, {request})[0]; }
 
-    DraftTree tree;  // node i of the tree is path i of the spec (same insertion order)
-    for (int32_t lo = 0; lo < count;) {
-      const size_t depth = spec_.paths[lo].size();
-      int32_t hi = lo;
-      while (hi < count && spec_.paths[hi].size() == depth) ++hi;
-
-      // The parents of this depth's nodes, in order (siblings are contiguous), each expanded once.
-      std::vector<int32_t> frontier;
-      std::vector<int32_t> slot(static_cast<size_t>(hi - lo));
-      int64_t k = 1;
-      for (int32_t i = lo; i < hi; ++i) {
-        const int32_t parent = spec_.parent[i];  // -1 == EagleDrafter::kRoot
-        if (frontier.empty() || frontier.back() != parent) frontier.push_back(parent);
-        slot[i - lo] = static_cast<int32_t>(frontier.size()) - 1;
-        k = std::max<int64_t>(k, spec_.paths[i].back() + 1);
-      }
-      const auto candidates = top_candidates(drafter_.expand(tree, frontier), k);
-      for (int32_t i = lo; i < hi; ++i) {
-        const Candidates& c = candidates[slot[i - lo]];
-        const auto rank = static_cast<size_t>(spec_.paths[i].back());
-        tree.add(c.tokens[rank], spec_.parent[i], c.probs[rank]);
-      }
-      lo = hi;
+  // The tree is drafted depth by depth; in a batch every sequence's depth d in one head forward
+  // (EagleDrafter::expand_batch).
+  std::vector<DraftTree> propose_batch(const std::vector<DraftStrategy*>& peers,
+                                       const std::vector<DraftRequest>& requests) override {
+    const auto trees_of = peers_of_type<StaticTreeStrategy>(peers);
+    if (trees_of.empty()) return DraftStrategy::propose_batch(peers, requests);
+    const size_t B = trees_of.size();
+    std::vector<DraftTree> trees(B);  // node i of a tree is path i of its spec (same insertion order)
+    std::vector<int32_t> count(B), next(B, 0);
+    for (size_t b = 0; b < B; ++b) {
+      StaticTreeStrategy& s = *trees_of[b];
+      s.drafter_.start_tree(requests[b]);
+      // Paths are sorted by depth, so a prefix of them is the tree cut at any depth or size, still connected.
+      while (count[b] < s.spec_.size() && static_cast<int32_t>(s.spec_.paths[count[b]].size()) <= requests[b].tokens_wanted)
+        ++count[b];
+      count[b] = std::min(count[b], requests[b].max_nodes);
     }
-    return tree;
+    while (true) {
+      // Each unfinished tree's next depth: the parents of its nodes, in order (siblings are contiguous), each
+      // expanded once.
+      struct Level {
+        size_t b;
+        int32_t lo, hi;
+        std::vector<int32_t> slot;
+        int64_t k = 1;
+      };
+      std::vector<Level> levels;
+      std::vector<EagleDrafter*> drafters;
+      std::vector<const DraftTree*> grown;
+      std::vector<std::vector<int32_t>> frontiers;
+      for (size_t b = 0; b < B; ++b) {
+        if (next[b] >= count[b]) continue;
+        const TreeSpec& spec = trees_of[b]->spec_;
+        Level level{b, next[b], next[b], {}};
+        const size_t depth = spec.paths[level.lo].size();
+        while (level.hi < count[b] && spec.paths[level.hi].size() == depth) ++level.hi;
+        std::vector<int32_t> frontier;
+        for (int32_t i = level.lo; i < level.hi; ++i) {
+          const int32_t parent = spec.parent[i];  // -1 == EagleDrafter::kRoot
+          if (frontier.empty() || frontier.back() != parent) frontier.push_back(parent);
+          level.slot.push_back(static_cast<int32_t>(frontier.size()) - 1);
+          level.k = std::max<int64_t>(level.k, spec.paths[i].back() + 1);
+        }
+        levels.push_back(std::move(level));
+        drafters.push_back(&trees_of[b]->drafter_);
+        grown.push_back(&trees[b]);
+        frontiers.push_back(std::move(frontier));
+      }
+      if (levels.empty()) break;
+      const auto logits = EagleDrafter::expand_batch(drafters, grown, frontiers);
+      for (size_t l = 0; l < levels.size(); ++l) {
+        const Level& level = levels[l];
+        const TreeSpec& spec = trees_of[level.b]->spec_;
+        const auto candidates = top_candidates(logits[l], level.k);
+        for (int32_t i = level.lo; i < level.hi; ++i) {
+          const Candidates& c = candidates[level.slot[i - level.lo]];
+          const auto rank = static_cast<size_t>(spec.paths[i].back());
+          trees[level.b].add(c.tokens[rank], spec.parent[i], c.probs[rank]);
+        }
+        next[level.b] = level.hi;
+      }
+    }
+    return trees;
+  }
+
+  void observe_batch(const std::vector<DraftStrategy*>& peers, const std::vector<const VerifyResult*>& results) override {
+    const auto trees_of = peers_of_type<StaticTreeStrategy>(peers);
+    if (trees_of.empty()) return DraftStrategy::observe_batch(peers, results);
+    std::vector<EagleDrafter*> drafters;
+    for (auto* s : trees_of) drafters.push_back(&s->drafter_);
+    EagleDrafter::observe_batch(drafters, results);
   }
 
  private:

@@ -209,12 +209,13 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
                         method(eagle_chain_strategy(), {{"depth", "5"}, {"head", head}})};
        }},
       {"batch", "EAGLE Table 7", "batched decoding (--batch-sizes, default 1,2,3,4,8): throughput and speedup over "
-       "batched vanilla of EAGLE-2 (tt=4 d=4 k=1), its total_tokens=auto (a budget from the batch's forward cost) "
-       "and the EAGLE chain", {"mt_bench"}, {0.0},
+       "batched vanilla of EAGLE (static tree), EAGLE-2 (tt=4 d=4 k=1), its total_tokens=auto (a budget from the "
+       "batch's forward cost) and the EAGLE chain", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) {
          const std::string head = require_head(c);
          const StrategyDescriptor& e = eagle2_strategy();
-         return Methods{method(e, {{"total_tokens", "4"}, {"depth", "4"}, {"top_k", "1"}, {"head", head}},
+         return Methods{method(static_tree_strategy(), {{"head", head}}),
+                        method(e, {{"total_tokens", "4"}, {"depth", "4"}, {"top_k", "1"}, {"head", head}},
                                e.name + " (tt=4 d=4 k=1)"),
                         method(e, {{"total_tokens", "auto"}, {"max_auto_tokens", "16"}, {"head", head}},
                                e.name + " (auto)"),

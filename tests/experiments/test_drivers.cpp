@@ -227,8 +227,8 @@ TEST(Drivers, BatchRunsEverySizeBesideItsOwnBaselineWithTheSameAnswers) {
   c.batch_sizes = {1, 2};
   c.runner.ignore_eos = true;
   const ResultsFile r = run_and_check(c);
-  EXPECT_EQ(methods_of(r), (std::set<std::string>{"vanilla", "eagle2 (tt=4 d=4 k=1)", "eagle2 (auto)", "eagle-chain"}));
-  ASSERT_EQ(r.runs.size(), 8u);
+  EXPECT_EQ(methods_of(r), (std::set<std::string>{"vanilla", "static-tree", "eagle2 (tt=4 d=4 k=1)", "eagle2 (auto)", "eagle-chain"}));
+  ASSERT_EQ(r.runs.size(), 10u);
   std::map<std::pair<std::string, int64_t>, const RunRecord*> by;
   for (const RunRecord& run : r.runs) {
     by[{run.method, run.batch_size}] = &run;
