@@ -29,8 +29,8 @@ done
 rm -f "$OUT/corpus-features.h5"
 
 # Table 6: the same budget on the target's own continuations of the corpus's story openings (greedy, 8-token
-# openings, as many continuations as give about the corpus's size in tokens).
+# openings, as many continuations as give about the corpus's size in tokens; 8 decoded together, same text).
 [ -f "$OUT/generated.tokens" ] || $DL gen-head-data --model "$MODEL" --corpus "$CORPUS" --prompt-tokens 8 \
-  --max-prompts "${GEN_PROMPTS:-4000}" -n 200 --threads "$THREADS" --out "$OUT/generated.tokens"
+  --max-prompts "${GEN_PROMPTS:-4000}" -n 200 --batch 8 --threads "$THREADS" --out "$OUT/generated.tokens"
 [ -f "$OUT/generated/model.safetensors" ] || $DL train-head "${TRAIN[@]}" --data "$OUT/generated.tokens" --out "$OUT/generated"
 echo "heads in $OUT"

@@ -11,6 +11,7 @@
 
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
+#include "core/decoding/batch_decoder.h"
 #include "core/training/chat_dataset.h"
 
 namespace draftlab {
@@ -165,19 +166,52 @@ std::vector<std::vector<int64_t>> prompts_from_corpus(const std::string& corpus_
   return prompts;
 }
 
+namespace {
+
+// Plain decoding inside the batch decoder: a strategy that drafts nothing.
+class NoDraft : public DraftStrategy {
+ public:
+  std::string name() const override { return "no draft"; }
+  void begin(const std::vector<int64_t>&, const at::Tensor&, int64_t) override {}
+  DraftTree propose(const DraftRequest&) override { return {}; }
+  void observe(const VerifyResult&) override {}
+};
+
+}  // namespace
+
 std::vector<GeneratedSequence> generate_head_data(const LlamaModel& target,
                                                   const std::vector<std::vector<int64_t>>& prompts,
-                                                  const GenerationConfig& config, const GenerationProgress& progress) {
+                                                  const GenerationConfig& config, const GenerationProgress& progress,
+                                                  int64_t batch) {
+  check(batch >= 1, "generate_head_data: batch must be >= 1, got " + std::to_string(batch));
   std::vector<GeneratedSequence> out;
   out.reserve(prompts.size());
   int64_t generated = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    GenerationConfig c = config;
-    c.seed = config.seed + i;  // each prompt its own stream: a prompt's text does not depend on the others
-    GenerationResult r = generate_vanilla(target, prompts[i], c);
-    generated += static_cast<int64_t>(r.tokens.size());
-    out.push_back({prompts[i], std::move(r.tokens)});
-    if (progress) progress(static_cast<int64_t>(i) + 1, generated);
+  std::vector<NoDraft> no_draft(static_cast<size_t>(batch));
+  for (size_t i = 0; i < prompts.size();) {
+    const size_t n = std::min(prompts.size() - i, static_cast<size_t>(batch));
+    // Each prompt its own stream (config.seed + i): a prompt's text does not depend on the others.
+    std::vector<GenerationResult> results;
+    if (n == 1) {
+      GenerationConfig c = config;
+      c.seed = config.seed + i;
+      results.push_back(generate_vanilla(target, prompts[i], c));
+    } else {
+      std::vector<BatchSequence> sequences;
+      std::vector<DraftStrategy*> strategies;
+      for (size_t k = 0; k < n; ++k) {
+        sequences.push_back({prompts[i + k], config.seed + i + k});
+        strategies.push_back(&no_draft[k]);
+      }
+      for (auto& r : BatchSpeculativeDecoder(target, strategies).generate(sequences, config).sequences)
+        results.push_back(std::move(r));
+    }
+    for (size_t k = 0; k < n; ++k) {
+      generated += static_cast<int64_t>(results[k].tokens.size());
+      out.push_back({prompts[i + k], std::move(results[k].tokens)});
+    }
+    i += n;
+    if (progress) progress(static_cast<int64_t>(i), generated);
   }
   return out;
 }

@@ -65,10 +65,12 @@ struct GeneratedSequence {
 using GenerationProgress = std::function<void(int64_t done, int64_t generated_tokens)>;
 
 // The target's continuation of each prompt (config.seed + i seeds prompt i; config.stop_tokens as given).
+// batch > 1 decodes that many prompts together (batch_decoder.h: one forward per step for all of them), with
+// exactly the same continuations.
 std::vector<GeneratedSequence> generate_head_data(const LlamaModel& target,
                                                   const std::vector<std::vector<int64_t>>& prompts,
                                                   const GenerationConfig& config,
-                                                  const GenerationProgress& progress = {});
+                                                  const GenerationProgress& progress = {}, int64_t batch = 1);
 
 // Writes sequences as token lines (Tokens) or decoded stories (Text), atomically.
 void write_head_data(const std::string& path, HeadDataFormat format, const std::vector<GeneratedSequence>& sequences,

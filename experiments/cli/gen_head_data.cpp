@@ -22,7 +22,7 @@ namespace draftlab::cli {
 int run_gen_head_data(int argc, char** argv) {
   ModelOptions mo;
   std::string prompts_path, corpus, out, format_name = "auto", chat_template = "plain";
-  int64_t prompt_tokens = 16, max_prompts = 0, validation_every = 50;
+  int64_t prompt_tokens = 16, max_prompts = 0, validation_every = 50, batch = 1;
   bool quiet = false;
   GenerationConfig gen;
   gen.max_new_tokens = 128;
@@ -53,6 +53,8 @@ int run_gen_head_data(int argc, char** argv) {
       ("top-k", po::value(&gen.sampling.top_k)->default_value(0), "keep the k most probable tokens (0 = off)")
       ("top-p", po::value(&gen.sampling.top_p)->default_value(1.0), "nucleus sampling mass (1 = off)")
       ("seed", po::value(&gen.seed)->default_value(0), "random seed; prompt i samples with seed + i")
+      ("batch", po::value(&batch)->default_value(batch),
+       "prompts decoded together (one forward per step for all; the same continuations as one at a time)")
       ("quiet", po::bool_switch(&quiet), "no progress line");
 
   po::variables_map vm;
@@ -86,7 +88,8 @@ int run_gen_head_data(int argc, char** argv) {
                  s / static_cast<double>(done) * static_cast<double>(total - done), terminal && done != total ? "   " : "\n");
     std::fflush(stderr);
   };
-  const auto sequences = generate_head_data(*loaded.model, prompts, gen, progress);
+  check(batch >= 1, "--batch: expected >= 1, got " + std::to_string(batch));
+  const auto sequences = generate_head_data(*loaded.model, prompts, gen, progress, batch);
   write_head_data(out, text_out ? HeadDataFormat::Text : HeadDataFormat::Tokens, sequences, tok);
   int64_t generated = 0;
   for (const auto& s : sequences) generated += static_cast<int64_t>(s.continuation.size());

@@ -262,6 +262,12 @@ TEST(GeneratedData, SampledPromptISamplesWithSeedPlusI) {
     EXPECT_EQ(seqs[i].continuation, generate_vanilla(*target, prompts[i], gi).tokens);
   }
   EXPECT_NE(seqs[0].continuation, seqs[1].continuation);  // same prompt, different seeds
+  // Batched (both prompts together, and a batch with room for three): the same continuations.
+  for (int64_t batch : {2, 3}) {
+    const auto batched = generate_head_data(*target, prompts, g, {}, batch);
+    ASSERT_EQ(batched.size(), seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i) EXPECT_EQ(batched[i].continuation, seqs[i].continuation) << batch << " " << i;
+  }
 }
 
 TEST(Prompts, FromLinesBenchQuestionsAndCorpusOpenings) {
