@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the reference zoo (data/models/README.md) from ../shared/data/tinystories/tinystories.txt.
 #   bash scripts/train_zoo.sh [STAGE ...]      stages: tiny tiny-head target target-head draft target-medusa
-#                                              target-hydra moe moe-head (default: all)
+#                                              target-hydra moe moe-head (default: all), and ablation (the
+#                                              EAGLE Figure 8 / Table 6 heads of ts-target: not published, not
+#                                              in the default list)
 # Every stage writes its model folder under data/models/ (or $ZOO_OUT) and keeps its full training output
 # (resumable state, logs) in $ZOO_WORK (default ../zoo), so an interrupted stage continues with
 # RESUME=1 bash scripts/train_zoo.sh STAGE.
@@ -115,6 +117,10 @@ for stage in "${STAGES[@]}"; do
         --batch 8 --context 256 --steps 1000 --lr 1e-3 --warmup 40 --seed 0 --threads "$THREADS" \
         --eval-every 100 --log-every 20 --save-dtype float16 $RESUME_FLAG
       publish "$WORK/ts-moe-eagle-head" "$OUT/ts-moe-eagle-head" ;;
-    *) echo "unknown stage '$stage' (tiny tiny-head target target-head draft target-medusa target-hydra moe moe-head)" >&2; exit 2 ;;
+    ablation)
+      # Four input-variant heads and a target-generated-data head for ts-target, kept in $WORK/ablation-heads only
+      # (reproduce.sh ablate-inputs train-data read them there). ~40 min on 2 threads on an idle machine.
+      MODEL="$OUT/ts-target" OUT="$WORK/ablation-heads" THREADS=2 DRAFTLAB="$DL" bash scripts/train_ablation_heads.sh ;;
+    *) echo "unknown stage '$stage' (tiny tiny-head target target-head draft target-medusa target-hydra moe moe-head ablation)" >&2; exit 2 ;;
   esac
 done
