@@ -1,23 +1,12 @@
 // vanilla: no draft. Every cycle verifies just the root, i.e. plain autoregressive decoding through the
 // speculative loop: the baseline every speedup is measured against, and a check of the loop itself.
 //
-// To add a strategy, copy this file: rename the class and vanilla_strategy() to <file>_strategy(), fill in the
-// descriptor, and add X(<file>) to DRAFTLAB_STRATEGIES in strategies/registry.h.
+// Its strategy class is core's NoDraftStrategy (draft_strategy.h). To add a strategy, copy this file, write a
+// DraftStrategy class, rename vanilla_strategy() to <file>_strategy(), fill in the descriptor, and add X(<file>) to
+// DRAFTLAB_STRATEGIES in strategies/registry.h.
 #include "strategies/registry.h"
 
 namespace draftlab {
-
-namespace {
-
-class VanillaStrategy : public DraftStrategy {
- public:
-  std::string name() const override { return "vanilla"; }
-  void begin(const std::vector<int64_t>&, const at::Tensor&, int64_t) override {}
-  DraftTree propose(const DraftRequest&) override { return {}; }
-  void observe(const VerifyResult&) override {}
-};
-
-}  // namespace
 
 const StrategyDescriptor& vanilla_strategy() {
   static const StrategyDescriptor d = [] {
@@ -29,7 +18,7 @@ const StrategyDescriptor& vanilla_strategy() {
     d.has_confidence = false;
     d.options = {};  // e.g. integer_option("gamma", 4, 1, 64, "tokens drafted per cycle"); read: o.get_int("gamma")
     d.test_variants = {{"vanilla", {}}};
-    d.make = [](const StrategyContext&, const StrategyOptions&) { return std::make_unique<VanillaStrategy>(); };
+    d.make = [](const StrategyContext&, const StrategyOptions&) { return std::make_unique<NoDraftStrategy>(); };
     return d;
   }();
   return d;

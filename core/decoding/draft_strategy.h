@@ -77,6 +77,15 @@ class DraftStrategy {
   }
 };
 
+// Drafts nothing: plain decoding through the speculative loop (the registry's vanilla, and batched plain decoding).
+class NoDraftStrategy : public DraftStrategy {
+ public:
+  std::string name() const override { return "vanilla"; }
+  void begin(const std::vector<int64_t>&, const at::Tensor&, int64_t) override {}
+  DraftTree propose(const DraftRequest&) override { return {}; }
+  void observe(const VerifyResult&) override {}
+};
+
 // The peers as strategies of type S, or empty when one is not (propose_batch / observe_batch overrides fall back
 // to the defaults then).
 template <class S>

@@ -388,14 +388,11 @@ at::Tensor EagleHead::run(KvCache& cache, const at::Tensor& tokens, const at::Te
 
 std::vector<at::Tensor> EagleHead::forward_batch(const std::vector<Rows>& sequences) const {
   check(!sequences.empty(), "EagleHead::forward_batch: no sequences");
+  std::vector<const KvCache*> caches;
+  for (const Rows& s : sequences) caches.push_back(s.cache);
+  check_distinct_caches(caches, "EagleHead::forward_batch");
   for (size_t b = 0; b < sequences.size(); ++b) {
     const Rows& s = sequences[b];
-    check(s.cache != nullptr, "EagleHead::forward_batch: sequence " + std::to_string(b) + " has no cache");
-    for (size_t a = 0; a < b; ++a)
-      check(sequences[a].cache != s.cache, [&] {
-        return "EagleHead::forward_batch: sequences " + std::to_string(a) + " and " + std::to_string(b) +
-               " share a cache";
-      });
     check_inputs(config_, *s.cache, s.tokens, s.features, s.positions, rope_.max_positions());
     const int64_t n = s.tokens.size(0), T = s.cache->length() + n;
     if (s.visible.defined())

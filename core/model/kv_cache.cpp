@@ -73,4 +73,14 @@ void KvCache::keep_rows(int64_t start, const std::vector<int64_t>& rows) {
   length_ = start + kept;
 }
 
+void check_distinct_caches(const std::vector<const KvCache*>& caches, const std::string& what) {
+  for (size_t b = 0; b < caches.size(); ++b) {
+    check(caches[b] != nullptr, [&] { return what + ": sequence " + std::to_string(b) + " has no cache"; });
+    for (size_t a = 0; a < b; ++a)
+      check(caches[a] != caches[b], [&] {
+        return what + ": sequences " + std::to_string(a) + " and " + std::to_string(b) + " share a cache";
+      });
+  }
+}
+
 }  // namespace draftlab

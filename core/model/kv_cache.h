@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/model/compute_options.h"
@@ -66,5 +67,9 @@ class KvCache {
   int64_t capacity_ = 0;
   int64_t length_ = 0;
 };
+
+// A batched forward's caches must be distinct (each sequence writes its own rows). Throws Error "WHAT: sequences a
+// and b share a cache" (or "sequence b has no cache").
+void check_distinct_caches(const std::vector<const KvCache*>& caches, const std::string& what);
 
 }  // namespace draftlab

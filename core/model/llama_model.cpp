@@ -205,13 +205,10 @@ std::vector<ForwardOutput> LlamaModel::forward_batch(const std::vector<SequenceR
                                                      const ForwardOptions& fo) const {
   ForwardClock::Scope forward_clock;
   check(!sequences.empty(), "forward_batch: no sequences");
-  for (size_t b = 0; b < sequences.size(); ++b) {
-    const SequenceRows& s = sequences[b];
-    check(s.cache != nullptr, "forward_batch: sequence " + std::to_string(b) + " has no cache");
-    for (size_t a = 0; a < b; ++a)
-      check(sequences[a].cache != s.cache, [&] {
-        return "forward_batch: sequences " + std::to_string(a) + " and " + std::to_string(b) + " share a cache";
-      });
+  std::vector<const KvCache*> caches;
+  for (const SequenceRows& s : sequences) caches.push_back(s.cache);
+  check_distinct_caches(caches, "forward_batch");
+  for (const SequenceRows& s : sequences) {
     check_forward_inputs(config_, *s.cache, s.tokens, s.positions, s.n, s.ancestor_mask, rope_.max_positions());
   }
   check(sequences.size() == 1 || fo.logits != ForwardOptions::Logits::Rows,

@@ -166,19 +166,6 @@ std::vector<std::vector<int64_t>> prompts_from_corpus(const std::string& corpus_
   return prompts;
 }
 
-namespace {
-
-// Plain decoding inside the batch decoder: a strategy that drafts nothing.
-class NoDraft : public DraftStrategy {
- public:
-  std::string name() const override { return "no draft"; }
-  void begin(const std::vector<int64_t>&, const at::Tensor&, int64_t) override {}
-  DraftTree propose(const DraftRequest&) override { return {}; }
-  void observe(const VerifyResult&) override {}
-};
-
-}  // namespace
-
 std::vector<GeneratedSequence> generate_head_data(const LlamaModel& target,
                                                   const std::vector<std::vector<int64_t>>& prompts,
                                                   const GenerationConfig& config, const GenerationProgress& progress,
@@ -187,7 +174,7 @@ std::vector<GeneratedSequence> generate_head_data(const LlamaModel& target,
   std::vector<GeneratedSequence> out;
   out.reserve(prompts.size());
   int64_t generated = 0;
-  std::vector<NoDraft> no_draft(static_cast<size_t>(batch));
+  std::vector<NoDraftStrategy> no_draft(static_cast<size_t>(batch));
   for (size_t i = 0; i < prompts.size();) {
     const size_t n = std::min(prompts.size() - i, static_cast<size_t>(batch));
     // Each prompt its own stream (config.seed + i): a prompt's text does not depend on the others.
