@@ -35,7 +35,8 @@ using namespace draftlab;
 
 int main(int argc, char** argv) {
   prepare_process_environment(argc, argv);
-  std::string model_path, out_path, dtype = "float32", path = "auto", weights = "auto", kv_cache = "auto";
+  std::string model_path, out_path, dtype = "float32", path = "auto", weights = "auto", kv_cache = "auto",
+              quant_dot = "float";
   ModelConfig c;
   c.hidden_size = 288;
   c.num_hidden_layers = 6;
@@ -62,7 +63,8 @@ int main(int argc, char** argv) {
       ("dtype", po::value(&dtype)->default_value(dtype), "float32 or bfloat16")
       ("path", po::value(&path)->default_value(path), "CPU forward: auto, native, reference")
       ("weights", po::value(&weights)->default_value(weights),
-       "native weight storage: auto (as stored), float32, float16, bfloat16")
+       "native weight storage: auto (as stored), float32, float16, bfloat16, q8_0, q4_0")
+      ("quant-dot", po::value(&quant_dot)->default_value(quant_dot), "q8_0 / q4_0 weights: float or int8 dot products")
       ("kv-cache", po::value(&kv_cache)->default_value(kv_cache), "KV cache storage: auto, float32, float16")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed forwards per n")
       ("repeats", po::value(&repeats)->default_value(repeats), "timed forwards per n (median reported)")
@@ -82,6 +84,7 @@ int main(int argc, char** argv) {
     compute.cpu_path = parse_cpu_path(path);
     compute.weights = parse_weight_storage(weights);
     compute.kv_cache = parse_kv_cache_storage(kv_cache);
+    compute.block_dot = parse_block_dot(quant_dot);
     check_supported(compute);
     std::unique_ptr<LlamaModel> model;
     if (!model_path.empty()) {

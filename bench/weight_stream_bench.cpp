@@ -125,12 +125,12 @@ int main(int argc, char** argv) {
                 peak[static_cast<int>(isa)]);
   }
   std::printf("cells: median ms, weight bytes consumed per second, GFLOP/s as %% of that peak\n\n");
-  std::printf("%-28s", "kernel \\ n");
+  std::printf("%-36s", "kernel \\ n");
   const std::vector<int64_t> ns{1, 2, 4, 8, 16, 32, 64};
   for (int64_t n : ns) std::printf(" %21ld", (long)n);
   std::printf("\n");
   auto row = [&](const char* name, double bytes, double peak_gflops, auto&& run_n) {
-    std::printf("%-28s", name);
+    std::printf("%-36s", name);
     for (int64_t n : ns) {
       const double ms = median_ms(reps, [&] { run_n(n); });
       const double gflops = 2.0 * params * n / (ms * 1e-3) / 1e9;
@@ -142,13 +142,22 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   };
 
-  for (WeightStorage s : {WeightStorage::Float32, WeightStorage::Float16, WeightStorage::BFloat16}) {
+  struct Format {
+    WeightStorage storage;
+    BlockDot dot;
+  };
+  for (const Format f : {Format{WeightStorage::Float32, BlockDot::Float}, Format{WeightStorage::Float16, BlockDot::Float},
+                         Format{WeightStorage::BFloat16, BlockDot::Float}, Format{WeightStorage::Q8_0, BlockDot::Float},
+                         Format{WeightStorage::Q8_0, BlockDot::Int8}, Format{WeightStorage::Q4_0, BlockDot::Float},
+                         Format{WeightStorage::Q4_0, BlockDot::Int8}}) {
     std::vector<PackedMatrix> packed;
-    for (const auto& m : mats) packed.emplace_back(m.column_major.data(), m.out, m.in, 1, m.out, s);
+    for (const auto& m : mats) packed.emplace_back(m.column_major.data(), m.out, m.in, 1, m.out, f.storage, f.dot);
     double bytes = 0;
     for (const auto& p : packed) bytes += static_cast<double>(p.bytes());
     for (KernelIsa isa : isas) {
-      const std::string name = std::string("packed ") + weight_storage_name(s) + " " + kernel_isa_name(isa);
+      std::string name = std::string("packed ") + weight_storage_name(f.storage) + " " + kernel_isa_name(isa);
+      if (f.dot == BlockDot::Int8) name += std::string(" ") + int8_dot_instruction(isa);
+      // Int8 cells: the GFLOP/s share is of the float FMA peak (integer products count as 2 operations each).
       row(name.c_str(), bytes, peak[static_cast<int>(isa)], [&](int64_t n) {
         for (const auto& p : packed) p.multiply(x.data(), p.in(), n, y.data(), p.out(), 0, p.panels(), isa);
       });

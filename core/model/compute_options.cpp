@@ -67,6 +67,20 @@ std::optional<at::ScalarType> parse_kv_cache_storage(const std::string& name) {
   throw Error("--kv-cache: expected one of auto, float32, float16, got '" + name + "'");
 }
 
+BlockDot parse_block_dot(const std::string& name) {
+  if (name == "float") return BlockDot::Float;
+  if (name == "int8") return BlockDot::Int8;
+  throw Error("--quant-dot: expected float or int8, got \"" + name + "\"");
+}
+
+void check_block_dot(BlockDot dot, bool native_path, WeightStorage storage) {
+  if (dot != BlockDot::Int8) return;
+  if (!native_path) throw Error("--quant-dot int8: integer dot products run on the native path only (--path native)");
+  if (storage != WeightStorage::Q8_0 && storage != WeightStorage::Q4_0)
+    throw Error(std::string("--quant-dot int8: expected q8_0 or q4_0 weights (--weights q8_0|q4_0, or a Q8_0 / Q4_0 "
+                            ".gguf), got ") + weight_storage_name(storage));
+}
+
 void check_supported(const ComputeOptions& options) {
   const at::ScalarType kv = options.kv_cache_dtype();
   if (kv != at::kFloat && kv != at::kHalf && kv != options.dtype)

@@ -24,6 +24,9 @@ struct ComputeOptions {
   // How the KV cache stores keys and values; unset = the activation dtype. float16 (llama.cpp's default) halves
   // what attention reads at long contexts; attention widens it exactly and sums in float32 on both paths.
   std::optional<at::ScalarType> kv_cache;
+  // How q8_0 / q4_0 weights meet activations on the native path (core/ops/packed_matrix.h): Float (weights widened,
+  // the dequantized model's arithmetic) or Int8 (activations quantized to Q8_0, integer dot products, llama.cpp's).
+  BlockDot block_dot = BlockDot::Float;
 
   at::ScalarType kv_cache_dtype() const { return kv_cache.value_or(dtype); }
 
@@ -46,6 +49,11 @@ CpuPath parse_cpu_path(const std::string& name);
 // A --weights value: "auto" (unset), "float32"/"fp32"/"f32", "float16"/"fp16"/"f16", "bfloat16"/"bf16", "q8_0", "q4_0".
 // Throws Error listing the valid names.
 std::optional<WeightStorage> parse_weight_storage(const std::string& name);
+
+// A --quant-dot value: "float", "int8". Throws Error listing the valid names.
+BlockDot parse_block_dot(const std::string& name);
+// Throws Error when Int8 cannot apply: off the native path, or weights that are not q8_0 / q4_0.
+void check_block_dot(BlockDot dot, bool native_path, WeightStorage storage);
 
 // A --kv-cache value: "auto" (unset: the activation dtype), "float32"/"fp32"/"f32", "float16"/"fp16"/"f16".
 // Throws Error listing the valid names.

@@ -148,11 +148,12 @@ EagleHead::EagleHead(ModelConfig config, EagleHeadWeights weights, const LlamaMo
   if (const NativeDecoder* target_native = target.native()) {
     const WeightStorage storage = target.options().weights.value_or(stored);
     native_ = std::make_unique<Native>();
-    native_->fc = pack_matrix(weights_.fc, storage);
+    const BlockDot dot = target.options().block_dot;  // ignored unless the storage is q8_0 / q4_0
+    native_->fc = pack_matrix(weights_.fc, storage, dot);
     native_->fc_bias = float_vector(weights_.fc_bias);
-    native_->layer = pack_layer(weights_.layer, storage);
+    native_->layer = pack_layer(weights_.layer, storage, dot);
     // The target's LM head rows: stored as the target stores its own.
-    if (draft_lm_head_.defined()) native_->draft_lm_head = pack_matrix(draft_lm_head_, target_native->storage());
+    if (draft_lm_head_.defined()) native_->draft_lm_head = pack_matrix(draft_lm_head_, target_native->storage(), target_native->dot());
   }
 }
 

@@ -54,9 +54,24 @@ bool packed_copy_is_exact(WeightStorage packed, WeightStorage stored) {
 LlamaModel::NativePlan LlamaModel::plan_native(const ModelConfig& config, const ComputeOptions& options,
                                                WeightStorage stored) {
   NativePlan plan;
-  if (!uses_native_path(options)) return plan;
+  const bool native = uses_native_path(options);
   const WeightStorage storage = options.weights.value_or(stored);
-  plan.decoder = std::make_unique<NativeDecoder>(config, storage);
+  check_block_dot(options.block_dot, native, storage);
+  if (!native) return plan;
+  if (storage == WeightStorage::Q8_0 || storage == WeightStorage::Q4_0) {
+    // Every matrix's rows are whole 32-value blocks: its input width is one of these.
+    const std::pair<const char*, int64_t> widths[] = {
+        {"hidden_size", config.hidden_size},
+        {"intermediate_size", config.intermediate_size},
+        {"num_attention_heads x head_dim", config.num_attention_heads * config.head_dim}};
+    for (const auto& [field, width] : widths)
+      check(width % 32 == 0, [&] {
+        return std::string("--weights ") + weight_storage_name(storage) + ": expected " + field +
+               " to be a multiple of 32 (ggml's blocks of 32 inputs), got " + std::to_string(width) +
+               "; use float16 or float32 weights";
+      });
+  }
+  plan.decoder = std::make_unique<NativeDecoder>(config, storage, options.block_dot);
   plan.release_projections = packed_copy_is_exact(storage, stored);
   return plan;
 }
@@ -157,7 +172,7 @@ std::string LlamaModel::path_description() const {
   const std::string cache = options_.kv_cache_dtype() == options_.dtype
                                 ? ""
                                 : ", " + compute_dtype_name(options_.kv_cache_dtype()) + " KV cache";
-  if (native_) return native_path_description(native_->storage()) + cache;
+  if (native_) return native_path_description(native_->storage(), native_->dot()) + cache;
   return "reference (libtorch), " + compute_dtype_name(options_.dtype) + " on " + options_.device.str() + cache;
 }
 

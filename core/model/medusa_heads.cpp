@@ -81,11 +81,11 @@ MedusaHeads::MedusaHeads(MedusaConfig config, MedusaHeadWeights weights, const L
     native_->w.emplace_back();
     native_->b.emplace_back();
     for (const auto& b : blocks) {
-      native_->w.back().push_back(pack_matrix(b.weight, storage));
+      native_->w.back().push_back(pack_matrix(b.weight, storage, target.options().block_dot));
       native_->b.back().push_back(float_vector(b.bias));
     }
   }
-  for (const auto& lm : weights_.lm_heads) native_->lm_heads.push_back(pack_matrix(lm, storage));
+  for (const auto& lm : weights_.lm_heads) native_->lm_heads.push_back(pack_matrix(lm, storage, target.options().block_dot));
   native_->h.resize(static_cast<size_t>(K * d));
   native_->y.resize(static_cast<size_t>(d));
 }

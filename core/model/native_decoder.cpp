@@ -21,9 +21,9 @@ std::vector<float> float_vector(const at::Tensor& t) {
   return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
 }
 
-PackedMatrix pack_matrix(const at::Tensor& w, WeightStorage storage) {
+PackedMatrix pack_matrix(const at::Tensor& w, WeightStorage storage, BlockDot dot) {
   const auto f = w.to(at::kCPU, at::kFloat);
-  return PackedMatrix(f.data_ptr<float>(), f.size(0), f.size(1), f.stride(0), f.stride(1), storage);
+  return PackedMatrix(f.data_ptr<float>(), f.size(0), f.size(1), f.stride(0), f.stride(1), storage, dot);
 }
 
 at::Tensor unpack_matrix(const PackedMatrix& m) {
@@ -34,19 +34,19 @@ at::Tensor unpack_matrix(const PackedMatrix& m) {
   return physical.t();
 }
 
-NativeLayerWeights pack_layer(const LlamaLayerWeights& L, WeightStorage storage) {
+NativeLayerWeights pack_layer(const LlamaLayerWeights& L, WeightStorage storage, BlockDot dot) {
   NativeLayerWeights out;
   out.attn_norm = float_vector(L.attn_norm);
   out.mlp_norm = float_vector(L.mlp_norm);
-  out.wqkv = pack_matrix(L.wqkv, storage);
-  out.wo = pack_matrix(L.wo, storage);
+  out.wqkv = pack_matrix(L.wqkv, storage, dot);
+  out.wo = pack_matrix(L.wo, storage, dot);
   if (L.router.defined()) {
     out.router = pack_matrix(L.router, WeightStorage::Float32);
-    for (const auto& e : L.expert_gate_up) out.expert_gate_up.push_back(pack_matrix(e, storage));
-    for (const auto& e : L.expert_down) out.expert_down.push_back(pack_matrix(e, storage));
+    for (const auto& e : L.expert_gate_up) out.expert_gate_up.push_back(pack_matrix(e, storage, dot));
+    for (const auto& e : L.expert_down) out.expert_down.push_back(pack_matrix(e, storage, dot));
   } else {
-    out.w_gate_up = pack_matrix(L.w_gate_up, storage);
-    out.w_down = pack_matrix(L.w_down, storage);
+    out.w_gate_up = pack_matrix(L.w_gate_up, storage, dot);
+    out.w_down = pack_matrix(L.w_down, storage, dot);
   }
   return out;
 }
@@ -58,6 +58,16 @@ static int native_threads(int64_t units, int64_t per_thread) {
 }
 
 void parallel_multiply(const PackedMatrix& w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy) {
+  if (w.dot() == BlockDot::Int8) {  // x quantized once, before the threads split the panels
+    thread_local QuantizedRows buffer;
+    QuantizedRows& quantized = buffer;  // this thread's: a thread_local named inside the lambda is the worker's
+    quantize_rows(x, ldx, n, w.in(), quantized);
+    WorkerPool::instance().run(native_threads(w.panels(), 8), [&](int t, int threads) {
+      const auto [p0, p1] = WorkerPool::split(0, w.panels(), threads, t);
+      w.multiply(quantized, y, ldy, p0, p1);
+    });
+    return;
+  }
   // At least 8 panels (128 columns) per thread: smaller splits cost more in hand-off than they save.
   WorkerPool::instance().run(native_threads(w.panels(), 8), [&](int t, int threads) {
     const auto [p0, p1] = WorkerPool::split(0, w.panels(), threads, t);
@@ -223,10 +233,11 @@ void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvC
   native_decoder_layer(L, c, ws.segments, layer, ws, experts_read);
 }
 
-NativeDecoder::NativeDecoder(const ModelConfig& config, WeightStorage storage) : config_(config), storage_(storage) {}
+NativeDecoder::NativeDecoder(const ModelConfig& config, WeightStorage storage, BlockDot dot)
+    : config_(config), storage_(storage), dot_(dot) {}
 
 void NativeDecoder::add_layer(LlamaLayerWeights& L, bool release_projections) {
-  layers_.push_back(pack_layer(L, storage_));
+  layers_.push_back(pack_layer(L, storage_, dot_));
   const NativeLayerWeights& packed = layers_.back();
   if (release_projections) {
     bool exact = packed.wqkv.exact() && packed.wo.exact() && packed.w_gate_up.exact() && packed.w_down.exact();
@@ -251,7 +262,7 @@ void NativeDecoder::check_released_exactly(bool exact, size_t layer) const {
 
 void NativeDecoder::set_output(const LlamaWeights& weights, bool embed_from_lm_head) {
   norm_ = float_vector(weights.norm);
-  lm_head_ = pack_matrix(weights.lm_head, storage_);
+  lm_head_ = pack_matrix(weights.lm_head, storage_, dot_);
   embed_from_lm_head_ = embed_from_lm_head;
 }
 
@@ -409,9 +420,11 @@ std::vector<ForwardOutput> NativeDecoder::forward_batch(const LlamaWeights& weig
   return outs;
 }
 
-std::string native_path_description(WeightStorage storage) {
-  return std::string("native ") + kernel_isa_name(best_kernel_isa()) + " kernels, " + weight_storage_name(storage) +
-         " weights";
+std::string native_path_description(WeightStorage storage, BlockDot dot) {
+  std::string d = std::string("native ") + kernel_isa_name(best_kernel_isa()) + " kernels, " +
+                  weight_storage_name(storage) + " weights";
+  if (dot == BlockDot::Int8) d += std::string(", int8 dot products (") + int8_dot_instruction(best_kernel_isa()) + ")";
+  return d;
 }
 
 }  // namespace draftlab

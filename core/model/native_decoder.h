@@ -45,13 +45,13 @@ struct NativeLayerWeights {
   PackedMatrix router;
   std::vector<PackedMatrix> expert_gate_up, expert_down;
 };
-NativeLayerWeights pack_layer(const LlamaLayerWeights& layer, WeightStorage storage);
+NativeLayerWeights pack_layer(const LlamaLayerWeights& layer, WeightStorage storage, BlockDot dot = BlockDot::Float);
 
 // The packed values as a float32 CPU tensor [out, in] in column-major storage (llama_weights.h's layout).
 at::Tensor unpack_matrix(const PackedMatrix& m);
 
 // A weight tensor [out, in] of any strides (any device and dtype; read as float32 on CPU), packed.
-PackedMatrix pack_matrix(const at::Tensor& w, WeightStorage storage);
+PackedMatrix pack_matrix(const at::Tensor& w, WeightStorage storage, BlockDot dot = BlockDot::Float);
 // A vector's values as float32 (empty for an undefined tensor).
 std::vector<float> float_vector(const at::Tensor& t);
 
@@ -110,7 +110,7 @@ class NativeDecoder {
  public:
   // An empty decoder, filled by add_layer for each layer in order, then set_output (LlamaModel does this, as the
   // checkpoint is read).
-  NativeDecoder(const ModelConfig& config, WeightStorage storage);
+  NativeDecoder(const ModelConfig& config, WeightStorage storage, BlockDot dot = BlockDot::Float);
 
   // Packs the next layer. With release_projections its projection tensors are then dropped (undefined), so the
   // float32 copy and the packed copy never both exist in full; restore_projections brings them back. Only exact
@@ -141,6 +141,7 @@ class NativeDecoder {
   at::Tensor lm_head_logits(const float* features, int64_t ld, int64_t rows) const;
 
   WeightStorage storage() const { return storage_; }
+  BlockDot dot() const { return dot_; }
   // Throws InexactPacking naming the layer (layer = the number of layers: the LM head) unless `exact`: the caller
   // is about to drop float32 values only the packed copy would hold.
   struct InexactPacking : Error {
@@ -153,6 +154,7 @@ class NativeDecoder {
  private:
   ModelConfig config_;
   WeightStorage storage_;
+  BlockDot dot_;
   std::vector<NativeLayerWeights> layers_;
   std::vector<float> norm_;
   PackedMatrix lm_head_;
@@ -162,6 +164,6 @@ class NativeDecoder {
 };
 
 // The CPU and build facts behind the native path, for --verbose and results files: "avx512 (float16 weights)".
-std::string native_path_description(WeightStorage storage);
+std::string native_path_description(WeightStorage storage, BlockDot dot = BlockDot::Float);
 
 }  // namespace draftlab

@@ -16,6 +16,8 @@
 #include "core/ops/packed_matrix.h"
 
 #include "core/io/ggml_quant.h"
+#include "core/ops/packed_int8.h"
+#include "core/ops/panel_loop.h"
 #include "core/ops/unroll.h"
 
 #include <algorithm>
@@ -125,6 +127,8 @@ int64_t panel_bytes(WeightStorage s, int64_t in) {
   return 0;
 }
 
+const char* block_dot_name(BlockDot d) { return d == BlockDot::Int8 ? "int8" : "float"; }
+
 const char* kernel_isa_name(KernelIsa isa) {
   switch (isa) {
     case KernelIsa::Portable: return "portable";
@@ -157,41 +161,13 @@ KernelIsa best_kernel_isa() {
 
 namespace {
 
-
-constexpr int64_t P = PackedMatrix::kPanel;
-constexpr int64_t kPrefetchBytes = 768;  // how far ahead in each panel's stream (one row chunk)
-
-// Where a tile's software prefetch goes. in_stream: kPrefetchBytes ahead in each of its panels (a call with one
-// row chunk: nothing else will read these panels). next != nullptr: `lines` cache lines from `next` (its slice of
-// the next panel group), spread evenly over the tile's k input indices, into L2. Neither: no prefetch.
-struct Prefetch {
-  bool in_stream = false;
-  const uint8_t* next = nullptr;
-  int64_t lines = 0;
-};
-
-// The prefetches input index i of k issues (called once per i inside a tile, before its panel loads): the lines
-// from floor(i * lines / k) up to the next index's, so each line of the slice is asked for once.
-inline void prefetch_next_line(const Prefetch& pf, int64_t i, int64_t step16) {
-#if defined(__x86_64__)
-  if (pf.next == nullptr) return;
-  for (int64_t l = (i * step16) >> 16, end = ((i + 1) * step16) >> 16; l < end; ++l)
-    _mm_prefetch(reinterpret_cast<const char*>(pf.next + l * 64), _MM_HINT_T1);
-#else
-  (void)pf, (void)i, (void)step16;
-#endif
-}
-// Lines per input index in 16.16 fixed point (so the loop needs no division).
-inline int64_t prefetch_step16(const Prefetch& pf, int64_t k) { return pf.next ? (pf.lines << 16) / k : 0; }
-
-// Balanced row chunks: n rows into ceil(n / max_mr) chunks whose sizes differ by at most one.
-struct RowChunks {
-  int64_t count, base, extra;  // chunk c has base + (c < extra) rows
-  RowChunks(int64_t n, int64_t max_mr) : count((n + max_mr - 1) / max_mr), base(n / count), extra(n % count) {}
-  int64_t rows(int64_t c) const { return base + (c < extra ? 1 : 0); }
-  int64_t largest() const { return base + (extra > 0 ? 1 : 0); }
-};
-
+using panel_loop::FloatRows;
+using panel_loop::kPrefetchBytes;
+using panel_loop::multiply_with;
+using panel_loop::P;
+using panel_loop::Prefetch;
+using panel_loop::prefetch_next_line;
+using panel_loop::prefetch_step16;
 // ---- portable ----------------------------------------------------------------------------------------------------
 
 template <WeightStorage S>
@@ -264,9 +240,9 @@ struct PortableKernels {
   static constexpr int panels_for(int) { return 1; }
   static constexpr int group_panels(int) { return 1; }
   template <WeightStorage S>
-  static void tile(int64_t mr, int /*np = 1*/, const float* x, int64_t ldx, const uint8_t* panels,
-                   int64_t /*panel_bytes*/, int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch&) {
-    portable_tile<S>(x, ldx, mr, panels, k, y, ldy, cols);
+  static void tile(int64_t mr, int /*np = 1*/, const FloatRows& x, const uint8_t* panels, int64_t /*panel_bytes*/,
+                   int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch&) {
+    portable_tile<S>(x.x, x.ldx, mr, panels, k, y, ldy, cols);
   }
 };
 
@@ -375,8 +351,10 @@ struct Avx2Kernels {
   // Six panels make whole tiles for every chunk size (NP 6, 3, 2, 1).
   static constexpr int group_panels(int) { return 6; }
   template <WeightStorage S>
-  static void tile(int64_t mr, int np, const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes,
-                   int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
+  static void tile(int64_t mr, int np, const FloatRows& rows, const uint8_t* panels, int64_t panel_bytes, int64_t k,
+                   float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
+    const float* x = rows.x;
+    const int64_t ldx = rows.ldx;
     switch (mr) {
       case 1: avx2_tile_np<S, 1>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
       case 2: avx2_tile_np<S, 2>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
@@ -465,8 +443,10 @@ struct Avx512Kernels {
   static constexpr int panels_for(int mr) { return avx512_panels_for(mr); }
   static constexpr int group_panels(int largest_chunk) { return avx512_panels_for(largest_chunk); }
   template <WeightStorage S>
-  static void tile(int64_t mr, int np, const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes,
-                   int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
+  static void tile(int64_t mr, int np, const FloatRows& rows, const uint8_t* panels, int64_t panel_bytes, int64_t k,
+                   float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
+    const float* x = rows.x;
+    const int64_t ldx = rows.ldx;
     switch (mr) {
       case 1: avx512_tile_np<S, 1>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
       case 2: avx512_tile_np<S, 2>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
@@ -481,61 +461,24 @@ struct Avx512Kernels {
 };
 #endif  // __x86_64__
 
-// The loop every path shares: panel groups outer, row chunks inner, each chunk in tiles of its own width, so a
-// group's panels stay in cache while every chunk reads them; with several chunks the tiles of one group prefetch
-// the next, a slice each.
-template <class Kernels, WeightStorage S>
-void multiply_with(const uint8_t* data, int64_t out, int64_t k, const float* x, int64_t ldx, int64_t n, float* y,
-                   int64_t ldy, int64_t p0, int64_t p1) {
-  const RowChunks chunks(n, Kernels::kMaxRows);
-  const int group = Kernels::group_panels(static_cast<int>(chunks.largest()));
-  const int64_t panel_bytes = draftlab::panel_bytes(S, k);
-  auto width = [&](int64_t mr) { return std::min(Kernels::panels_for(static_cast<int>(mr)), group); };
-  int64_t tiles_per_group = 0;
-  for (int64_t c = 0; c < chunks.count; ++c) tiles_per_group += (group + width(chunks.rows(c)) - 1) / width(chunks.rows(c));
-  for (int64_t p = p0; p < p1; p += group) {
-    const int64_t in_group = std::min<int64_t>(group, p1 - p);
-    const int64_t next_lines = std::min<int64_t>(group, p1 - p - in_group) * panel_bytes / 64;
-    int64_t r0 = 0, t = 0;
-    for (int64_t c = 0; c < chunks.count; ++c) {
-      const int64_t mr = chunks.rows(c), np = width(mr);
-      for (int64_t q = 0; q < in_group; q += np, ++t) {
-        const int nq = static_cast<int>(std::min(np, in_group - q));
-        const int64_t cols = std::min(nq * P, out - (p + q) * P);
-        Prefetch pf;
-        if (chunks.count == 1) {
-          pf.in_stream = true;
-        } else if (next_lines > 0) {
-          const int64_t l0 = t * next_lines / tiles_per_group, l1 = (t + 1) * next_lines / tiles_per_group;
-          pf.next = data + (p + in_group) * panel_bytes + l0 * 64;
-          pf.lines = l1 - l0;
-        }
-        Kernels::template tile<S>(mr, nq, x + r0 * ldx, ldx, data + (p + q) * panel_bytes, panel_bytes, k,
-                                  y + r0 * ldy + (p + q) * P, ldy, cols, pf);
-      }
-      r0 += mr;
-    }
-  }
-}
-
-using MultiplyFn = void (*)(const uint8_t*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t,
+using MultiplyFn = void (*)(const uint8_t*, int64_t, int64_t, int64_t, const FloatRows&, int64_t, float*, int64_t,
                             int64_t, int64_t);
 
 template <WeightStorage S>
 MultiplyFn pick(KernelIsa isa) {
 #if defined(__x86_64__)
-  if (isa == KernelIsa::Avx512) return &multiply_with<Avx512Kernels, S>;
-  if (isa == KernelIsa::Avx2) return &multiply_with<Avx2Kernels, S>;
+  if (isa == KernelIsa::Avx512) return &multiply_with<Avx512Kernels, S, FloatRows>;
+  if (isa == KernelIsa::Avx2) return &multiply_with<Avx2Kernels, S, FloatRows>;
 #endif
   (void)isa;
-  return &multiply_with<PortableKernels, S>;
+  return &multiply_with<PortableKernels, S, FloatRows>;
 }
 
 }  // namespace
 
 PackedMatrix::PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stride_out, int64_t stride_in,
-                           WeightStorage storage)
-    : out_(out), in_(in), storage_(storage) {
+                           WeightStorage storage, BlockDot dot)
+    : out_(out), in_(in), storage_(storage), dot_(block_quantized(storage) ? dot : BlockDot::Float) {
   if (out <= 0 || in <= 0) throw std::invalid_argument("PackedMatrix: empty matrix");
   if (block_quantized(storage) && in % kGgmlQuantBlock != 0)
     throw std::invalid_argument(std::string("PackedMatrix: ") + weight_storage_name(storage) +
@@ -548,7 +491,7 @@ PackedMatrix::PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stri
   auto* base = static_cast<uint8_t*>(raw);
   auto* f32 = static_cast<float*>(raw);
   auto* u16 = static_cast<uint16_t*>(raw);
-  const int64_t panel_size = panel_bytes(storage, in);
+  const int64_t panel_size = this->panel_size();
   // Panel p, input i, lane c <- W[16p + c][i]; lanes past `out` are zero.
   if (block_quantized(storage)) {
     // Each row's blocks quantized as ggml does (core/io/ggml_quant.h), then spread into the panel layout above.
@@ -560,7 +503,7 @@ PackedMatrix::PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stri
     uint8_t block[34];
     for (int64_t p = 0; p < panels(); ++p) {
       uint8_t* panel = base + p * panel_size;
-      auto* scales = reinterpret_cast<float*>(panel + (q4 ? in * kPanel / 2 : in * kPanel));
+      auto* scales = reinterpret_cast<float*>(panel + (q4 ? in * kPanel / 2 : in * kPanel));  // BlockDot::Float
       for (int64_t c = 0; c < kPanel; ++c) {
         const int64_t o = p * kPanel + c;
         for (int64_t b = 0; b < in / kGgmlQuantBlock; ++b) {
@@ -568,6 +511,12 @@ PackedMatrix::PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stri
             row[j] = o < out ? w[o * stride_out + (b * kGgmlQuantBlock + j) * stride_in] : 0.0f;
           quantize(row, kGgmlQuantBlock, block);
           dequantize(block, kGgmlQuantBlock, back);
+          for (int64_t j = 0; j < kGgmlQuantBlock; ++j)
+            if (back[j] != row[j]) exact_ = false;
+          if (dot_ == BlockDot::Int8) {
+            packed_int8::put_block(storage, panel, in, b, c, block);
+            continue;
+          }
           uint16_t d;
           std::memcpy(&d, block, 2);
           scales[b * kPanel + c] = half_to_float(d);
@@ -579,7 +528,6 @@ PackedMatrix::PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stri
             } else {
               panel[i * kPanel + c] = block[2 + j];
             }
-            if (back[j] != row[j]) exact_ = false;
           }
         }
       }
@@ -604,9 +552,15 @@ PackedMatrix::PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stri
   }
 }
 
+int64_t PackedMatrix::panel_size() const {
+  return dot_ == BlockDot::Int8 ? packed_int8::panel_bytes(storage_, in_) : panel_bytes(storage_, in_);
+}
+
 float PackedMatrix::at(int64_t o, int64_t i) const {
   const int64_t idx = ((o / kPanel) * in_ + i) * kPanel + o % kPanel;
   const auto* base = static_cast<const uint8_t*>(data_.get());
+  if (dot_ == BlockDot::Int8)
+    return packed_int8::value(storage_, base + (o / kPanel) * panel_size(), in_, i, o % kPanel);
   switch (storage_) {
     case WeightStorage::Q8_0:
       return block_value<WeightStorage::Q8_0>(base + (o / kPanel) * panel_bytes(storage_, in_), in_, i, o % kPanel);
@@ -641,6 +595,14 @@ void PackedMatrix::row(int64_t o, float* out) const {
   }
 }
 
+namespace {
+void check_isa(KernelIsa isa) {
+  if (static_cast<int>(isa) > static_cast<int>(best_kernel_isa()))
+    throw std::invalid_argument(std::string("PackedMatrix::multiply: this CPU cannot run the ") +
+                                kernel_isa_name(isa) + " kernel");
+}
+}  // namespace
+
 void PackedMatrix::multiply(const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t panel_begin,
                             int64_t panel_end) const {
   multiply(x, ldx, n, y, ldy, panel_begin, panel_end, best_kernel_isa());
@@ -649,9 +611,13 @@ void PackedMatrix::multiply(const float* x, int64_t ldx, int64_t n, float* y, in
 void PackedMatrix::multiply(const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t panel_begin,
                             int64_t panel_end, KernelIsa isa) const {
   if (n <= 0 || panel_begin >= panel_end) return;
-  if (static_cast<int>(isa) > static_cast<int>(best_kernel_isa()))
-    throw std::invalid_argument(std::string("PackedMatrix::multiply: this CPU cannot run the ") +
-                                kernel_isa_name(isa) + " kernel");
+  check_isa(isa);
+  if (dot_ == BlockDot::Int8) {
+    thread_local QuantizedRows quantized;
+    quantize_rows(x, ldx, n, in_, quantized);
+    multiply(quantized, y, ldy, panel_begin, panel_end, isa);
+    return;
+  }
   MultiplyFn fn = nullptr;
   switch (storage_) {
     case WeightStorage::Float32: fn = pick<WeightStorage::Float32>(isa); break;
@@ -660,7 +626,27 @@ void PackedMatrix::multiply(const float* x, int64_t ldx, int64_t n, float* y, in
     case WeightStorage::Q8_0: fn = pick<WeightStorage::Q8_0>(isa); break;
     case WeightStorage::Q4_0: fn = pick<WeightStorage::Q4_0>(isa); break;
   }
-  fn(static_cast<const uint8_t*>(data_.get()), out_, in_, x, ldx, n, y, ldy, panel_begin, panel_end);
+  fn(static_cast<const uint8_t*>(data_.get()), panel_size(), out_, in_, FloatRows{x, ldx}, n, y, ldy, panel_begin,
+     panel_end);
+}
+
+void PackedMatrix::multiply(const QuantizedRows& x, float* y, int64_t ldy, int64_t panel_begin,
+                            int64_t panel_end) const {
+  multiply(x, y, ldy, panel_begin, panel_end, best_kernel_isa());
+}
+
+void PackedMatrix::multiply(const QuantizedRows& x, float* y, int64_t ldy, int64_t panel_begin, int64_t panel_end,
+                            KernelIsa isa) const {
+  if (dot_ != BlockDot::Int8)
+    throw std::invalid_argument(std::string("PackedMatrix::multiply: quantized rows need int8 dot products, this "
+                                            "matrix multiplies ") + weight_storage_name(storage_) + " weights in float");
+  if (x.in != in_)
+    throw std::invalid_argument("PackedMatrix::multiply: rows of " + std::to_string(x.in) + " values for a matrix of " +
+                                std::to_string(in_) + " inputs");
+  if (x.n <= 0 || panel_begin >= panel_end) return;
+  check_isa(isa);
+  packed_int8::multiply(storage_, isa, static_cast<const uint8_t*>(data_.get()), out_, in_, x, y, ldy, panel_begin,
+                        panel_end);
 }
 
 }  // namespace draftlab

@@ -13,6 +13,13 @@
 // bit for bit like the float32 matrix of its dequantized values, reading ~1.1 bytes per weight. q4_0 likewise stores
 // ggml's Q4_0 (value d * (q - 8), q in 0..15) as nibbles plus the same scales: ~0.6 bytes per weight.
 //
+// Integer dot products (BlockDot::Int8, opt-in): llama.cpp's way for Q8_0 / Q4_0. Each row of x is quantized to
+// Q8_0 as ggml's reference quantizer does (blocks of 32, float16 scale d_x, int8 q_x), each block's products summed
+// exactly in integers, and y = sum over blocks of (d_w * d_x) * sum_q, one float32 FMA per block in order. A
+// quarter of the bytes per multiply-add and int8 dot-product instructions (AVX2 maddubs, AVX512-VNNI dpbusd); the
+// result is no longer the dequantized float32 matrix's but its own, identical bit for bit on every kernel. Layout
+// (packed_int8.h): per block, groups of 4 (Q8_0) or 8 (Q4_0) inputs per lane in 32-bit cells, then float16 scales.
+//
 // Row independence: y[j, o] is one float32 FMA chain over i = 0 .. in-1 in order, for every n, every tile shape
 // and every SIMD width (AVX-512, AVX2 and the portable path with fmaf) - so the logits of a token verified inside
 // a draft tree are bit-identical to the logits vanilla decoding computes for it. Lossless greedy decoding rests
@@ -25,14 +32,22 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace draftlab {
 
 enum class WeightStorage { Float32, Float16, BFloat16, Q8_0, Q4_0 };
 
+// How block-quantized (q8_0 / q4_0) weights meet x. Float: each weight widened to float32, so the product is that of
+// the dequantized float32 matrix. Int8: x quantized to Q8_0 per row and integer dot products (see above). Float
+// storages ignore it.
+enum class BlockDot { Float, Int8 };
+// "float" / "int8".
+const char* block_dot_name(BlockDot d);
+
 // "float32" / "float16" / "bfloat16" / "q8_0" / "q4_0".
 const char* weight_storage_name(WeightStorage s);
-// Bytes one panel (16 output rows) of `in` inputs takes.
+// Bytes one panel (16 output rows) of `in` inputs takes (BlockDot::Float layout).
 int64_t panel_bytes(WeightStorage s, int64_t in);
 
 // The instruction sets a kernel can use.
@@ -40,6 +55,22 @@ enum class KernelIsa { Portable, Avx2, Avx512 };
 const char* kernel_isa_name(KernelIsa isa);
 // The best this CPU runs, capped by DRAFTLAB_ISA.
 KernelIsa best_kernel_isa();
+// The instruction an Int8 kernel of `isa` multiplies with on this CPU: "vpdpbusd" (AVX512-VNNI, the AVX-512 kernel
+// where the CPU has it), "vpmaddubsw" (AVX2; also AVX-512 CPUs without VNNI), "scalar".
+const char* int8_dot_instruction(KernelIsa isa);
+
+// Rows of x quantized to Q8_0 for BlockDot::Int8 (ggml's reference quantizer, core/io/ggml_quant.h): q row-major
+// [n, in], per row and block of 32 the scale d (float16, widened) and the sum of q (kernels with an unsigned operand
+// subtract offset x sum). Buffers keep their capacity between calls.
+struct QuantizedRows {
+  int64_t n = 0, in = 0;
+  std::vector<int8_t> q;
+  std::vector<float> scale;
+  std::vector<int32_t> sum;
+  int64_t blocks() const { return in / 32; }
+};
+// x [n, in] (row stride ldx), in a multiple of 32 (std::invalid_argument otherwise).
+void quantize_rows(const float* x, int64_t ldx, int64_t n, int64_t in, QuantizedRows& out);
 
 // float32 <-> float16 / bfloat16, round to nearest even (what torch and numpy do); torch-free.
 uint16_t float_to_half(float f);
@@ -55,14 +86,16 @@ class PackedMatrix {
   // Packs W [out, in] given by strides: W[o][i] = w[o * stride_out + i * stride_in] (so a row-major [out, in]
   // matrix has stride_out = in, stride_in = 1, and a column-major one stride_out = 1, stride_in = out).
   // q8_0 / q4_0 quantize each row's blocks as ggml does and need `in` a multiple of 32 (std::invalid_argument
-  // otherwise).
-  PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stride_out, int64_t stride_in, WeightStorage storage);
+  // otherwise). dot: see BlockDot (ignored for float storages).
+  PackedMatrix(const float* w, int64_t out, int64_t in, int64_t stride_out, int64_t stride_in, WeightStorage storage,
+               BlockDot dot = BlockDot::Float);
 
   int64_t out() const { return out_; }
   int64_t in() const { return in_; }
   int64_t panels() const { return (out_ + kPanel - 1) / kPanel; }
   WeightStorage storage() const { return storage_; }
-  int64_t bytes() const { return panels() * panel_bytes(storage_, in_); }
+  BlockDot dot() const { return dot_; }
+  int64_t bytes() const { return panels() * panel_size(); }
   bool empty() const { return out_ == 0; }
   // q8_0 / q4_0: whether quantizing reproduced every value it was packed from (true for blocks dequantized from
   // such a file). Float storages are not checked here (true): they are exact when the storage is the checkpoint's
@@ -81,11 +114,19 @@ class PackedMatrix {
                 int64_t panel_end) const;
   void multiply(const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int64_t panel_begin, int64_t panel_end,
                 KernelIsa isa) const;
+  // BlockDot::Int8: the same product from x already quantized (quantize_rows once, then every thread's panels; the
+  // float overloads above quantize on each call).
+  void multiply(const QuantizedRows& x, float* y, int64_t ldy, int64_t panel_begin, int64_t panel_end) const;
+  void multiply(const QuantizedRows& x, float* y, int64_t ldy, int64_t panel_begin, int64_t panel_end,
+                KernelIsa isa) const;
 
  private:
+  int64_t panel_size() const;  // bytes of one panel in this storage and layout
+
   std::shared_ptr<void> data_;  // 64-byte aligned panels
   int64_t out_ = 0, in_ = 0;
   WeightStorage storage_ = WeightStorage::Float32;
+  BlockDot dot_ = BlockDot::Float;
   bool exact_ = true;
 };
 

@@ -20,6 +20,7 @@ struct ModelOptions {
   std::string path = "auto";     // CPU forward: auto, native, reference
   std::string weights = "auto";  // native path weight storage: auto (as stored), float32, float16, bfloat16
   std::string kv_cache = "auto";  // KV cache storage: auto (the compute dtype), float32, float16
+  std::string quant_dot = "float";  // how q8_0 / q4_0 weights meet activations: float, int8
   int threads = 0;  // 0: $OMP_NUM_THREADS if set, else libtorch's default (physical cores)
   bool verbose = false;
 };

@@ -55,14 +55,20 @@ struct LosslessCase {
   CpuPath path;
   bool float16_kv_cache = false;
   bool mixture_of_experts = false;  // a mixture-of-experts target (tests that build their own target)
+  // q8_0 weights met by int8 dot products (BlockDot::Int8): the target's own arithmetic, not the float model's.
+  bool int8_dot = false;
   std::string label() const {
     return config.label + (path == CpuPath::Native ? "_native" : "_reference") + (float16_kv_cache ? "_kv16" : "") +
-           (mixture_of_experts ? "_moe" : "");
+           (mixture_of_experts ? "_moe" : "") + (int8_dot ? "_q8int8" : "");
   }
   ComputeOptions compute() const {
     ComputeOptions o;
     o.cpu_path = path;
     if (float16_kv_cache) o.kv_cache = at::kHalf;
+    if (int8_dot) {
+      o.weights = WeightStorage::Q8_0;
+      o.block_dot = BlockDot::Int8;
+    }
     return o;
   }
 };
@@ -87,6 +93,13 @@ inline std::vector<LosslessCase> on_every_path(const std::vector<StrategyConfig>
 inline std::vector<LosslessCase> on_moe_target(const std::vector<StrategyConfig>& configs) {
   std::vector<LosslessCase> cases;
   for (const auto& c : configs) cases.push_back({c, CpuPath::Native, false, true});
+  return cases;
+}
+
+// The native path over q8_0 weights with int8 dot products (dense target, and mixture of experts when `moe`).
+inline std::vector<LosslessCase> on_int8_target(const std::vector<StrategyConfig>& configs, bool moe = false) {
+  std::vector<LosslessCase> cases;
+  for (const auto& c : configs) cases.push_back({c, CpuPath::Native, false, moe, true});
   return cases;
 }
 

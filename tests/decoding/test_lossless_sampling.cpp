@@ -94,8 +94,7 @@ class LosslessSampling : public ::testing::TestWithParam<LosslessCase> {
  protected:
   void SetUp() override {
     // A small-vocabulary target (so the two-token outcome space can be enumerated) and a different draft model.
-    target = GetParam().mixture_of_experts ? tiny_moe_model(at::kFloat, 21, GetParam().path, 4, 2, kVocab)
-                                           : tiny_model(at::kFloat, 2, 21, false, kVocab, GetParam().path);
+    target = tiny_model_under(GetParam().compute(), 21, kVocab, GetParam().mixture_of_experts);
     std::string dir = temp_dir() + "/draft_" + GetParam().label();
     ASSERT_EQ(std::system(("mkdir -p '" + dir + "'").c_str()), 0);
     tiny_model(at::kFloat, 2, 99, false, kVocab)->save_hf(dir, at::kFloat);
@@ -198,5 +197,11 @@ INSTANTIATE_TEST_SUITE_P(Strategies, LosslessSampling, ::testing::ValuesIn(on_bo
 // Every strategy again over a mixture-of-experts target (native path): routing must not break the distribution.
 INSTANTIATE_TEST_SUITE_P(MixtureOfExperts, LosslessSamplingOverMoe, ::testing::ValuesIn(on_moe_target(all_strategy_configs("", ""))),
                          case_name);
+// And over q8_0 weights met by int8 dot products: activations quantized row by row keep verification's rows
+// those of vanilla's steps, so the distribution is the int8 target's own.
+class LosslessSamplingOverInt8 : public LosslessSampling {};
+TEST_P(LosslessSamplingOverInt8, FirstTwoTokensFollowTheTargetDistribution) { expect_target_distribution(); }
+INSTANTIATE_TEST_SUITE_P(Int8DotProducts, LosslessSamplingOverInt8,
+                         ::testing::ValuesIn(on_int8_target(all_strategy_configs("", ""))), case_name);
 
 }  // namespace

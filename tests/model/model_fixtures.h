@@ -78,6 +78,19 @@ inline std::unique_ptr<LlamaModel> tiny_moe_model(at::ScalarType dtype = at::kFl
   return std::make_unique<LlamaModel>(c, scaled_test_weights(c, seed, dtype), o);
 }
 
+// tiny_model (or tiny_moe_model when moe) under any compute options: weight storage, dot products, KV cache.
+inline std::unique_ptr<LlamaModel> tiny_model_under(const ComputeOptions& o, uint64_t seed, int64_t vocab,
+                                                    bool moe = false) {
+  ModelConfig c = tiny_config(/*kv_heads=*/2, /*tied=*/false, vocab);
+  if (moe) {
+    c.intermediate_size = 64;
+    c.num_local_experts = 4;
+    c.num_experts_per_tok = 2;
+    c.validate("tiny_moe_config");
+  }
+  return std::make_unique<LlamaModel>(c, scaled_test_weights(c, seed, o.dtype), o);
+}
+
 inline at::Tensor long_tensor(const std::vector<int64_t>& v) {
   return at::tensor(v, at::TensorOptions().dtype(at::kLong));
 }

@@ -8,6 +8,8 @@
 
 #include <ATen/Parallel.h>
 
+#include <functional>
+
 #include "core/decoding/vanilla_decoder.h"
 #include "core/model/eagle_head.h"
 #include "core/base/error.h"
@@ -31,6 +33,36 @@ ComputeOptions on(CpuPath path, const std::string& weights = "auto", const std::
   o.weights = parse_weight_storage(weights);
   o.kv_cache = parse_kv_cache_storage(kv_cache);
   return o;
+}
+
+// Every tree row's logits equal a chain forward of its root path on the same prefix, bit for bit.
+void expect_tree_rows_equal_their_paths(const LlamaModel& model, const std::vector<int64_t>& p) {
+  const LlamaModel* native = &model;
+  const std::vector<int64_t> tokens{7, 8, 9, 10, 11, 12, 13};
+  const std::vector<int64_t> parent{-1, 0, 0, 1, 1, 2, 5};
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  auto mask = at::eye(n, at::kBool);
+  std::vector<int64_t> depth(n, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t a = parent[i]; a >= 0; a = parent[a]) mask[i][a] = true;
+    depth[i] = parent[i] < 0 ? 0 : depth[parent[i]] + 1;
+  }
+  KvCache tree_cache = native->make_cache(64);
+  native->forward_chain(tree_cache, p);
+  const int64_t L = tree_cache.length();
+  std::vector<int64_t> positions(n);
+  for (int64_t i = 0; i < n; ++i) positions[i] = L + depth[i];
+  auto tree = native->forward(tree_cache, long_tensor(tokens), long_tensor(positions), mask);
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> path;
+    for (int64_t a = i; a >= 0; a = parent[a]) path.insert(path.begin(), tokens[a]);
+    KvCache chain_cache = native->make_cache(64);
+    native->forward_chain(chain_cache, p);
+    // Decoded one token at a time, as vanilla decoding does.
+    at::Tensor last;
+    for (int64_t t : path) last = native->forward_chain(chain_cache, {t}).logits[0];
+    EXPECT_TRUE(at::equal(tree.logits[i], last)) << "node " << i;
+  }
 }
 
 struct Checkpoint {
@@ -102,32 +134,7 @@ TEST_P(NativeVersusReference, GreedyTokensIdentical) {
 
 // Every tree row's logits equal a chain forward of its root path on the same prefix, bit for bit.
 TEST_P(NativeVersusReference, TreeRowsAreBitIdenticalToTheirPathsOnTheNativePath) {
-  const auto p = prompt();
-  const std::vector<int64_t> tokens{7, 8, 9, 10, 11, 12, 13};
-  const std::vector<int64_t> parent{-1, 0, 0, 1, 1, 2, 5};
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  auto mask = at::eye(n, at::kBool);
-  std::vector<int64_t> depth(n, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t a = parent[i]; a >= 0; a = parent[a]) mask[i][a] = true;
-    depth[i] = parent[i] < 0 ? 0 : depth[parent[i]] + 1;
-  }
-  KvCache tree_cache = native->make_cache(64);
-  native->forward_chain(tree_cache, p);
-  const int64_t L = tree_cache.length();
-  std::vector<int64_t> positions(n);
-  for (int64_t i = 0; i < n; ++i) positions[i] = L + depth[i];
-  auto tree = native->forward(tree_cache, long_tensor(tokens), long_tensor(positions), mask);
-  for (int64_t i = 0; i < n; ++i) {
-    std::vector<int64_t> path;
-    for (int64_t a = i; a >= 0; a = parent[a]) path.insert(path.begin(), tokens[a]);
-    KvCache chain_cache = native->make_cache(64);
-    native->forward_chain(chain_cache, p);
-    // Decoded one token at a time, as vanilla decoding does.
-    at::Tensor last;
-    for (int64_t t : path) last = native->forward_chain(chain_cache, {t}).logits[0];
-    EXPECT_TRUE(at::equal(tree.logits[i], last)) << "node " << i;
-  }
+  expect_tree_rows_equal_their_paths(*native, prompt());
 }
 
 // One cache layout: a prefix cached by one path, continued by the other.
@@ -304,6 +311,71 @@ TEST(NativeEagleHead, MatchesTheReferenceHead) {
 }  // namespace
 
 namespace {
+
+// q8_0 / q4_0 weights met by int8 dot products (activations quantized to Q8_0 per row, as llama.cpp does): the
+// logits move by the activations' rounding only, against the same weights in float; tree rows stay bit for bit
+// their paths' (lossless verification); two threads give one thread's bits; the heads follow the target.
+TEST(NativeInt8Dot, CloseToTheFloatProductAndRowIndependent) {
+  const std::string path = source_path("data/models/ts-tiny");
+  const std::vector<int64_t> p{1, 5, 9, 26, 53, 58, 93, 23, 84, 62, 7, 300};
+  for (const char* storage : {"q8_0", "q4_0"}) {
+    SCOPED_TRACE(storage);
+    ComputeOptions int8 = on(CpuPath::Native, storage);
+    int8.block_dot = BlockDot::Int8;
+    const auto model = LlamaModel::load(path, int8);
+    const auto wide = LlamaModel::load(path, on(CpuPath::Native, storage));
+    ASSERT_EQ(model->native()->dot(), BlockDot::Int8);
+    EXPECT_EQ(wide->native()->dot(), BlockDot::Float);
+    EXPECT_NE(model->path_description().find("int8 dot products"), std::string::npos) << model->path_description();
+    KvCache a = model->make_cache(64), b = wide->make_cache(64);
+    const at::Tensor x = model->forward_chain(a, p).logits, y = wide->forward_chain(b, p).logits;
+    // Measured 6.5e-3 (q8_0) and 7.9e-3 (q4_0) of the logits' scale; a wrong scale, offset or block is order 1.
+    EXPECT_LT(rel_diff(x, y), 5e-2);
+    EXPECT_FALSE(at::equal(x, y)) << "int8 dot products were not used";
+    expect_tree_rows_equal_their_paths(*model, p);
+    const int previous = at::get_num_threads();
+    auto run = [&](int threads) {
+      at::set_num_threads(threads);
+      KvCache cache = model->make_cache(64);
+      model->forward_chain(cache, p);
+      return model->forward_chain(cache, {3, 4, 5, 6, 7, 8, 9}).logits;
+    };
+    const auto one = run(1), two = run(2);
+    at::set_num_threads(previous);
+    EXPECT_TRUE(at::equal(one, two));
+    // The EAGLE head packs its layer as the target does.
+    const auto head = EagleHead::load(source_path("data/models/ts-tiny-eagle-head"), *model);
+    KvCache hc = head->make_cache(16);
+    const auto h = head->forward(hc, long_tensor({5, 6, 7}), at::randn({3, model->config().hidden_size}),
+                                 long_tensor({0, 1, 2}));
+    EXPECT_TRUE(at::isfinite(head->logits(h)).all().item<bool>());
+  }
+}
+
+TEST(NativeInt8Dot, RefusedWhereItCannotApply) {
+  const std::string path = source_path("data/models/ts-tiny");
+  EXPECT_THROW(parse_block_dot("int4"), Error);
+  EXPECT_EQ(parse_block_dot("int8"), BlockDot::Int8);
+  auto expect_error = [](const std::function<void()>& load, const std::vector<std::string>& parts) {
+    try {
+      load();
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      for (const auto& part : parts)
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << part << " missing from: " << e.what();
+    }
+  };
+  ComputeOptions o = on(CpuPath::Native, "float16");
+  o.block_dot = BlockDot::Int8;
+  expect_error([&] { LlamaModel::load(path, o); }, {"--quant-dot int8", "q8_0 or q4_0", "float16"});
+  o = on(CpuPath::Reference, "q8_0");
+  o.block_dot = BlockDot::Int8;
+  expect_error([&] { LlamaModel::load(path, o); }, {"--quant-dot int8", "native path"});
+  // Block-quantized weights need whole blocks: stories260K's MLP is 172 wide.
+  DRAFTLAB_REQUIRE_SHARED("models/stories260K/stories260K.bin");
+  expect_error([&] { LlamaModel::load(shared_path("models/stories260K/stories260K.bin"), on(CpuPath::Native, "q8_0")); },
+               {"--weights q8_0", "intermediate_size", "172"});
+}
 
 // Threads split the products by panels and attention by rows: no output's arithmetic changes, so the bits don't.
 TEST(NativeThreads, TwoThreadsGiveTheSameBitsAsOne) {

@@ -1,0 +1,415 @@
+// BlockDot::Int8 kernels: see packed_int8.h for the layout and the arithmetic every kernel performs.
+//
+// Tiles as in packed_matrix.cpp (MR rows x NP panels, panel_loop.h's loop), with two accumulators per (row, panel):
+// a 32-bit integer sum over the current block and the float32 sum over blocks.
+//   AVX512-VNNI (32 zmm): vpdpbusd multiplies the unsigned weight bytes by the signed x bytes and adds groups of 4
+//     into 32-bit lanes (q8_0's +128 offset is taken back per block). MR 1 -> NP 8, 2 -> 6, 3 -> 4, 4 -> 3,
+//     5..6 -> 2, 7..8 -> 1 (2 x MR x NP <= 24 accumulators).
+//   AVX2 (16 ymm, a panel is 2 ymm): vpmaddubsw (unsigned x signed bytes, pairs added into saturating 16-bit
+//     lanes) then vpmaddwd by ones into 32-bit lanes. q8_0 takes the sign trick (|w| times x with w's sign, so
+//     no pair exceeds 2 x 128 x 127 < 2^15); q4_0's unsigned nibbles times x stay far below. MR 1 -> NP 2, else 1.
+//   Portable: the same sums in plain integer loops, std::fmaf per block.
+#include "core/ops/packed_int8.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "core/io/ggml_quant.h"
+#include "core/ops/panel_loop.h"
+#include "core/ops/unroll.h"
+
+// GCC 12 warns inside its own _mm512_cvtepi32_ps / _mm512_cvtph_ps (an intentionally undefined pass-through operand).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace draftlab {
+
+void quantize_rows(const float* x, int64_t ldx, int64_t n, int64_t in, QuantizedRows& out) {
+  if (in % packed_int8::kBlock != 0)
+    throw std::invalid_argument("quantize_rows: rows of a multiple of 32 values expected, got " + std::to_string(in));
+  const int64_t blocks = in / packed_int8::kBlock;
+  out.n = n;
+  out.in = in;
+  out.q.resize(static_cast<size_t>(n * in));
+  out.scale.resize(static_cast<size_t>(n * blocks));
+  out.sum.resize(static_cast<size_t>(n * blocks));
+  uint8_t block[2 + packed_int8::kBlock];
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      quantize_q8_0(x + r * ldx + b * packed_int8::kBlock, packed_int8::kBlock, block);
+      uint16_t d;
+      std::memcpy(&d, block, 2);
+      out.scale[r * blocks + b] = half_to_float(d);
+      int32_t sum = 0;
+      for (int64_t j = 0; j < packed_int8::kBlock; ++j) {
+        const auto v = static_cast<int8_t>(block[2 + j]);
+        out.q[r * in + b * packed_int8::kBlock + j] = v;
+        sum += v;
+      }
+      out.sum[r * blocks + b] = sum;
+    }
+  }
+}
+
+namespace packed_int8 {
+namespace {
+
+using panel_loop::kPrefetchBytes;
+using panel_loop::multiply_with;
+using panel_loop::P;
+using panel_loop::Prefetch;
+using panel_loop::prefetch_next_line;
+using panel_loop::prefetch_step16;
+
+constexpr int64_t groups(WeightStorage s) { return s == WeightStorage::Q8_0 ? 8 : 4; }  // 64-byte groups per block
+constexpr int64_t values_bytes(WeightStorage s, int64_t in) { return in / kBlock * groups(s) * 64; }
+// What an unsigned weight byte stands above its signed value: q8_0 q + 128, q4_0 q - 8 + 8.
+constexpr int32_t weight_offset(WeightStorage s) { return s == WeightStorage::Q8_0 ? 128 : 8; }
+
+inline const uint16_t* scales_of(WeightStorage s, const uint8_t* panel, int64_t in) {
+  return reinterpret_cast<const uint16_t*>(panel + values_bytes(s, in));
+}
+
+// Where input j (0..31) of block b, lane c sits, and its signed value.
+template <WeightStorage S>
+inline int weight_q(const uint8_t* panel, int64_t b, int64_t j, int64_t c) {
+  if constexpr (S == WeightStorage::Q8_0) {
+    return static_cast<int>(panel[(b * 8 + j / 4) * 64 + c * 4 + j % 4]) - 128;
+  } else {
+    const uint8_t byte = panel[(b * 4 + j / 8) * 64 + c * 4 + j % 4];
+    return (j % 8 < 4 ? byte & 15 : byte >> 4) - 8;
+  }
+}
+
+// The quantized rows a tile reads, from row r0 on.
+struct Q8Rows {
+  const int8_t* q;
+  const float* scale;
+  const int32_t* sum;
+  int64_t in, blocks;
+  Q8Rows from(int64_t r) const { return {q + r * in, scale + r * blocks, sum + r * blocks, in, blocks}; }
+  // x bytes i .. i + 3 of row r as one 32-bit lane.
+  int32_t quad(int64_t r, int64_t i) const {
+    int32_t v;
+    std::memcpy(&v, q + r * in + i, 4);
+    return v;
+  }
+  float d(int64_t r, int64_t b) const { return scale[r * blocks + b]; }
+  int32_t s(int64_t r, int64_t b) const { return sum[r * blocks + b]; }
+};
+
+// ---- portable ----------------------------------------------------------------------------------------------------
+
+template <WeightStorage S>
+void portable_tile(const Q8Rows& x, int64_t mr, const uint8_t* panel, int64_t k, float* y, int64_t ldy,
+                   int64_t cols) {
+  const uint16_t* scales = scales_of(S, panel, k);
+  for (int64_t r = 0; r < mr; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < x.blocks; ++b) {
+        int32_t s = 0;
+        for (int64_t j = 0; j < kBlock; ++j) s += weight_q<S>(panel, b, j, c) * x.q[r * x.in + b * kBlock + j];
+        acc = std::fmaf(static_cast<float>(s), half_to_float(scales[b * P + c]) * x.d(r, b), acc);
+      }
+      y[r * ldy + c] = acc;
+    }
+  }
+}
+
+struct PortableKernels {
+  static constexpr int64_t kMaxRows = 8;
+  static constexpr int panels_for(int) { return 1; }
+  static constexpr int group_panels(int) { return 1; }
+  template <WeightStorage S>
+  static void tile(int64_t mr, int /*np = 1*/, const Q8Rows& x, const uint8_t* panels, int64_t /*panel_bytes*/,
+                   int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch&) {
+    portable_tile<S>(x, mr, panels, k, y, ldy, cols);
+  }
+};
+
+#if defined(__x86_64__)
+// np (a run-time tile width) to the tile instantiated for it, for widths up to G.
+#define DRAFTLAB_INT8_TILE_CASE(TILE, G, N) \
+  case N: if constexpr (G >= N) TILE<S, MR, N>(x, panels, panel_bytes, k, y, ldy, cols, pf); break;
+#define DRAFTLAB_INT8_TILE_SWITCH(TILE, G)                                                                  \
+  switch (np) {                                                                                             \
+    DRAFTLAB_INT8_TILE_CASE(TILE, G, 1) DRAFTLAB_INT8_TILE_CASE(TILE, G, 2) DRAFTLAB_INT8_TILE_CASE(TILE, G, 3) \
+    DRAFTLAB_INT8_TILE_CASE(TILE, G, 4) DRAFTLAB_INT8_TILE_CASE(TILE, G, 5) DRAFTLAB_INT8_TILE_CASE(TILE, G, 6) \
+    DRAFTLAB_INT8_TILE_CASE(TILE, G, 7) DRAFTLAB_INT8_TILE_CASE(TILE, G, 8) default: break;                     \
+  }
+
+// ---- AVX2: vpmaddubsw + vpmaddwd ---------------------------------------------------------------------------------
+#define DRAFTLAB_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+template <WeightStorage S, int MR, int NP>
+DRAFTLAB_AVX2 void avx2_tile(const Q8Rows& x, const uint8_t* panels, int64_t panel_bytes, int64_t k, float* y,
+                             int64_t ldy, int64_t cols, const Prefetch& pf) {
+  constexpr int64_t G = groups(S);
+  const int64_t blocks = k / kBlock;
+  const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(15), flip = _mm256_set1_epi8(-128);
+  __m256 acc[MR][NP][2];
+  DRAFTLAB_UNROLL
+  for (int r = 0; r < MR; ++r) {
+    DRAFTLAB_UNROLL
+    for (int q = 0; q < NP; ++q) acc[r][q][0] = acc[r][q][1] = _mm256_setzero_ps();
+  }
+  const int64_t step16 = prefetch_step16(pf, blocks);
+  for (int64_t b = 0; b < blocks; ++b) {
+    prefetch_next_line(pf, b, step16);
+    __m256i isum[MR][NP][2];
+    DRAFTLAB_UNROLL
+    for (int r = 0; r < MR; ++r) {
+      DRAFTLAB_UNROLL
+      for (int q = 0; q < NP; ++q) isum[r][q][0] = isum[r][q][1] = _mm256_setzero_si256();
+    }
+    for (int64_t g = 0; g < G; ++g) {
+      DRAFTLAB_UNROLL
+      for (int q = 0; q < NP; ++q) {
+        const uint8_t* v = panels + q * panel_bytes + (b * G + g) * 64;
+        if (pf.in_stream) _mm_prefetch(reinterpret_cast<const char*>(v + kPrefetchBytes), _MM_HINT_T0);
+        DRAFTLAB_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + h * 32));
+          if constexpr (S == WeightStorage::Q8_0) {
+            const __m256i w = _mm256_xor_si256(raw, flip);  // q + 128 -> q
+            const __m256i aw = _mm256_abs_epi8(w);          // -128 -> 128 as an unsigned byte: exact
+            DRAFTLAB_UNROLL
+            for (int r = 0; r < MR; ++r) {
+              const __m256i xb = _mm256_set1_epi32(x.quad(r, b * kBlock + g * 4));
+              const __m256i pairs = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xb, w));
+              isum[r][q][h] = _mm256_add_epi32(isum[r][q][h], _mm256_madd_epi16(pairs, ones));
+            }
+          } else {
+            const __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+            DRAFTLAB_UNROLL
+            for (int r = 0; r < MR; ++r) {
+              const __m256i xlo = _mm256_set1_epi32(x.quad(r, b * kBlock + g * 8));
+              const __m256i xhi = _mm256_set1_epi32(x.quad(r, b * kBlock + g * 8 + 4));
+              const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi));
+              isum[r][q][h] = _mm256_add_epi32(isum[r][q][h], _mm256_madd_epi16(pairs, ones));
+            }
+          }
+        }
+      }
+    }
+    DRAFTLAB_UNROLL
+    for (int q = 0; q < NP; ++q) {
+      const uint16_t* sc = scales_of(S, panels + q * panel_bytes, k) + b * P;
+      DRAFTLAB_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + h * 8)));
+        DRAFTLAB_UNROLL
+        for (int r = 0; r < MR; ++r) {
+          __m256i s = isum[r][q][h];
+          if constexpr (S == WeightStorage::Q4_0)
+            s = _mm256_sub_epi32(s, _mm256_set1_epi32(weight_offset(S) * x.s(r, b)));
+          acc[r][q][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x.d(r, b))),
+                                         acc[r][q][h]);
+        }
+      }
+    }
+  }
+  alignas(32) float tmp[NP * P];
+  DRAFTLAB_UNROLL
+  for (int r = 0; r < MR; ++r) {
+    DRAFTLAB_UNROLL
+    for (int q = 0; q < NP; ++q) {
+      _mm256_store_ps(tmp + q * P, acc[r][q][0]);
+      _mm256_store_ps(tmp + q * P + 8, acc[r][q][1]);
+    }
+    std::memcpy(y + r * ldy, tmp, static_cast<size_t>(cols) * sizeof(float));
+  }
+}
+
+constexpr int avx2_panels_for(int mr) { return mr == 1 ? 2 : 1; }
+
+template <WeightStorage S, int MR>
+DRAFTLAB_AVX2 void avx2_tile_np(int np, const Q8Rows& x, const uint8_t* panels, int64_t panel_bytes, int64_t k,
+                                float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
+  DRAFTLAB_INT8_TILE_SWITCH(avx2_tile, avx2_panels_for(MR))
+}
+
+struct Avx2Kernels {
+  static constexpr int64_t kMaxRows = 4;
+  static constexpr int panels_for(int mr) { return avx2_panels_for(mr); }
+  static constexpr int group_panels(int) { return 2; }
+  template <WeightStorage S>
+  static void tile(int64_t mr, int np, const Q8Rows& x, const uint8_t* panels, int64_t panel_bytes, int64_t k,
+                   float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
+    switch (mr) {
+      case 1: avx2_tile_np<S, 1>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 2: avx2_tile_np<S, 2>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 3: avx2_tile_np<S, 3>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      default: avx2_tile_np<S, 4>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
+    }
+  }
+};
+
+// ---- AVX512-VNNI: vpdpbusd ---------------------------------------------------------------------------------------
+#define DRAFTLAB_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+template <WeightStorage S, int MR, int NP>
+DRAFTLAB_VNNI void vnni_tile(const Q8Rows& x, const uint8_t* panels, int64_t panel_bytes, int64_t k, float* y,
+                             int64_t ldy, int64_t cols, const Prefetch& pf) {
+  constexpr int64_t G = groups(S);
+  const int64_t blocks = k / kBlock;
+  const __m512i low4 = _mm512_set1_epi8(15);
+  __m512 acc[MR][NP];
+  DRAFTLAB_UNROLL
+  for (int r = 0; r < MR; ++r) {
+    DRAFTLAB_UNROLL
+    for (int q = 0; q < NP; ++q) acc[r][q] = _mm512_setzero_ps();
+  }
+  const int64_t step16 = prefetch_step16(pf, blocks);
+  for (int64_t b = 0; b < blocks; ++b) {
+    prefetch_next_line(pf, b, step16);
+    __m512i isum[MR][NP];  // starts at -offset x sum(x): the unsigned weights' offset taken back up front
+    DRAFTLAB_UNROLL
+    for (int r = 0; r < MR; ++r) {
+      const __m512i start = _mm512_set1_epi32(-weight_offset(S) * x.s(r, b));
+      DRAFTLAB_UNROLL
+      for (int q = 0; q < NP; ++q) isum[r][q] = start;
+    }
+    for (int64_t g = 0; g < G; ++g) {
+      DRAFTLAB_UNROLL
+      for (int q = 0; q < NP; ++q) {
+        const uint8_t* v = panels + q * panel_bytes + (b * G + g) * 64;
+        if (pf.in_stream) _mm_prefetch(reinterpret_cast<const char*>(v + kPrefetchBytes), _MM_HINT_T0);
+        const __m512i raw = _mm512_loadu_si512(v);
+        if constexpr (S == WeightStorage::Q8_0) {
+          DRAFTLAB_UNROLL
+          for (int r = 0; r < MR; ++r)
+            isum[r][q] = _mm512_dpbusd_epi32(isum[r][q], raw, _mm512_set1_epi32(x.quad(r, b * kBlock + g * 4)));
+        } else {
+          const __m512i lo = _mm512_and_si512(raw, low4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+          DRAFTLAB_UNROLL
+          for (int r = 0; r < MR; ++r) {
+            isum[r][q] = _mm512_dpbusd_epi32(isum[r][q], lo, _mm512_set1_epi32(x.quad(r, b * kBlock + g * 8)));
+            isum[r][q] = _mm512_dpbusd_epi32(isum[r][q], hi, _mm512_set1_epi32(x.quad(r, b * kBlock + g * 8 + 4)));
+          }
+        }
+      }
+    }
+    DRAFTLAB_UNROLL
+    for (int q = 0; q < NP; ++q) {
+      const uint16_t* sc = scales_of(S, panels + q * panel_bytes, k) + b * P;
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc)));
+      DRAFTLAB_UNROLL
+      for (int r = 0; r < MR; ++r)
+        acc[r][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][q]), _mm512_mul_ps(dw, _mm512_set1_ps(x.d(r, b))),
+                                    acc[r][q]);
+    }
+  }
+  DRAFTLAB_UNROLL
+  for (int q = 0; q < NP; ++q) {
+    const int64_t left = cols - q * P;
+    if (left <= 0) break;
+    const __mmask16 m = left >= P ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+    DRAFTLAB_UNROLL
+    for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(y + r * ldy + q * P, m, acc[r][q]);
+  }
+}
+
+constexpr int vnni_panels_for(int mr) {
+  return mr <= 1 ? 8 : mr == 2 ? 6 : mr == 3 ? 4 : mr == 4 ? 3 : mr <= 6 ? 2 : 1;
+}
+
+template <WeightStorage S, int MR>
+DRAFTLAB_VNNI void vnni_tile_np(int np, const Q8Rows& x, const uint8_t* panels, int64_t panel_bytes, int64_t k,
+                                float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
+  DRAFTLAB_INT8_TILE_SWITCH(vnni_tile, vnni_panels_for(MR))
+}
+#undef DRAFTLAB_INT8_TILE_SWITCH
+#undef DRAFTLAB_INT8_TILE_CASE
+
+struct VnniKernels {
+  static constexpr int64_t kMaxRows = 6;
+  static constexpr int panels_for(int mr) { return vnni_panels_for(mr); }
+  static constexpr int group_panels(int largest_chunk) { return vnni_panels_for(largest_chunk); }
+  template <WeightStorage S>
+  static void tile(int64_t mr, int np, const Q8Rows& x, const uint8_t* panels, int64_t panel_bytes, int64_t k,
+                   float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
+    switch (mr) {
+      case 1: vnni_tile_np<S, 1>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 2: vnni_tile_np<S, 2>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 3: vnni_tile_np<S, 3>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 4: vnni_tile_np<S, 4>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 5: vnni_tile_np<S, 5>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 6: vnni_tile_np<S, 6>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      case 7: vnni_tile_np<S, 7>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
+      default: vnni_tile_np<S, 8>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
+    }
+  }
+};
+#endif  // __x86_64__
+
+bool cpu_has_avx512_vnni() {
+#if defined(__x86_64__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+using MultiplyFn = void (*)(const uint8_t*, int64_t, int64_t, int64_t, const Q8Rows&, int64_t, float*, int64_t,
+                            int64_t, int64_t);
+
+template <WeightStorage S>
+MultiplyFn pick(KernelIsa isa) {
+#if defined(__x86_64__)
+  if (isa == KernelIsa::Avx512 && cpu_has_avx512_vnni()) return &multiply_with<VnniKernels, S, Q8Rows>;
+  if (isa == KernelIsa::Avx512 || isa == KernelIsa::Avx2) return &multiply_with<Avx2Kernels, S, Q8Rows>;
+#endif
+  (void)isa;
+  return &multiply_with<PortableKernels, S, Q8Rows>;
+}
+
+}  // namespace
+
+int64_t panel_bytes(WeightStorage s, int64_t in) {
+  const int64_t bytes = values_bytes(s, in) + in / kBlock * P * 2;
+  return (bytes + 63) / 64 * 64;
+}
+
+void put_block(WeightStorage s, uint8_t* panel, int64_t in, int64_t b, int64_t lane, const uint8_t* ggml_block) {
+  std::memcpy(panel + values_bytes(s, in) + (b * P + lane) * 2, ggml_block, 2);
+  for (int64_t j = 0; j < kBlock; ++j) {
+    if (s == WeightStorage::Q8_0) {
+      panel[(b * 8 + j / 4) * 64 + lane * 4 + j % 4] = static_cast<uint8_t>(static_cast<int8_t>(ggml_block[2 + j]) + 128);
+    } else {  // ggml's byte j holds q_j (low nibble) and q_{j+16} (high)
+      const uint8_t q = j < 16 ? ggml_block[2 + j] & 15 : ggml_block[2 + j - 16] >> 4;
+      panel[(b * 4 + j / 8) * 64 + lane * 4 + j % 4] |= static_cast<uint8_t>(j % 8 < 4 ? q : q << 4);
+    }
+  }
+}
+
+float value(WeightStorage s, const uint8_t* panel, int64_t in, int64_t i, int64_t lane) {
+  const int64_t b = i / kBlock, j = i % kBlock;
+  const int q = s == WeightStorage::Q8_0 ? weight_q<WeightStorage::Q8_0>(panel, b, j, lane)
+                                         : weight_q<WeightStorage::Q4_0>(panel, b, j, lane);
+  return half_to_float(scales_of(s, panel, in)[b * P + lane]) * static_cast<float>(q);
+}
+
+void multiply(WeightStorage s, KernelIsa isa, const uint8_t* data, int64_t out, int64_t in, const QuantizedRows& x,
+              float* y, int64_t ldy, int64_t p0, int64_t p1) {
+  const Q8Rows rows{x.q.data(), x.scale.data(), x.sum.data(), x.in, x.blocks()};
+  const MultiplyFn fn = s == WeightStorage::Q8_0 ? pick<WeightStorage::Q8_0>(isa) : pick<WeightStorage::Q4_0>(isa);
+  fn(data, packed_int8::panel_bytes(s, in), out, in, rows, x.n, y, ldy, p0, p1);
+}
+
+}  // namespace packed_int8
+
+const char* int8_dot_instruction(KernelIsa isa) {
+  if (isa == KernelIsa::Avx512 && packed_int8::cpu_has_avx512_vnni()) return "vpdpbusd";
+  if (isa == KernelIsa::Avx512 || isa == KernelIsa::Avx2) return "vpmaddubsw";
+  return "scalar";
+}
+
+}  // namespace draftlab
