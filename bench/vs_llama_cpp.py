@@ -5,6 +5,8 @@
     python3 bench/vs_llama_cpp.py --threads 1 --dtypes f16 --rounds 5 --out /tmp/vs.json
     python3 bench/vs_llama_cpp.py --isas native,avx2   # also AVX2 on an AVX-512 machine: DRAFTLAB_ISA=avx2 beside
                                                         # llama.cpp built for AVX2 only (LLAMA_ISA=avx2)
+    python3 bench/vs_llama_cpp.py --dtypes q8_0,q8_0+int8  # draftlab's q8_0 with float and with int8 dot products
+                                                           # (--quant-dot int8), llama.cpp on the same Q8_0 file
 
 What it does:
   1. builds the peer (bash ../shared/peers/build_llama_cpp.sh; reused when built) and draftlab must be built;
@@ -84,9 +86,18 @@ def llama_spec_tool(tool, args, threads, n):
     return tokens / seconds
 
 
-def draftlab_compare(draftlab, model, weights, threads, n, strategies):
+# A --dtypes entry: the GGUF type both engines read, and draftlab's --quant-dot ("q4_0+int8": Q4_0, int8).
+def gguf_type(dt):
+    return dt.split("+")[0]
+
+
+def quant_dot(dt):
+    return dt.split("+")[1] if "+" in dt else "float"
+
+
+def draftlab_compare(draftlab, model, weights, dot, threads, n, strategies):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        cmd = [draftlab, "compare", "--model", model, "--weights", weights, "--threads", str(threads),
+        cmd = [draftlab, "compare", "--model", model, "--weights", weights, "--quant-dot", dot, "--threads", str(threads),
                "-n", str(n), "--repeats", "1", "--warmup", "1", "--json", f.name]
         for p in PROMPTS:
             cmd += ["--prompt", p]
@@ -99,9 +110,10 @@ def draftlab_compare(draftlab, model, weights, threads, n, strategies):
     return {name: m["tokens_per_second"] for name, m in zip(names, data["methods"])}, data
 
 
-def draftlab_forward_cost(forward_cost, model, weights, threads, max_n):
+def draftlab_forward_cost(forward_cost, model, weights, dot, threads, max_n):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        run([forward_cost, "--model", model, "--weights", weights, "--threads", str(threads), "--cache", "0",
+        run([forward_cost, "--model", model, "--weights", weights, "--quant-dot", dot, "--threads", str(threads),
+             "--cache", "0",
              "--max-n", str(max_n), "--warmup", "5", "--repeats", "21", "--out", f.name])
         data = json.load(open(f.name))
     return {r["n"]: r["median_ms"] for r in data["results"]}, data
@@ -118,7 +130,8 @@ def main():
                     help="native (the CPU's best) and/or avx2 (DRAFTLAB_ISA=avx2 beside llama.cpp built for AVX2 only)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--dtypes", default="f32,f16")
+    ap.add_argument("--dtypes", default="f32,f16",
+                    help="f32, f16, q8_0, q4_0; q8_0+int8 / q4_0+int8: the same files, draftlab with --quant-dot int8")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-n", type=int, default=128, help="tokens to generate per prompt / llama-bench tg")
     ap.add_argument("--max-n", type=int, default=64, help="largest forward batch (powers of two from 1)")
@@ -145,7 +158,9 @@ def main():
     # q8_0: draftlab quantizes the checkpoint's values at load exactly as the exported Q8_0 GGUF holds them.
     weights_name = {"f32": "float32", "f16": "float16", "q8_0": "q8_0", "q4_0": "q4_0"}
     gguf = {}
-    for dt in a.dtypes.split(","):
+    for dt in sorted({gguf_type(dt) for dt in a.dtypes.split(",")}):
+        if dt not in weights_name:
+            sys.exit(f"vs_llama_cpp: --dtypes: expected f32, f16, q8_0, q4_0 (q8_0 / q4_0 with +int8), got '{dt}'")
         for role, path in (("target", a.model), ("draft", a.draft)):
             out = os.path.join(work, f"{role}-{dt}.gguf")
             run([draftlab, "export-gguf", "-m", path, "-o", out, "--type", dt])
@@ -171,6 +186,7 @@ def main():
     cells = [(isa, dt, int(t)) for isa in a.isas.split(",") for dt in a.dtypes.split(",") for t in a.threads.split(",")]
     for isa, dt, threads in cells:
         bin_dir = bin_dirs[isa]
+        gt, dot = gguf_type(dt), quant_dot(dt)
         if isa == "avx2":
             ENV["DRAFTLAB_ISA"] = "avx2"
         else:
@@ -180,26 +196,26 @@ def main():
             print(f"{isa} {dt} {threads} thread(s): round {r + 1}/{a.rounds}", file=sys.stderr, flush=True)
             rd = {}
             # Alternate the engines within each measurement.
-            rd["llama_tg"] = llama_bench(bin_dir, gguf[("target", dt)], threads, gen=a.n)
-            rd["draftlab"], _ = draftlab_compare(draftlab, a.model, weights_name[dt], threads, a.n,
-                                                            strategies)
+            rd["llama_tg"] = llama_bench(bin_dir, gguf[("target", gt)], threads, gen=a.n)
+            rd["draftlab"], _ = draftlab_compare(draftlab, a.model, weights_name[gt], dot, threads, a.n, strategies)
             rd["llama_pp_ms"] = {}
             for n in ns:
-                rd["llama_pp_ms"][n] = 1000.0 * n / llama_bench(bin_dir, gguf[("target", dt)], threads, prompt=n)
-            rd["draftlab_forward_ms"], fc_json = draftlab_forward_cost(forward_cost, a.model, weights_name[dt],
+                rd["llama_pp_ms"][n] = 1000.0 * n / llama_bench(bin_dir, gguf[("target", gt)], threads, prompt=n)
+            rd["draftlab_forward_ms"], fc_json = draftlab_forward_cost(forward_cost, a.model, weights_name[gt], dot,
                                                                        threads, a.max_n)
             rd["llama_speculative"] = llama_spec_tool(
-                [f"{bin_dir}/llama-speculative", "-m", gguf[("target", dt)], "-md", gguf[("draft", dt)]],
+                [f"{bin_dir}/llama-speculative", "-m", gguf[("target", gt)], "-md", gguf[("draft", gt)]],
                 ["--draft-max", "4", "--draft-min", "0"], threads, a.n)
-            rd["llama_lookup"] = llama_spec_tool([f"{bin_dir}/llama-lookup", "-m", gguf[("target", dt)]],
+            rd["llama_lookup"] = llama_spec_tool([f"{bin_dir}/llama-lookup", "-m", gguf[("target", gt)]],
                                                  ["--draft-max", "4"], threads, a.n)
             rd["draftlab_rss_mb"] = peak_rss_mb(
-                [draftlab, "generate", "-m", a.model, "--weights", weights_name[dt], "--threads", str(threads),
+                [draftlab, "generate", "-m", a.model, "--weights", weights_name[gt], "--quant-dot", dot,
+                 "--threads", str(threads),
                  "-p", PROMPTS[0], "-n", str(a.n)])
             # What the process costs before any model: libtorch and its ~290 shared libraries.
             rd["draftlab_libraries_rss_mb"] = peak_rss_mb([draftlab, "generate", "--help"])
             rd["llama_rss_mb"] = peak_rss_mb(
-                [f"{bin_dir}/llama-simple", "-m", gguf[("target", dt)], "-n", str(a.n), PROMPTS[0]])
+                [f"{bin_dir}/llama-simple", "-m", gguf[("target", gt)], "-n", str(a.n), PROMPTS[0]])
             cell["rounds"].append(rd)
         cell["environment"] = {"forward": fc_json.get("forward"), "isa": fc_json.get("isa"),
                                "parameters": fc_json.get("parameters"),
@@ -239,7 +255,7 @@ def main():
         rss_l = med([r["llama_rss_mb"] for r in rounds])
         rss_base = med([r["draftlab_libraries_rss_mb"] for r in rounds])
         # The weights as the run stores them: parameters x bytes of the dtype (the GGUF file holds more).
-        stored_mb = cell["environment"]["parameters"] * {"f32": 4, "f16": 2, "q8_0": 34 / 32, "q4_0": 18 / 32}[cell["dtype"]] / 2**20
+        stored_mb = cell["environment"]["parameters"] * {"f32": 4, "f16": 2, "q8_0": 34 / 32, "q4_0": 18 / 32}[gguf_type(cell["dtype"])] / 2**20
         print(f"| peak RSS of plain decoding, MB | {rss_d:.0f} | {rss_l:.0f} | {rss_d / rss_l:.2f}x |")
         print(f"| ... less draftlab's libraries ({rss_base:.0f} MB with no model), MB; x weights as stored "
               f"({stored_mb:.0f} MB) | {rss_d - rss_base:.0f} ({(rss_d - rss_base) / stored_mb:.2f}x) | "
