@@ -10,9 +10,10 @@
 //
 // Loop order: groups of panels outer, row chunks inner; each chunk walks the group in tiles of its own NP. A
 // group's panels (tens of KB) stay in L1/L2 while every chunk reads them, so memory sees each weight once per call.
-// Streaming overlaps the arithmetic: with one chunk, software prefetch runs a fixed distance ahead in each panel's
-// stream; with several, the tiles of group g prefetch group g + 1 into L2, a slice each, so that by the time the
-// next group starts its weights are already near (without it a multi-chunk call paid memory time plus FMA time).
+// Streaming overlaps the arithmetic: the tiles of group g prefetch group g + 1 into L2, a slice each, so that by the
+// time the next group starts its weights are already near (without it a call paid memory time plus FMA time, and a
+// one-chunk call began every group on cold misses); with one chunk, software prefetch also runs a fixed distance
+// ahead in each panel's stream.
 #include "core/ops/packed_matrix.h"
 
 #include "core/io/ggml_quant.h"
