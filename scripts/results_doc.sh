@@ -64,7 +64,7 @@ bash scripts/train_ablation_heads.sh      # then: heads per input variant + one 
 bash scripts/reproduce.sh ablate-inputs   # EAGLE Figure 8
 bash scripts/reproduce.sh train-data      # EAGLE Table 6
 bash scripts/reproduce.sh moe moe-dense   # EAGLE Table 3: the mixture-of-experts ts-moe, then dense ts-target
-bash scripts/reproduce.sh quantized       # EAGLE Table 4: f32 / f16 / q8_0 / q4_0 beside llama.cpp (a benchmark)
+bash scripts/reproduce.sh quantized       # EAGLE Table 4: f32 / f16 / q8_0 / q4_0 (float and int8 dot) beside llama.cpp
 bash scripts/reproduce.sh batch           # EAGLE Table 7: batch sizes 1-4 and 8, speedup and throughput
 bash scripts/results_doc.sh               # this page, from results/*.h5
 \`\`\`

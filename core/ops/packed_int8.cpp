@@ -141,112 +141,33 @@ struct PortableKernels {
     DRAFTLAB_INT8_TILE_CASE(TILE, G, 7) DRAFTLAB_INT8_TILE_CASE(TILE, G, 8) default: break;                     \
   }
 
-// ---- AVX2: vpmaddubsw + vpmaddwd ---------------------------------------------------------------------------------
-#define DRAFTLAB_AVX2 __attribute__((target("avx2,fma,f16c")))
+// ---- 256-bit: AVX2 vpmaddubsw, AVX-VNNI vpdpbusd ----------------------------------------------------------------
+// packed_int8_ymm.inc is one kernel family written once and included once per instruction, each copy in a namespace
+// of its own with its own target attribute (a function's instruction set is fixed where it is defined).
+#define DRAFTLAB_YMM_TARGET __attribute__((target("avx2,fma,f16c")))
+namespace ymm_maddubs {
+#include "core/ops/packed_int8_ymm.inc"
+}  // namespace ymm_maddubs
+#undef DRAFTLAB_YMM_TARGET
 
-template <WeightStorage S, int MR, int NP>
-DRAFTLAB_AVX2 void avx2_tile(const Q8Rows& x, const uint8_t* panels, int64_t panel_bytes, int64_t k, float* y,
-                             int64_t ldy, int64_t cols, const Prefetch& pf) {
-  constexpr int64_t G = groups(S);
-  const int64_t blocks = k / kBlock;
-  const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(15), flip = _mm256_set1_epi8(-128);
-  __m256 acc[MR][NP][2];
-  DRAFTLAB_UNROLL
-  for (int r = 0; r < MR; ++r) {
-    DRAFTLAB_UNROLL
-    for (int q = 0; q < NP; ++q) acc[r][q][0] = acc[r][q][1] = _mm256_setzero_ps();
-  }
-  const int64_t step16 = prefetch_step16(pf, blocks);
-  for (int64_t b = 0; b < blocks; ++b) {
-    prefetch_next_line(pf, b, step16);
-    __m256i isum[MR][NP][2];
-    DRAFTLAB_UNROLL
-    for (int r = 0; r < MR; ++r) {
-      DRAFTLAB_UNROLL
-      for (int q = 0; q < NP; ++q) isum[r][q][0] = isum[r][q][1] = _mm256_setzero_si256();
-    }
-    for (int64_t g = 0; g < G; ++g) {
-      DRAFTLAB_UNROLL
-      for (int q = 0; q < NP; ++q) {
-        const uint8_t* v = panels + q * panel_bytes + (b * G + g) * 64;
-        if (pf.in_stream) _mm_prefetch(reinterpret_cast<const char*>(v + kPrefetchBytes), _MM_HINT_T0);
-        DRAFTLAB_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + h * 32));
-          if constexpr (S == WeightStorage::Q8_0) {
-            const __m256i w = _mm256_xor_si256(raw, flip);  // q + 128 -> q
-            const __m256i aw = _mm256_abs_epi8(w);          // -128 -> 128 as an unsigned byte: exact
-            DRAFTLAB_UNROLL
-            for (int r = 0; r < MR; ++r) {
-              const __m256i xb = _mm256_set1_epi32(x.quad(r, b * kBlock + g * 4));
-              const __m256i pairs = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xb, w));
-              isum[r][q][h] = _mm256_add_epi32(isum[r][q][h], _mm256_madd_epi16(pairs, ones));
-            }
-          } else {
-            const __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-            DRAFTLAB_UNROLL
-            for (int r = 0; r < MR; ++r) {
-              const __m256i xlo = _mm256_set1_epi32(x.quad(r, b * kBlock + g * 8));
-              const __m256i xhi = _mm256_set1_epi32(x.quad(r, b * kBlock + g * 8 + 4));
-              const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi));
-              isum[r][q][h] = _mm256_add_epi32(isum[r][q][h], _mm256_madd_epi16(pairs, ones));
-            }
-          }
-        }
-      }
-    }
-    DRAFTLAB_UNROLL
-    for (int q = 0; q < NP; ++q) {
-      const uint16_t* sc = scales_of(S, panels + q * panel_bytes, k) + b * P;
-      DRAFTLAB_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + h * 8)));
-        DRAFTLAB_UNROLL
-        for (int r = 0; r < MR; ++r) {
-          __m256i s = isum[r][q][h];
-          if constexpr (S == WeightStorage::Q4_0)
-            s = _mm256_sub_epi32(s, _mm256_set1_epi32(weight_offset(S) * x.s(r, b)));
-          acc[r][q][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x.d(r, b))),
-                                         acc[r][q][h]);
-        }
-      }
-    }
-  }
-  alignas(32) float tmp[NP * P];
-  DRAFTLAB_UNROLL
-  for (int r = 0; r < MR; ++r) {
-    DRAFTLAB_UNROLL
-    for (int q = 0; q < NP; ++q) {
-      _mm256_store_ps(tmp + q * P, acc[r][q][0]);
-      _mm256_store_ps(tmp + q * P + 8, acc[r][q][1]);
-    }
-    std::memcpy(y + r * ldy, tmp, static_cast<size_t>(cols) * sizeof(float));
-  }
-}
+// AVX-VNNI (VEX): Intel since Alder Lake, AMD since Zen 5 - AVX2 CPUs among them.
+#define DRAFTLAB_YMM_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define DRAFTLAB_YMM_DPBUSD _mm256_dpbusd_avx_epi32
+namespace ymm_avx_vnni {
+#include "core/ops/packed_int8_ymm.inc"
+}  // namespace ymm_avx_vnni
+#undef DRAFTLAB_YMM_TARGET
+#undef DRAFTLAB_YMM_DPBUSD
 
-constexpr int avx2_panels_for(int mr) { return mr == 1 ? 2 : 1; }
-
-template <WeightStorage S, int MR>
-DRAFTLAB_AVX2 void avx2_tile_np(int np, const Q8Rows& x, const uint8_t* panels, int64_t panel_bytes, int64_t k,
-                                float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
-  DRAFTLAB_INT8_TILE_SWITCH(avx2_tile, avx2_panels_for(MR))
-}
-
-struct Avx2Kernels {
-  static constexpr int64_t kMaxRows = 4;
-  static constexpr int panels_for(int mr) { return avx2_panels_for(mr); }
-  static constexpr int group_panels(int) { return 2; }
-  template <WeightStorage S>
-  static void tile(int64_t mr, int np, const Q8Rows& x, const uint8_t* panels, int64_t panel_bytes, int64_t k,
-                   float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
-    switch (mr) {
-      case 1: avx2_tile_np<S, 1>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 2: avx2_tile_np<S, 2>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 3: avx2_tile_np<S, 3>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      default: avx2_tile_np<S, 4>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
-    }
-  }
-};
+// The same instruction in its AVX512-VNNI + VL encoding: the AVX-VNNI kernel's code, testable on AVX-512 CPUs
+// that lack AVX-VNNI (this one): tests only.
+#define DRAFTLAB_YMM_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")))
+#define DRAFTLAB_YMM_DPBUSD _mm256_dpbusd_epi32
+namespace ymm_avx512_vnni {
+#include "core/ops/packed_int8_ymm.inc"
+}  // namespace ymm_avx512_vnni
+#undef DRAFTLAB_YMM_TARGET
+#undef DRAFTLAB_YMM_DPBUSD
 
 // ---- AVX512-VNNI: vpdpbusd ---------------------------------------------------------------------------------------
 #define DRAFTLAB_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
@@ -346,29 +267,33 @@ struct VnniKernels {
 };
 #endif  // __x86_64__
 
-bool cpu_has_avx512_vnni() {
+bool cpu_has(const char* feature) {
 #if defined(__x86_64__)
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512vnni") != 0;
-  }();
-  return has;
-#else
-  return false;
+  __builtin_cpu_init();
+  // __builtin_cpu_supports needs a literal: the features asked for here.
+  const std::string f = feature;
+  if (f == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (f == "avxvnni") return __builtin_cpu_supports("avxvnni");
+  if (f == "avx512vnni") return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
 #endif
+  (void)feature;
+  return false;
 }
 
 using MultiplyFn = void (*)(const uint8_t*, int64_t, int64_t, int64_t, const Q8Rows&, int64_t, float*, int64_t,
                             int64_t, int64_t);
 
 template <WeightStorage S>
-MultiplyFn pick(KernelIsa isa) {
+MultiplyFn pick(Int8Kernel kernel) {
+  switch (kernel) {
 #if defined(__x86_64__)
-  if (isa == KernelIsa::Avx512 && cpu_has_avx512_vnni()) return &multiply_with<VnniKernels, S, Q8Rows>;
-  if (isa == KernelIsa::Avx512 || isa == KernelIsa::Avx2) return &multiply_with<Avx2Kernels, S, Q8Rows>;
+    case Int8Kernel::Maddubs256: return &multiply_with<ymm_maddubs::Kernels, S, Q8Rows>;
+    case Int8Kernel::AvxVnni256: return &multiply_with<ymm_avx_vnni::Kernels, S, Q8Rows>;
+    case Int8Kernel::Avx512Vnni256: return &multiply_with<ymm_avx512_vnni::Kernels, S, Q8Rows>;
+    case Int8Kernel::Avx512Vnni512: return &multiply_with<VnniKernels, S, Q8Rows>;
 #endif
-  (void)isa;
-  return &multiply_with<PortableKernels, S, Q8Rows>;
+    default: return &multiply_with<PortableKernels, S, Q8Rows>;
+  }
 }
 
 }  // namespace
@@ -397,19 +322,48 @@ float value(WeightStorage s, const uint8_t* panel, int64_t in, int64_t i, int64_
   return half_to_float(scales_of(s, panel, in)[b * P + lane]) * static_cast<float>(q);
 }
 
-void multiply(WeightStorage s, KernelIsa isa, const uint8_t* data, int64_t out, int64_t in, const QuantizedRows& x,
-              float* y, int64_t ldy, int64_t p0, int64_t p1) {
+const char* int8_kernel_name(Int8Kernel k) {
+  switch (k) {
+    case Int8Kernel::Portable: return "scalar";
+    case Int8Kernel::Maddubs256: return "vpmaddubsw";
+    case Int8Kernel::AvxVnni256: return "vpdpbusd ymm (AVX-VNNI)";
+    case Int8Kernel::Avx512Vnni256: return "vpdpbusd ymm (AVX512-VNNI)";
+    case Int8Kernel::Avx512Vnni512: return "vpdpbusd zmm";
+  }
+  return "?";
+}
+
+bool int8_kernel_runs(Int8Kernel k) {
+  static const bool avx2 = cpu_has("avx2"), avx_vnni = avx2 && cpu_has("avxvnni"),
+                    avx512_vnni = avx2 && cpu_has("avx512vnni");
+  switch (k) {
+    case Int8Kernel::Portable: return true;
+    case Int8Kernel::Maddubs256: return avx2;
+    case Int8Kernel::AvxVnni256: return avx_vnni;
+    case Int8Kernel::Avx512Vnni256:
+    case Int8Kernel::Avx512Vnni512: return avx512_vnni;
+  }
+  return false;
+}
+
+Int8Kernel int8_kernel_for(KernelIsa isa) {
+  if (isa == KernelIsa::Portable) return Int8Kernel::Portable;
+  if (isa == KernelIsa::Avx512 && int8_kernel_runs(Int8Kernel::Avx512Vnni512)) return Int8Kernel::Avx512Vnni512;
+  return int8_kernel_runs(Int8Kernel::AvxVnni256) ? Int8Kernel::AvxVnni256 : Int8Kernel::Maddubs256;
+}
+
+void multiply(WeightStorage s, Int8Kernel kernel, const uint8_t* data, int64_t out, int64_t in,
+              const QuantizedRows& x, float* y, int64_t ldy, int64_t p0, int64_t p1) {
   const Q8Rows rows{x.q.data(), x.scale.data(), x.sum.data(), x.in, x.blocks()};
-  const MultiplyFn fn = s == WeightStorage::Q8_0 ? pick<WeightStorage::Q8_0>(isa) : pick<WeightStorage::Q4_0>(isa);
+  const MultiplyFn fn =
+      s == WeightStorage::Q8_0 ? pick<WeightStorage::Q8_0>(kernel) : pick<WeightStorage::Q4_0>(kernel);
   fn(data, packed_int8::panel_bytes(s, in), out, in, rows, x.n, y, ldy, p0, p1);
 }
 
 }  // namespace packed_int8
 
 const char* int8_dot_instruction(KernelIsa isa) {
-  if (isa == KernelIsa::Avx512 && packed_int8::cpu_has_avx512_vnni()) return "vpdpbusd";
-  if (isa == KernelIsa::Avx512 || isa == KernelIsa::Avx2) return "vpmaddubsw";
-  return "scalar";
+  return packed_int8::int8_kernel_name(packed_int8::int8_kernel_for(isa));
 }
 
 }  // namespace draftlab

@@ -29,8 +29,17 @@ int64_t panel_bytes(WeightStorage s, int64_t in);
 void put_block(WeightStorage s, uint8_t* panel, int64_t in, int64_t b, int64_t lane, const uint8_t* ggml_block);
 // The weight at input i of lane `lane`, d * q as float32.
 float value(WeightStorage s, const uint8_t* panel, int64_t in, int64_t i, int64_t lane);
+
+// The kernel families, each giving the same bits. 256-bit: vpmaddubsw (AVX2), vpdpbusd in its AVX-VNNI encoding,
+// and the same code in its AVX512-VNNI + VL encoding (to test the AVX-VNNI code on AVX-512 CPUs); 512-bit: vpdpbusd.
+enum class Int8Kernel { Portable, Maddubs256, AvxVnni256, Avx512Vnni256, Avx512Vnni512 };
+const char* int8_kernel_name(Int8Kernel k);
+// Whether this CPU runs it (DRAFTLAB_ISA aside).
+bool int8_kernel_runs(Int8Kernel k);
+// What PackedMatrix uses for a KernelIsa on this CPU: the fastest of that width or less.
+Int8Kernel int8_kernel_for(KernelIsa isa);
 // y = x · Wᵀ for panels [p0, p1) (see PackedMatrix::multiply).
-void multiply(WeightStorage s, KernelIsa isa, const uint8_t* data, int64_t out, int64_t in, const QuantizedRows& x,
-              float* y, int64_t ldy, int64_t p0, int64_t p1);
+void multiply(WeightStorage s, Int8Kernel kernel, const uint8_t* data, int64_t out, int64_t in,
+              const QuantizedRows& x, float* y, int64_t ldy, int64_t p0, int64_t p1);
 
 }  // namespace draftlab::packed_int8

@@ -646,8 +646,8 @@ void PackedMatrix::multiply(const QuantizedRows& x, float* y, int64_t ldy, int64
                                 std::to_string(in_) + " inputs");
   if (x.n <= 0 || panel_begin >= panel_end) return;
   check_isa(isa);
-  packed_int8::multiply(storage_, isa, static_cast<const uint8_t*>(data_.get()), out_, in_, x, y, ldy, panel_begin,
-                        panel_end);
+  packed_int8::multiply(storage_, packed_int8::int8_kernel_for(isa), static_cast<const uint8_t*>(data_.get()), out_,
+                        in_, x, y, ldy, panel_begin, panel_end);
 }
 
 }  // namespace draftlab

@@ -55,8 +55,8 @@ enum class KernelIsa { Portable, Avx2, Avx512 };
 const char* kernel_isa_name(KernelIsa isa);
 // The best this CPU runs, capped by DRAFTLAB_ISA.
 KernelIsa best_kernel_isa();
-// The instruction an Int8 kernel of `isa` multiplies with on this CPU: "vpdpbusd" (AVX512-VNNI, the AVX-512 kernel
-// where the CPU has it), "vpmaddubsw" (AVX2; also AVX-512 CPUs without VNNI), "scalar".
+// The instruction an Int8 kernel of `isa` multiplies with on this CPU: "vpdpbusd zmm" (AVX-512 with VNNI),
+// "vpdpbusd ymm (AVX-VNNI)" (AVX2 or AVX-512 CPUs with AVX-VNNI), "vpmaddubsw" (other AVX2 / AVX-512), "scalar".
 const char* int8_dot_instruction(KernelIsa isa);
 
 // Rows of x quantized to Q8_0 for BlockDot::Int8 (ggml's reference quantizer, core/io/ggml_quant.h): q row-major

@@ -15,6 +15,7 @@
 
 #include "core/io/ggml_quant.h"
 #include "core/io/gguf.h"
+#include "core/ops/packed_int8.h"
 #include "core/ops/packed_matrix.h"
 
 namespace draftlab {
@@ -239,11 +240,66 @@ TEST(Int8Dot, QuantizedRowsAreGgmlsQ8_0Blocks) {
 }
 
 TEST(Int8Dot, NamesTheInstructionItMultipliesWith) {
+  using packed_int8::Int8Kernel;
   EXPECT_STREQ(int8_dot_instruction(KernelIsa::Portable), "scalar");
-  EXPECT_STREQ(int8_dot_instruction(KernelIsa::Avx2), "vpmaddubsw");
-  const std::string top = int8_dot_instruction(KernelIsa::Avx512);
-  EXPECT_TRUE(top == "vpdpbusd" || top == "vpmaddubsw") << top;
+  const std::string avx2 = int8_dot_instruction(KernelIsa::Avx2);
+  EXPECT_EQ(avx2, packed_int8::int8_kernel_runs(Int8Kernel::AvxVnni256) ? "vpdpbusd ymm (AVX-VNNI)" : "vpmaddubsw");
+  if (best_kernel_isa() == KernelIsa::Avx512 && packed_int8::int8_kernel_runs(Int8Kernel::Avx512Vnni512))
+    EXPECT_STREQ(int8_dot_instruction(KernelIsa::Avx512), "vpdpbusd zmm");
 }
+
+// Every kernel family this CPU runs, called directly on panels the test lays out itself from ggml's blocks with
+// put_block (the layout's own writer): the definition's bits, whatever the rows and the panel split. This is where
+// the AVX-VNNI code is checked on a CPU without AVX-VNNI: its AVX512-VNNI encoding is the same code.
+std::string kernel_label(packed_int8::Int8Kernel k) {
+  const char* names[] = {"portable", "maddubs256", "avx_vnni256", "avx512_vnni256", "avx512_vnni512"};
+  return names[static_cast<int>(k)];
+}
+
+class Int8KernelTest : public ::testing::TestWithParam<std::tuple<WeightStorage, packed_int8::Int8Kernel>> {};
+
+TEST_P(Int8KernelTest, GivesTheDefinitionsBits) {
+  const auto [storage, kernel] = GetParam();
+  if (!packed_int8::int8_kernel_runs(kernel)) GTEST_SKIP() << "CPU lacks " << packed_int8::int8_kernel_name(kernel);
+  std::mt19937 rng(37);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (const auto& [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1, 40, 64}, {3, 70, 96}, {6, 33, 32},
+                                   {9, 129, 160}, {16, 16, 64}}) {
+    SCOPED_TRACE("n=" + std::to_string(n) + " out=" + std::to_string(out) + " in=" + std::to_string(in));
+    std::vector<float> w(static_cast<size_t>(out * in)), x(static_cast<size_t>(n * in));
+    for (auto& v : w) v = dist(rng) * 0.05f;
+    for (auto& v : x) v = dist(rng);
+    const int64_t panels = (out + 15) / 16, panel_bytes = packed_int8::panel_bytes(storage, in);
+    std::vector<uint8_t> data(static_cast<size_t>(panels * panel_bytes), 0);
+    const uint32_t type = storage == WeightStorage::Q8_0 ? kGgmlQ8_0 : kGgmlQ4_0;
+    for (int64_t o = 0; o < panels * 16; ++o)
+      for (int64_t b = 0; b < in / 32; ++b) {
+        float block[32] = {};
+        if (o < out) std::memcpy(block, w.data() + o * in + b * 32, sizeof(block));
+        uint8_t bytes[34];
+        quantize_blocks(type, block, 32, bytes);
+        packed_int8::put_block(storage, data.data() + (o / 16) * panel_bytes, in, b, o % 16, bytes);
+      }
+    QuantizedRows q;
+    quantize_rows(x.data(), in, n, in, q);
+    std::vector<float> y(static_cast<size_t>(n * out), -7.0f);
+    const int64_t mid = panels / 2;
+    packed_int8::multiply(storage, kernel, data.data(), out, in, q, y.data(), out, 0, mid);
+    packed_int8::multiply(storage, kernel, data.data(), out, in, q, y.data(), out, mid, panels);
+    const std::vector<float> want = naive_int8_product(storage, w, out, in, x, in, n);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(y[i], want[i]) << "row " << i / out << " column " << i % out;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    StorageAndKernel, Int8KernelTest,
+    ::testing::Combine(::testing::Values(WeightStorage::Q8_0, WeightStorage::Q4_0),
+                       ::testing::Values(packed_int8::Int8Kernel::Portable, packed_int8::Int8Kernel::Maddubs256,
+                                         packed_int8::Int8Kernel::AvxVnni256, packed_int8::Int8Kernel::Avx512Vnni256,
+                                         packed_int8::Int8Kernel::Avx512Vnni512)),
+    [](const auto& info) {
+      return std::string(weight_storage_name(std::get<0>(info.param))) + "_" + kernel_label(std::get<1>(info.param));
+    });
 
 }  // namespace
 }  // namespace draftlab
