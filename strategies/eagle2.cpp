@@ -62,6 +62,7 @@ class Eagle2Strategy : public DraftStrategy {
 
   void begin(const std::vector<int64_t>& prompt, const at::Tensor& features, int64_t first) override {
     drafter_.begin(prompt, features, first);
+    not_drafting_ = false;
   }
   void observe(const VerifyResult& result) override { observe_batch({this}, {&result}); }
 
@@ -80,14 +81,17 @@ class Eagle2Strategy : public DraftStrategy {
     for (size_t i = 0; i < B; ++i) {
       Eagle2Strategy& s = *strategies[i];
       Growth& g = growths[i];
-      s.drafter_.start_tree(requests[i]);
       // total_tokens=auto that last chose to verify nothing: drafting does not pay here (a weak head, or a draft as
-      // costly as the target), so skip the expansion too, re-probing every kProbeEvery-th cycle.
-      if (s.o_.auto_budget && s.last_budget_ == 0 && ++s.cycles_without_draft_ % kProbeEvery != 0) {
+      // costly as the target), so skip the expansion too, and keep the head's sync for when drafting resumes.
+      // A probe (a full expansion) every probe_every_-th cycle, the interval doubling while probes keep choosing
+      // nothing: on a target where no draft pays, probing every 8th cycle cost a third of the time.
+      s.not_drafting_ = s.o_.auto_budget && s.last_budget_ == 0 && ++s.cycles_without_draft_ % s.probe_every_ != 0;
+      if (s.not_drafting_) {
         s.predicted_ = 0.0;
         s.expand_seconds_ = 0.0;
         continue;
       }
+      s.drafter_.start_tree(requests[i]);
       const int32_t cap = s.o_.auto_budget ? s.o_.max_auto_tokens - 1 : s.o_.total_tokens - 1;
       g.budget = std::min(cap, requests[i].max_nodes);  // drafted nodes (the root excluded)
       // A kept node needs all its ancestors kept, so layers deeper than the budget could never be verified.
@@ -138,8 +142,16 @@ class Eagle2Strategy : public DraftStrategy {
     if (strategies.empty()) return DraftStrategy::observe_batch(peers, results);
     const auto t0 = Clock::now();
     std::vector<EagleDrafter*> drafters;
-    for (auto* s : strategies) drafters.push_back(&s->drafter_);
-    EagleDrafter::observe_batch(drafters, results);
+    std::vector<const VerifyResult*> drafted;
+    for (size_t i = 0; i < strategies.size(); ++i) {
+      if (strategies[i]->not_drafting_) {
+        strategies[i]->drafter_.observe_later(*results[i]);
+      } else {
+        drafters.push_back(&strategies[i]->drafter_);
+        drafted.push_back(results[i]);
+      }
+    }
+    if (!drafters.empty()) EagleDrafter::observe_batch(drafters, drafted);
     const double sync = seconds_since(t0) / static_cast<double>(strategies.size());
     for (size_t i = 0; i < strategies.size(); ++i) {
       Eagle2Strategy& s = *strategies[i];
@@ -191,6 +203,7 @@ class Eagle2Strategy : public DraftStrategy {
     std::vector<float> values;
     for (int32_t i : kept) values.push_back(tree.node(i).value);
     const int32_t m = best_budget(values, calibration_.alpha(), draft_seconds_, cost);
+    if (last_budget_ == 0) probe_every_ = m == 0 ? std::min(2 * probe_every_, kMaxProbeEvery) : kProbeEvery;
     last_budget_ = m;
     // Next cycle expands only nodes near or above this cycle's cut-off; none when the budget was not binding.
     prune_below_ = (m > 0 && m < static_cast<int32_t>(values.size())) ? kPruneSlack * values[m - 1] : 0.0f;
@@ -210,11 +223,13 @@ class Eagle2Strategy : public DraftStrategy {
   double predicted_ = 0.0;       // sum of the values of the last tree's nodes
   double expand_seconds_ = 0.0;  // this cycle's drafting time before the budget choice
   double draft_seconds_ = 0.0;   // running estimate of drafting time per cycle (expansion + sync)
-  static constexpr int kProbeEvery = 8;
+  static constexpr int kProbeEvery = 8, kMaxProbeEvery = 256;
+  int probe_every_ = kProbeEvery;
   static constexpr float kPruneSlack = 0.75f;  // margin for the next context being easier than this one
   float prune_below_ = 0.0f;                    // value under which a node is not expanded (auto only)
   int32_t last_budget_ = -1;
   int cycles_without_draft_ = 0;
+  bool not_drafting_ = false;  // this cycle skipped drafting: its observation waits in the drafter
 };
 
 }  // namespace

@@ -98,6 +98,8 @@ void EagleDrafter::begin(const std::vector<int64_t>& prompt, const at::Tensor& p
   });
   cache_ = head_->make_cache(P + kInitialSlack);
   committed_ = 0;
+  pending_tokens_.clear();
+  pending_features_.clear();
   // Pairs (t_{i+1}, f_i) for i = 0 .. P-1: the prompt shifted by one, then the first root.
   std::vector<int64_t> shifted(prompt.begin() + 1, prompt.end());
   shifted.push_back(first_token);
@@ -118,8 +120,25 @@ void EagleDrafter::check_observed(const VerifyResult& result) const {
 
 void EagleDrafter::observe(const VerifyResult& result) {
   check_observed(result);
+  catch_up();
   // (a_1, f_root), (a_2, f_{a_1}), ..., (next root, f_{a_m}): the k-th token with the k-th feature.
   feed_pairs(result.tokens, result.features, root_token_);
+}
+
+void EagleDrafter::observe_later(const VerifyResult& result) {
+  check_observed(result);
+  if (pending_tokens_.empty()) pending_token_before_ = root_token_;
+  pending_tokens_.insert(pending_tokens_.end(), result.tokens.begin(), result.tokens.end());
+  pending_features_.push_back(result.features);
+}
+
+void EagleDrafter::catch_up() {
+  if (pending_tokens_.empty()) return;
+  const at::Tensor features = at::cat(pending_features_, 0);
+  const std::vector<int64_t> tokens = std::move(pending_tokens_);
+  pending_tokens_.clear();
+  pending_features_.clear();
+  feed_pairs(tokens, features, pending_token_before_);
 }
 
 namespace {
@@ -146,6 +165,7 @@ void EagleDrafter::observe_batch(const std::vector<EagleDrafter*>& drafters,
   std::vector<EagleHead::Rows> rows;
   for (size_t i = 0; i < drafters.size(); ++i) {
     drafters[i]->check_observed(*results[i]);
+    drafters[i]->catch_up();
     rows.push_back(drafters[i]->pair_rows(results[i]->tokens, results[i]->features, drafters[i]->root_token_));
   }
   const auto outs = drafters[0]->head_->forward_batch(rows);
@@ -154,6 +174,7 @@ void EagleDrafter::observe_batch(const std::vector<EagleDrafter*>& drafters,
 
 void EagleDrafter::start_tree(const DraftRequest& request) {
   check(cache_.has_value(), "EagleDrafter: propose() before begin()");
+  catch_up();
   const auto L = static_cast<int64_t>(request.sequence.size()) - 1;
   if (L != committed_ || request.sequence.back() != root_token_)
     throw Error("EagleDrafter: the head is out of step with the sequence (" + std::to_string(committed_) +

@@ -64,6 +64,11 @@ class EagleDrafter {
 
   void begin(const std::vector<int64_t>& prompt, const at::Tensor& prompt_features, int64_t first_token);
   void observe(const VerifyResult& result);
+  // observe() deferred: the new pairs are kept and fed in one forward when drafting resumes (start_tree, or the next
+  // observe), for a strategy that is not drafting now (EAGLE-2 auto at budget 0) and would otherwise pay a head
+  // forward per cycle that nothing reads. The head's rows, and so every later draft, are the same either way on the
+  // native path (row-independent kernels); the reference path may round them differently.
+  void observe_later(const VerifyResult& result);
 
   // Starts a new tree under request.sequence.back(): drops the previous tree's rows and per-node state. Throws
   // Error if begin()/observe() have not seen the sequence (the head would draft from the wrong context).
@@ -97,6 +102,7 @@ class EagleDrafter {
   EagleHead::Rows pair_rows(const std::vector<int64_t>& tokens, const at::Tensor& features, int64_t token_before);
   void pairs_fed(const std::vector<int64_t>& tokens, const at::Tensor& out);
   void check_observed(const VerifyResult& result) const;
+  void catch_up();  // feeds the pairs observe_later() kept
 
   // expand() in halves: the head rows of the frontier's nodes (none when the frontier is the root alone), then
   // recording the head's output for them and returning the frontier's predicted features [frontier, d].
@@ -115,6 +121,10 @@ class EagleDrafter {
   int64_t root_token_ = -1;    // the token of the last committed pair (the current root)
   at::Tensor root_prediction_; // [1, d]: the head's prediction of the root's feature
   int64_t head_forwards_ = 0;
+  // observe_later()'s pairs, not fed yet: their tokens, features, and the token before the first.
+  std::vector<int64_t> pending_tokens_;
+  std::vector<at::Tensor> pending_features_;
+  int64_t pending_token_before_ = -1;
 
   // Per node of the tree being drafted (index = flat node index; -1 = not expanded yet).
   std::vector<int64_t> node_row_;    // head cache row

@@ -406,6 +406,51 @@ TEST_F(EagleStrategies, EagleChainGreedyAndSampled) {
 // ---------------------------------------------------------------------------------------------------------------
 // The drafter: cache sync and tree attention, against head chains computed from scratch.
 
+// observe_later() (EAGLE-2 auto while it does not draft) keeps the pairs and feeds them in one forward when drafting
+// resumes: the same head rows, so the same drafts bit for bit on the native path, for fewer head forwards.
+TEST(EagleDrafterDeferred, ObserveLaterGivesTheDraftsObserveGives) {
+  auto target = tiny_model(at::kFloat, 2, 7, false, 97, CpuPath::Native);
+  std::shared_ptr<const EagleHead> head = EagleHead::random(*target, 3);
+  const std::vector<int64_t> seq{1, 5, 9, 26, 53, 58, 12, 93, 40, 41, 42, 43, 44};
+  KvCache cache = target->make_cache(32);
+  const auto out = target->forward_chain(cache, seq);
+  Sampler greedy{SamplingParams{}, 0};
+  const std::vector<int64_t> p(seq.begin(), seq.begin() + 6);
+  for (bool resume_by_observe : {false, true}) {
+    SCOPED_TRACE(resume_by_observe ? "resumed by observe" : "resumed by start_tree");
+    EagleDrafter now(head), later(head);
+    now.begin(p, out.features.narrow(0, 0, 6), seq[6]);
+    later.begin(p, out.features.narrow(0, 0, 6), seq[6]);
+    // Three cycles that drafted nothing: the root verified alone, the next root its result.
+    for (int64_t i = 6; i < 9; ++i) {
+      VerifyResult r;
+      r.tokens = {seq[i + 1]};
+      r.features = out.features.narrow(0, i, 1);
+      now.observe(r);
+      later.observe_later(r);
+    }
+    int64_t end = 10;
+    if (resume_by_observe) {  // then a cycle that accepted two nodes
+      VerifyResult r;
+      r.accepted_nodes = {0, 1};
+      r.tokens = {seq[10], seq[11], seq[12]};
+      r.features = out.features.narrow(0, 9, 3);
+      now.observe(r);
+      later.observe(r);
+      end = 13;
+    }
+    EXPECT_LT(later.head_forwards(), now.head_forwards());
+    const DraftRequest request{std::vector<int64_t>(seq.begin(), seq.begin() + end), 100, 100, greedy};
+    now.start_tree(request);
+    later.start_tree(request);
+    DraftTree tree;
+    const at::Tensor a = now.expand(tree, {EagleDrafter::kRoot}), b = later.expand(tree, {EagleDrafter::kRoot});
+    EXPECT_TRUE(at::equal(a, b));
+    tree.add(top_candidates(a, 1)[0].tokens[0], EagleDrafter::kRoot, 0.5f);
+    EXPECT_TRUE(at::equal(now.expand(tree, {0}), later.expand(tree, {0})));
+  }
+}
+
 TEST_F(EagleStrategies, DrafterSyncEqualsAFreshStartOnTheLongerSequence) {
   // The target's true features of a longer sequence; the prompt is its first 8 tokens.
   std::vector<int64_t> seq{1, 5, 9, 26, 53, 58, 12, 93, 40, 41, 42, 43};
