@@ -3,11 +3,10 @@
 // Tiles as in packed_matrix.cpp (MR rows x NP panels, panel_loop.h's loop), with two accumulators per (row, panel):
 // a 32-bit integer sum over the current block and the float32 sum over blocks.
 //   AVX512-VNNI (32 zmm): vpdpbusd multiplies the unsigned weight bytes by the signed x bytes and adds groups of 4
-//     into 32-bit lanes (q8_0's +128 offset is taken back per block). MR 1 -> NP 8, 2 -> 6, 3 -> 4, 4 -> 3,
-//     5..6 -> 2, 7..8 -> 1 (2 x MR x NP <= 24 accumulators).
-//   AVX2 (16 ymm, a panel is 2 ymm): vpmaddubsw (unsigned x signed bytes, pairs added into saturating 16-bit
-//     lanes) then vpmaddwd by ones into 32-bit lanes. q8_0 takes the sign trick (|w| times x with w's sign, so
-//     no pair exceeds 2 x 128 x 127 < 2^15); q4_0's unsigned nibbles times x stay far below. MR 1 -> NP 2, else 1.
+//     into 32-bit lanes (the integer sums start at -offset x sum(x), taking the unsigned weights' offset back).
+//     MR 1 -> NP 8, 2 -> 6, 3 -> 4, 4 -> 3, 5..6 -> 2 (2 x MR x NP <= 24 accumulators); rows in chunks of <= 6.
+//   256-bit (16 ymm, a panel is 2 ymm; packed_int8_ymm.inc): vpmaddubsw + vpmaddwd on AVX2, or vpdpbusd where the
+//     CPU has AVX-VNNI. MR 1 -> NP 2, else 1; rows in chunks of <= 4.
 //   Portable: the same sums in plain integer loops, std::fmaf per block.
 #include "core/ops/packed_int8.h"
 
@@ -150,7 +149,7 @@ namespace ymm_maddubs {
 }  // namespace ymm_maddubs
 #undef DRAFTLAB_YMM_TARGET
 
-// AVX-VNNI (VEX): Intel since Alder Lake, AMD since Zen 5 - AVX2 CPUs among them.
+// AVX-VNNI (VEX encoding): Intel client CPUs since Alder Lake have it without AVX-512.
 #define DRAFTLAB_YMM_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define DRAFTLAB_YMM_DPBUSD _mm256_dpbusd_avx_epi32
 namespace ymm_avx_vnni {
