@@ -122,24 +122,14 @@ struct PortableKernels {
   static constexpr int64_t kMaxRows = 8;
   static constexpr int panels_for(int) { return 1; }
   static constexpr int group_panels(int) { return 1; }
-  template <WeightStorage S>
-  static void tile(int64_t mr, int /*np = 1*/, const Q8Rows& x, const uint8_t* panels, int64_t /*panel_bytes*/,
-                   int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch&) {
-    portable_tile<S>(x, mr, panels, k, y, ldy, cols);
+  template <WeightStorage S, int MR, int NP>
+  static void tile(const Q8Rows& x, const uint8_t* panels, int64_t /*panel_bytes*/, int64_t k, float* y, int64_t ldy,
+                   int64_t cols, const Prefetch&) {
+    portable_tile<S>(x, MR, panels, k, y, ldy, cols);
   }
 };
 
 #if defined(__x86_64__)
-// np (a run-time tile width) to the tile instantiated for it, for widths up to G.
-#define DRAFTLAB_INT8_TILE_CASE(TILE, G, N) \
-  case N: if constexpr (G >= N) TILE<S, MR, N>(x, panels, panel_bytes, k, y, ldy, cols, pf); break;
-#define DRAFTLAB_INT8_TILE_SWITCH(TILE, G)                                                                  \
-  switch (np) {                                                                                             \
-    DRAFTLAB_INT8_TILE_CASE(TILE, G, 1) DRAFTLAB_INT8_TILE_CASE(TILE, G, 2) DRAFTLAB_INT8_TILE_CASE(TILE, G, 3) \
-    DRAFTLAB_INT8_TILE_CASE(TILE, G, 4) DRAFTLAB_INT8_TILE_CASE(TILE, G, 5) DRAFTLAB_INT8_TILE_CASE(TILE, G, 6) \
-    DRAFTLAB_INT8_TILE_CASE(TILE, G, 7) DRAFTLAB_INT8_TILE_CASE(TILE, G, 8) default: break;                     \
-  }
-
 // ---- 256-bit: AVX2 vpmaddubsw, AVX-VNNI vpdpbusd ----------------------------------------------------------------
 // packed_int8_ymm.inc is one kernel family written once and included once per instruction, each copy in a namespace
 // of its own with its own target attribute (a function's instruction set is fixed where it is defined).
@@ -234,34 +224,17 @@ DRAFTLAB_VNNI void vnni_tile(const Q8Rows& x, const uint8_t* panels, int64_t pan
 }
 
 constexpr int vnni_panels_for(int mr) {
-  return mr <= 1 ? 8 : mr == 2 ? 6 : mr == 3 ? 4 : mr == 4 ? 3 : mr <= 6 ? 2 : 1;
+  return mr <= 1 ? 8 : mr == 2 ? 6 : mr == 3 ? 4 : mr == 4 ? 3 : 2;
 }
-
-template <WeightStorage S, int MR>
-DRAFTLAB_VNNI void vnni_tile_np(int np, const Q8Rows& x, const uint8_t* panels, int64_t panel_bytes, int64_t k,
-                                float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
-  DRAFTLAB_INT8_TILE_SWITCH(vnni_tile, vnni_panels_for(MR))
-}
-#undef DRAFTLAB_INT8_TILE_SWITCH
-#undef DRAFTLAB_INT8_TILE_CASE
 
 struct VnniKernels {
   static constexpr int64_t kMaxRows = 6;
   static constexpr int panels_for(int mr) { return vnni_panels_for(mr); }
   static constexpr int group_panels(int largest_chunk) { return vnni_panels_for(largest_chunk); }
-  template <WeightStorage S>
-  static void tile(int64_t mr, int np, const Q8Rows& x, const uint8_t* panels, int64_t panel_bytes, int64_t k,
-                   float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
-    switch (mr) {
-      case 1: vnni_tile_np<S, 1>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 2: vnni_tile_np<S, 2>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 3: vnni_tile_np<S, 3>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 4: vnni_tile_np<S, 4>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 5: vnni_tile_np<S, 5>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 6: vnni_tile_np<S, 6>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 7: vnni_tile_np<S, 7>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      default: vnni_tile_np<S, 8>(np, x, panels, panel_bytes, k, y, ldy, cols, pf); break;
-    }
+  template <WeightStorage S, int MR, int NP>
+  static void tile(const Q8Rows& x, const uint8_t* panels, int64_t panel_bytes, int64_t k, float* y, int64_t ldy,
+                   int64_t cols, const Prefetch& pf) {
+    vnni_tile<S, MR, NP>(x, panels, panel_bytes, k, y, ldy, cols, pf);
   }
 };
 #endif  // __x86_64__

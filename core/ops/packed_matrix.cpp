@@ -240,10 +240,10 @@ struct PortableKernels {
   static constexpr int64_t kMaxRows = 8;
   static constexpr int panels_for(int) { return 1; }
   static constexpr int group_panels(int) { return 1; }
-  template <WeightStorage S>
-  static void tile(int64_t mr, int /*np = 1*/, const FloatRows& x, const uint8_t* panels, int64_t /*panel_bytes*/,
-                   int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch&) {
-    portable_tile<S>(x.x, x.ldx, mr, panels, k, y, ldy, cols);
+  template <WeightStorage S, int MR, int NP>
+  static void tile(const FloatRows& x, const uint8_t* panels, int64_t /*panel_bytes*/, int64_t k, float* y,
+                   int64_t ldy, int64_t cols, const Prefetch&) {
+    portable_tile<S>(x.x, x.ldx, MR, panels, k, y, ldy, cols);
   }
 };
 
@@ -330,38 +330,15 @@ DRAFTLAB_AVX2 void avx2_tile(const float* x, int64_t ldx, const uint8_t* panels,
 // 12 accumulators (of 16 ymm) wherever the rows allow; a chunk of 4 rows keeps 8.
 constexpr int avx2_panels_for(int mr) { return mr == 1 ? 6 : mr == 2 ? 3 : mr == 3 ? 2 : 1; }
 
-// np (a run-time tile width, 1..8) to the tile instantiated for it, for widths up to G; inside an ISA's *_tile_np.
-#define DRAFTLAB_TILE_CASE(TILE, G, N) \
-  case N: if constexpr (G >= N) TILE<S, MR, N>(x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-#define DRAFTLAB_TILE_SWITCH(TILE, G)                                                                  \
-  switch (np) {                                                                                        \
-    DRAFTLAB_TILE_CASE(TILE, G, 1) DRAFTLAB_TILE_CASE(TILE, G, 2) DRAFTLAB_TILE_CASE(TILE, G, 3)       \
-    DRAFTLAB_TILE_CASE(TILE, G, 4) DRAFTLAB_TILE_CASE(TILE, G, 5) DRAFTLAB_TILE_CASE(TILE, G, 6)       \
-    DRAFTLAB_TILE_CASE(TILE, G, 7) DRAFTLAB_TILE_CASE(TILE, G, 8) default: break;                     \
-  }
-
-template <WeightStorage S, int MR>
-DRAFTLAB_AVX2 void avx2_tile_np(int np, const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes,
-                                int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
-  DRAFTLAB_TILE_SWITCH(avx2_tile, avx2_panels_for(MR))
-}
-
 struct Avx2Kernels {
   static constexpr int64_t kMaxRows = 4;
   static constexpr int panels_for(int mr) { return avx2_panels_for(mr); }
   // Six panels make whole tiles for every chunk size (NP 6, 3, 2, 1).
   static constexpr int group_panels(int) { return 6; }
-  template <WeightStorage S>
-  static void tile(int64_t mr, int np, const FloatRows& rows, const uint8_t* panels, int64_t panel_bytes, int64_t k,
-                   float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
-    const float* x = rows.x;
-    const int64_t ldx = rows.ldx;
-    switch (mr) {
-      case 1: avx2_tile_np<S, 1>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 2: avx2_tile_np<S, 2>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 3: avx2_tile_np<S, 3>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      default: avx2_tile_np<S, 4>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-    }
+  template <WeightStorage S, int MR, int NP>
+  static void tile(const FloatRows& x, const uint8_t* panels, int64_t panel_bytes, int64_t k, float* y, int64_t ldy,
+                   int64_t cols, const Prefetch& pf) {
+    avx2_tile<S, MR, NP>(x.x, x.ldx, panels, panel_bytes, k, y, ldy, cols, pf);
   }
 };
 
@@ -431,33 +408,14 @@ DRAFTLAB_AVX512 void avx512_tile(const float* x, int64_t ldx, const uint8_t* pan
 
 constexpr int avx512_panels_for(int mr) { return mr <= 2 ? 8 : mr <= 4 ? 6 : mr <= 6 ? 4 : 3; }
 
-template <WeightStorage S, int MR>
-DRAFTLAB_AVX512 void avx512_tile_np(int np, const float* x, int64_t ldx, const uint8_t* panels, int64_t panel_bytes,
-                                    int64_t k, float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
-  DRAFTLAB_TILE_SWITCH(avx512_tile, avx512_panels_for(MR))
-}
-#undef DRAFTLAB_TILE_SWITCH
-#undef DRAFTLAB_TILE_CASE
-
 struct Avx512Kernels {
   static constexpr int64_t kMaxRows = 8;
   static constexpr int panels_for(int mr) { return avx512_panels_for(mr); }
   static constexpr int group_panels(int largest_chunk) { return avx512_panels_for(largest_chunk); }
-  template <WeightStorage S>
-  static void tile(int64_t mr, int np, const FloatRows& rows, const uint8_t* panels, int64_t panel_bytes, int64_t k,
-                   float* y, int64_t ldy, int64_t cols, const Prefetch& pf) {
-    const float* x = rows.x;
-    const int64_t ldx = rows.ldx;
-    switch (mr) {
-      case 1: avx512_tile_np<S, 1>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 2: avx512_tile_np<S, 2>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 3: avx512_tile_np<S, 3>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 4: avx512_tile_np<S, 4>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 5: avx512_tile_np<S, 5>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 6: avx512_tile_np<S, 6>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      case 7: avx512_tile_np<S, 7>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-      default: avx512_tile_np<S, 8>(np, x, ldx, panels, panel_bytes, k, y, ldy, cols, pf); break;
-    }
+  template <WeightStorage S, int MR, int NP>
+  static void tile(const FloatRows& x, const uint8_t* panels, int64_t panel_bytes, int64_t k, float* y, int64_t ldy,
+                   int64_t cols, const Prefetch& pf) {
+    avx512_tile<S, MR, NP>(x.x, x.ldx, panels, panel_bytes, k, y, ldy, cols, pf);
   }
 };
 #endif  // __x86_64__

@@ -1,6 +1,6 @@
 // The loop every PackedMatrix kernel shares (private to core/ops): panel groups outer, row chunks inner, tiles of
 // MR rows x NP panels, and the software prefetch that streams weights ahead of the tiles. A kernel family supplies
-// kMaxRows, panels_for(mr), group_panels(largest chunk) and tile<S>(mr, np, rows, panels, panel_bytes, k, y, ldy,
+// kMaxRows, panels_for(mr), group_panels(largest chunk) and tile<S, MR, NP>(rows, panels, panel_bytes, k, y, ldy,
 // cols, prefetch); `rows` is whatever view of x the family reads (FloatRows, or quantized rows for Int8 kernels)
 // with a from(r) that starts at row r.
 #pragma once
@@ -50,6 +50,21 @@ struct RowChunks {
   int64_t largest() const { return base + (extra > 0 ? 1 : 0); }
 };
 
+// The tile instantiated for run-time rows mr (1 .. Kernels::kMaxRows) and panels np (1 .. Kernels::panels_for(mr)):
+// Kernels::tile<S, MR, NP>(args...). One dispatch for every kernel family, once per tile.
+template <class Kernels, WeightStorage S, int MR, int NP = 1, class... Args>
+inline void run_tile_np(int np, const Args&... args) {
+  if constexpr (NP < Kernels::panels_for(MR))
+    if (np > NP) return run_tile_np<Kernels, S, MR, NP + 1>(np, args...);
+  Kernels::template tile<S, MR, NP>(args...);
+}
+template <class Kernels, WeightStorage S, int MR = 1, class... Args>
+inline void run_tile(int64_t mr, int np, const Args&... args) {
+  if constexpr (MR < Kernels::kMaxRows)
+    if (mr > MR) return run_tile<Kernels, S, MR + 1>(mr, np, args...);
+  run_tile_np<Kernels, S, MR>(np, args...);
+}
+
 // Rows of float32 x: row r at x + r * ldx.
 struct FloatRows {
   const float* x;
@@ -87,7 +102,7 @@ void multiply_with(const uint8_t* data, int64_t panel_bytes, int64_t out, int64_
           pf.next = data + (p + in_group) * panel_bytes + l0 * 64;
           pf.lines = l1 - l0;
         }
-        Kernels::template tile<S>(mr, nq, x.from(r0), data + (p + q) * panel_bytes, panel_bytes, k,
+        run_tile<Kernels, S>(mr, nq, x.from(r0), data + (p + q) * panel_bytes, panel_bytes, k,
                                   y + r0 * ldy + (p + q) * P, ldy, cols, pf);
       }
       r0 += mr;

@@ -330,7 +330,7 @@ TEST(NativeInt8Dot, CloseToTheFloatProductAndRowIndependent) {
     KvCache a = model->make_cache(64), b = wide->make_cache(64);
     const at::Tensor x = model->forward_chain(a, p).logits, y = wide->forward_chain(b, p).logits;
     // Measured 6.5e-3 (q8_0) and 7.9e-3 (q4_0) of the logits' scale; a wrong scale, offset or block is order 1.
-    EXPECT_LT(rel_diff(x, y), 5e-2);
+    EXPECT_LT(rel_diff(x, y), 2e-2);
     EXPECT_FALSE(at::equal(x, y)) << "int8 dot products were not used";
     expect_tree_rows_equal_their_paths(*model, p);
     const int previous = at::get_num_threads();

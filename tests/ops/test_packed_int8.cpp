@@ -17,6 +17,7 @@
 #include "core/io/gguf.h"
 #include "core/ops/packed_int8.h"
 #include "core/ops/packed_matrix.h"
+#include "packed_checks.h"
 
 namespace draftlab {
 namespace {
@@ -126,20 +127,8 @@ TEST_P(Int8DotTest, PreQuantizedRowsGiveTheSameBits) {
 TEST_P(Int8DotTest, EachRowIsBitIdenticalToTheRowAlone) {
   const auto [storage, isa] = GetParam();
   if (!runs(isa)) GTEST_SKIP() << "CPU lacks this ISA";
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const int64_t out = 200, in = 96;
-  std::vector<float> w(static_cast<size_t>(out * in)), x(static_cast<size_t>(64 * in));
-  for (auto& v : w) v = dist(rng);
-  for (auto& v : x) v = dist(rng);
-  const PackedMatrix m(w.data(), out, in, in, 1, storage, BlockDot::Int8);
-  std::vector<float> alone(static_cast<size_t>(64 * out));
-  for (int64_t j = 0; j < 64; ++j) m.multiply(x.data() + j * in, in, 1, alone.data() + j * out, out, 0, m.panels(), isa);
-  for (int64_t n : {2, 3, 5, 8, 9, 13, 16, 31, 64}) {
-    std::vector<float> together(static_cast<size_t>(n * out));
-    m.multiply(x.data(), in, n, together.data(), out, 0, m.panels(), isa);
-    ASSERT_EQ(0, std::memcmp(together.data(), alone.data(), together.size() * sizeof(float))) << "n = " << n;
-  }
+  const std::vector<float> w = testing::random_matrix(200, 96, 5);
+  testing::expect_rows_independent(PackedMatrix(w.data(), 200, 96, 96, 1, storage, BlockDot::Int8), isa);
 }
 
 // Independently of the integer definition: the result is the dequantized matrix's float product up to the
