@@ -14,6 +14,8 @@ APT_PACKAGES=(
   # draftlab plot / notebooks_export (analysis/plot.py, tests/analysis): Depends alone are enough, including for
   # `jupyter nbconvert --execute` (nbclient and jupyter-client come with them, the python3 kernel with ipykernel)
   python3-matplotlib python3-h5py python3-numpy jupyter-nbconvert python3-nbformat python3-ipykernel
+  # the tests' independent writer of official EAGLE-3 checkpoints (torch.save; the same 1.13.1 as libtorch-dev)
+  python3-torch
 )
 
 if [ "${SKIP_APT:-0}" != 1 ]; then

@@ -55,10 +55,12 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 class Eagle2Strategy : public DraftStrategy {
  public:
-  Eagle2Strategy(const LlamaModel& target, std::shared_ptr<const EagleHead> head, Eagle2Options options)
-      : target_(target), drafter_(std::move(head)), o_(options) {}
+  Eagle2Strategy(std::string name, const LlamaModel& target, std::shared_ptr<const FeatureHead> head,
+                 Eagle2Options options)
+      : name_(std::move(name)), target_(target), drafter_(std::move(head)), o_(options) {}
 
-  std::string name() const override { return "eagle2"; }
+  std::string name() const override { return name_; }
+  std::vector<int64_t> target_feature_layers() const override { return drafter_.head().target_feature_layers(); }
 
   void begin(const std::vector<int64_t>& prompt, const at::Tensor& features, int64_t first) override {
     drafter_.begin(prompt, features, first);
@@ -215,6 +217,7 @@ class Eagle2Strategy : public DraftStrategy {
     return kept;
   }
 
+  std::string name_;
   const LlamaModel& target_;
   EagleDrafter drafter_;
   Eagle2Options o_;
@@ -234,50 +237,55 @@ class Eagle2Strategy : public DraftStrategy {
 
 }  // namespace
 
+StrategyDescriptor eagle2_descriptor_for(const std::string& name, const std::string& family) {
+  StrategyDescriptor d;
+  d.name = name;
+  d.summary = "EAGLE-2: a dynamic draft tree grown by value (path confidence) and reranked, per cycle";
+  d.needs = StrategyNeeds::Head;
+  d.head_family = family;
+  d.shape = DraftShape::DynamicTree;
+  d.has_confidence = true;
+  d.options = {integer_option("total_tokens", 60, 1, 100000,
+                              "tokens verified per cycle, root included; auto: chosen per cycle from the measured "
+                              "verify cost and the observed acceptance")
+                   .also("auto"),
+               integer_option("max_auto_tokens", 128, 2, 100000, "total_tokens=auto: the most it picks"),
+               integer_option("depth", 6, 1, 100000, "layers of the tree"),
+               integer_option("top_k", 10, 1, 100000, "nodes expanded per layer and children per node"),
+               choice_option("rank_by", {"value", "confidence"}, "what picks the nodes to expand (confidence: "
+                                                                 "ablation w/o value)"),
+               bool_option("rerank", true, "false: ablation w/o reranking")};
+  for (auto& o : eagle_head_options(family)) d.options.push_back(o);
+  d.test_variants = {
+      {"eagle2", {}},
+      {"eagle2_small", {"total_tokens=12", "depth=4", "top_k=3"}},
+      {"eagle2_ablations", {"rank_by=confidence", "rerank=false", "top_k=4", "depth=3"}},
+      {"eagle2_auto", {"total_tokens=auto", "max_auto_tokens=32"}},
+      // The head's input variants (EAGLE Figure 8) and a reduced draft vocabulary, on random heads.
+      {"eagle2_feature_only", {"total_tokens=16", "depth=4", "top_k=4", "head_input=feature_only"}},
+      {"eagle2_token_only", {"total_tokens=16", "depth=4", "top_k=4", "head_input=token_only"}},
+      {"eagle2_draft_vocab", {"total_tokens=16", "depth=4", "top_k=4", "draft_vocab=6"}}};
+  d.make = [name, family](const StrategyContext& context,
+                          const StrategyOptions& options) -> std::unique_ptr<DraftStrategy> {
+    Eagle2Options o;
+    if (options.get_string("total_tokens") == "auto") {
+      o.auto_budget = true;
+      o.max_auto_tokens = static_cast<int32_t>(options.get_int("max_auto_tokens"));
+    } else {
+      o.total_tokens = static_cast<int32_t>(options.get_int("total_tokens"));
+    }
+    o.depth = static_cast<int32_t>(options.get_int("depth"));
+    o.top_k = static_cast<int32_t>(options.get_int("top_k"));
+    o.rank_by_value = options.get_string("rank_by") == "value";
+    o.rerank = options.get_bool("rerank");
+    return std::make_unique<Eagle2Strategy>(name, context.target, eagle_head_from_options(context, options, family),
+                                            o);
+  };
+  return d;
+}
+
 const StrategyDescriptor& eagle2_strategy() {
-  static const StrategyDescriptor d = [] {
-    StrategyDescriptor d;
-    d.name = "eagle2";
-    d.summary = "EAGLE-2: a dynamic draft tree grown by value (path confidence) and reranked, per cycle";
-    d.needs = StrategyNeeds::Head;
-    d.shape = DraftShape::DynamicTree;
-    d.has_confidence = true;
-    d.options = {integer_option("total_tokens", 60, 1, 100000,
-                                "tokens verified per cycle, root included; auto: chosen per cycle from the measured "
-                                "verify cost and the observed acceptance")
-                     .also("auto"),
-                 integer_option("max_auto_tokens", 128, 2, 100000, "total_tokens=auto: the most it picks"),
-                 integer_option("depth", 6, 1, 100000, "layers of the tree"),
-                 integer_option("top_k", 10, 1, 100000, "nodes expanded per layer and children per node"),
-                 choice_option("rank_by", {"value", "confidence"}, "what picks the nodes to expand (confidence: "
-                                                                   "ablation w/o value)"),
-                 bool_option("rerank", true, "false: ablation w/o reranking")};
-    for (auto& o : eagle_head_options()) d.options.push_back(o);
-    d.test_variants = {
-        {"eagle2", {}},
-        {"eagle2_small", {"total_tokens=12", "depth=4", "top_k=3"}},
-        {"eagle2_ablations", {"rank_by=confidence", "rerank=false", "top_k=4", "depth=3"}},
-        {"eagle2_auto", {"total_tokens=auto", "max_auto_tokens=32"}},
-        // The head's input variants (EAGLE Figure 8) and a reduced draft vocabulary, on random heads.
-        {"eagle2_feature_only", {"total_tokens=16", "depth=4", "top_k=4", "head_input=feature_only"}},
-        {"eagle2_token_only", {"total_tokens=16", "depth=4", "top_k=4", "head_input=token_only"}},
-        {"eagle2_draft_vocab", {"total_tokens=16", "depth=4", "top_k=4", "draft_vocab=6"}}};
-    d.make = [](const StrategyContext& context, const StrategyOptions& options) -> std::unique_ptr<DraftStrategy> {
-      Eagle2Options o;
-      if (options.get_string("total_tokens") == "auto") {
-        o.auto_budget = true;
-        o.max_auto_tokens = static_cast<int32_t>(options.get_int("max_auto_tokens"));
-      } else {
-        o.total_tokens = static_cast<int32_t>(options.get_int("total_tokens"));
-      }
-      o.depth = static_cast<int32_t>(options.get_int("depth"));
-      o.top_k = static_cast<int32_t>(options.get_int("top_k"));
-      o.rank_by_value = options.get_string("rank_by") == "value";
-      o.rerank = options.get_bool("rerank");
-      return std::make_unique<Eagle2Strategy>(context.target, eagle_head_from_options(context, options), o);
-    };
-    return d;
-  }();
+  static const StrategyDescriptor d = eagle2_descriptor_for("eagle2", "eagle");
   return d;
 }
 

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/decoding/draft_tree.h"
@@ -45,6 +46,10 @@ struct Eagle2Options {
   bool rank_by_value = true;
   bool rerank = true;
 };
+
+// The eagle2 descriptor named `name` for heads of `family` (head_family.h): the same tree, options and factory.
+// eagle2 is ("eagle2", "eagle"); eagle3 (strategies/eagle3.cpp) builds on ("eagle3", "eagle3").
+StrategyDescriptor eagle2_descriptor_for(const std::string& name, const std::string& family);
 
 // The `k` best of `candidates` (flat indices of `tree`) by value (or confidence), best first; ties to the lower
 // index. The expansion step's choice.

@@ -11,10 +11,11 @@ namespace {
 
 class EagleChainStrategy : public DraftStrategy {
  public:
-  EagleChainStrategy(std::shared_ptr<const EagleHead> head, int32_t depth)
+  EagleChainStrategy(std::shared_ptr<const FeatureHead> head, int32_t depth)
       : drafter_(std::move(head)), depth_(depth) {}
 
   std::string name() const override { return "eagle-chain"; }
+  std::vector<int64_t> target_feature_layers() const override { return drafter_.head().target_feature_layers(); }
 
   void begin(const std::vector<int64_t>& prompt, const at::Tensor& features, int64_t first) override {
     drafter_.begin(prompt, features, first);

@@ -8,6 +8,8 @@
 #include <mutex>
 
 #include "core/base/error.h"
+#include "core/model/eagle3_head.h"
+#include "core/model/head_family.h"
 #include "core/model/host_tensor.h"
 
 namespace draftlab {
@@ -46,7 +48,7 @@ std::vector<Candidates> top_candidates(const at::Tensor& logits, int64_t k) {
   return out;
 }
 
-EagleDrafter::EagleDrafter(std::shared_ptr<const EagleHead> head) : head_(std::move(head)) {
+EagleDrafter::EagleDrafter(std::shared_ptr<const FeatureHead> head) : head_(std::move(head)) {
   check(head_ != nullptr, "EagleDrafter: no head");
 }
 
@@ -61,7 +63,7 @@ void EagleDrafter::ensure_room(int64_t rows) {
   cache_ = std::move(bigger);
 }
 
-EagleHead::Rows EagleDrafter::pair_rows(const std::vector<int64_t>& tokens, const at::Tensor& features,
+FeatureHead::Rows EagleDrafter::pair_rows(const std::vector<int64_t>& tokens, const at::Tensor& features,
                                         int64_t token_before) {
   const auto n = static_cast<int64_t>(tokens.size());
   cache_->truncate(committed_);  // whatever rows the last draft added are gone
@@ -69,7 +71,7 @@ EagleHead::Rows EagleDrafter::pair_rows(const std::vector<int64_t>& tokens, cons
   auto positions = at::arange(committed_, committed_ + n, at::TensorOptions().dtype(at::kLong));
   // Row tokens per input variant: t_{i+1} (the shifted pairs given) or t_i (the same sequence one step back).
   std::vector<int64_t> row_tokens = tokens;
-  if (eagle_row_token_is_unshifted(head_->input_variant())) {
+  if (head_->reads_unshifted_token()) {
     row_tokens.insert(row_tokens.begin(), token_before);
     row_tokens.pop_back();
   }
@@ -85,7 +87,7 @@ void EagleDrafter::pairs_fed(const std::vector<int64_t>& tokens, const at::Tenso
 }
 
 void EagleDrafter::feed_pairs(const std::vector<int64_t>& tokens, const at::Tensor& features, int64_t token_before) {
-  const EagleHead::Rows r = pair_rows(tokens, features, token_before);
+  const FeatureHead::Rows r = pair_rows(tokens, features, token_before);
   pairs_fed(tokens, head_->forward(*r.cache, r.tokens, r.features, r.positions));
 }
 
@@ -162,7 +164,7 @@ void EagleDrafter::observe_batch(const std::vector<EagleDrafter*>& drafters,
     for (size_t i = 0; i < drafters.size(); ++i) drafters[i]->observe(*results[i]);
     return;
   }
-  std::vector<EagleHead::Rows> rows;
+  std::vector<FeatureHead::Rows> rows;
   for (size_t i = 0; i < drafters.size(); ++i) {
     drafters[i]->check_observed(*results[i]);
     drafters[i]->catch_up();
@@ -224,7 +226,7 @@ EagleDrafter::Expansion EagleDrafter::plan_expansion(const DraftTree& tree, cons
   // Visibility, built on the host: the committed rows, the node's ancestors' draft rows, itself.
   std::vector<uint8_t> visible(static_cast<size_t>(n * T), 0);
   bool all_visible = n == 1;
-  const bool unshifted = eagle_row_token_is_unshifted(head_->input_variant());
+  const bool unshifted = head_->reads_unshifted_token();
   for (int64_t j = 0; j < n; ++j) {
     const DraftNode& node = tree.node(nodes[j]);
     // The node's row reads its own token (t_{i+1}), or, for feature_unshifted_token, its parent's (t_i): then
@@ -312,7 +314,7 @@ std::vector<at::Tensor> EagleDrafter::expand_batch(const std::vector<EagleDrafte
   }
   // One head forward over every drafter's nodes, then one LM head product over every frontier's features.
   std::vector<Expansion> plans;
-  std::vector<EagleHead::Rows> rows;
+  std::vector<FeatureHead::Rows> rows;
   for (size_t i = 0; i < drafters.size(); ++i) {
     plans.push_back(drafters[i]->plan_expansion(*trees[i], frontiers[i]));
     if (!plans.back().nodes.empty()) rows.push_back(plans.back().rows);
@@ -333,55 +335,64 @@ std::vector<at::Tensor> EagleDrafter::expand_batch(const std::vector<EagleDrafte
   return logits;
 }
 
-std::vector<OptionSpec> eagle_head_options() {
-  return {path_option("head", false, "a trained EAGLE head of the target; absent: a random head (tests)"),
-          integer_option("head_seed", 0, 0, 1000000, "the random head's seed"),
-          choice_option("head_input",
-                        {kEagleInputFeatureShiftedToken, kEagleInputFeatureUnshiftedToken, kEagleInputFeatureOnly,
-                         kEagleInputTokenOnly},
-                        "the random head's input variant (EAGLE Figure 8)"),
-          integer_option("draft_vocab", 0, 0, 100000000, "the random head's draft vocabulary size (0: the target's)")};
+std::vector<OptionSpec> eagle_head_options(const std::string& family) {
+  const std::string title = find_head_family(family).title;
+  std::vector<OptionSpec> options{
+      path_option("head", false, "a trained " + title + " of the target; absent: a random head (tests)"),
+      integer_option("head_seed", 0, 0, 1000000, "the random head's seed")};
+  if (family == "eagle")
+    options.push_back(choice_option("head_input",
+                                    {kEagleInputFeatureShiftedToken, kEagleInputFeatureUnshiftedToken,
+                                     kEagleInputFeatureOnly, kEagleInputTokenOnly},
+                                    "the random head's input variant (EAGLE Figure 8)"));
+  options.push_back(
+      integer_option("draft_vocab", 0, 0, 100000000, "the random head's draft vocabulary size (0: the target's)"));
+  return options;
 }
 
 namespace {
 
-std::shared_ptr<const EagleHead> make_eagle_head(const StrategyContext& context, const StrategyOptions& options);
+std::shared_ptr<const FeatureHead> make_eagle_head(const StrategyContext& context, const StrategyOptions& options,
+                                                   const std::string& family);
 
 }  // namespace
 
-std::shared_ptr<const EagleHead> eagle_head_from_options(const StrategyContext& context,
-                                                         const StrategyOptions& options) {
+std::shared_ptr<const FeatureHead> eagle_head_from_options(const StrategyContext& context,
+                                                           const StrategyOptions& options, const std::string& family) {
   // Strategies made with the same head options for the same target share one head while any of them lives: a
   // batch's sequences (one strategy object each) then share its forwards (EagleDrafter::expand_batch).
   static std::mutex mutex;
-  static std::map<std::string, std::weak_ptr<const EagleHead>> heads;
-  const std::string key = std::to_string(reinterpret_cast<uintptr_t>(&context.target)) + "|" +
+  static std::map<std::string, std::weak_ptr<const FeatureHead>> heads;
+  const std::string key = std::to_string(reinterpret_cast<uintptr_t>(&context.target)) + "|" + family + "|" +
                           options.get_string("head") + "|" + std::to_string(options.get_int("head_seed")) + "|" +
-                          options.get_string("head_input") + "|" + std::to_string(options.get_int("draft_vocab"));
+                          (family == "eagle" ? options.get_string("head_input") : "") + "|" +
+                          std::to_string(options.get_int("draft_vocab"));
   std::lock_guard<std::mutex> lock(mutex);
   if (auto head = heads[key].lock()) return head;
-  std::shared_ptr<const EagleHead> head = make_eagle_head(context, options);
+  std::shared_ptr<const FeatureHead> head = make_eagle_head(context, options, family);
   heads[key] = head;
   return head;
 }
 
 namespace {
 
-std::shared_ptr<const EagleHead> make_eagle_head(const StrategyContext& context, const StrategyOptions& options) {
+std::shared_ptr<const FeatureHead> make_eagle_head(const StrategyContext& context, const StrategyOptions& options,
+                                                   const std::string& family) {
   const std::string path = options.get_string("head");
   const int64_t seed = options.get_int("head_seed");
-  const std::string input = options.get_string("head_input");
   const int64_t draft_vocab = options.get_int("draft_vocab");
+  const int64_t V = context.target.config().vocab_size;
   if (path.empty()) {
+    check(draft_vocab >= 0 && draft_vocab <= V, [&] {
+      return "option draft_vocab: expected an integer in [0, " + std::to_string(V) + "], got " +
+             std::to_string(draft_vocab);
+    });
+    if (family == "eagle3") return Eagle3Head::random(context.target, static_cast<uint64_t>(seed), draft_vocab);
+    const std::string input = options.get_string("head_input");
     if (!is_eagle_input(input))
       throw Error("option head_input: expected one of " + eagle_input_names() + ", got '" + input + "'");
-    const int64_t V = context.target.config().vocab_size;
     at::Tensor d2t;
     if (draft_vocab != 0) {
-      check(draft_vocab >= 1 && draft_vocab <= V, [&] {
-        return "option draft_vocab: expected an integer in [1, " + std::to_string(V) + "], got " +
-               std::to_string(draft_vocab);
-      });
       auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed) + 1);
       d2t = std::get<0>(at::randperm(V, gen, at::TensorOptions().dtype(at::kLong)).narrow(0, 0, draft_vocab).sort());
     }
@@ -391,6 +402,12 @@ std::shared_ptr<const EagleHead> make_eagle_head(const StrategyContext& context,
     if (options.given(key))
       throw Error(std::string("option ") + key + ": shapes a random head, but head=" + path +
                   " was given (a trained head's config.json says what it is)");
+  const HeadFamily& found = head_family_of(path);
+  if (found.name != family)
+    throw Error("option head=" + path + ": a " + found.title + ", but this strategy drafts with an " +
+                find_head_family(family).title + (found.name == "eagle3" ? " (run it with -s eagle3)"
+                                                  : found.name == "eagle" ? " (run it with -s eagle2)" : ""));
+  if (family == "eagle3") return Eagle3Head::load(path, context.target);
   return EagleHead::load(path, context.target);
 }
 

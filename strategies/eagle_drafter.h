@@ -29,6 +29,11 @@
 // feature_shifted_token, token_only and feature_only (which ignores it), and t_i for feature_unshifted_token, i.e.
 // a draft node's row then reads its parent's token. A reduced-vocabulary head's logits are -inf outside its
 // draft vocabulary, so the strategies draft target ids and never a token the head cannot propose.
+//
+// EAGLE-3 (eagle3_head.h) runs the same bookkeeping through the FeatureHead interface: "feature" is then the
+// target's three-layer feature on committed rows (the strategies ask the decoder for it through
+// DraftStrategy::target_feature_layers) and the head's raw layer output ("predicted feature" above) on draft rows,
+// which is exactly the official EAGLE-3 drafting loop (spec 3.2-3.3).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -41,6 +46,7 @@
 
 #include "core/decoding/draft_strategy.h"
 #include "core/model/eagle_head.h"
+#include "core/model/feature_head.h"
 #include "strategies/registry.h"
 
 namespace draftlab {
@@ -60,7 +66,7 @@ class EagleDrafter {
   // Stands for the root in expand()'s frontier.
   static constexpr int32_t kRoot = -1;
 
-  explicit EagleDrafter(std::shared_ptr<const EagleHead> head);
+  explicit EagleDrafter(std::shared_ptr<const FeatureHead> head);
 
   void begin(const std::vector<int64_t>& prompt, const at::Tensor& prompt_features, int64_t first_token);
   void observe(const VerifyResult& result);
@@ -91,7 +97,7 @@ class EagleDrafter {
   // observe() for several drafters at once (their sync forwards batched likewise).
   static void observe_batch(const std::vector<EagleDrafter*>& drafters, const std::vector<const VerifyResult*>& results);
 
-  const EagleHead& head() const { return *head_; }
+  const FeatureHead& head() const { return *head_; }
   int64_t head_forwards() const { return head_forwards_; }  // every head forward so far (sync + drafting)
 
  private:
@@ -99,7 +105,7 @@ class EagleDrafter {
   // t_{i+1} of each row (the last is the new root); token_before is t_i of the first row, which the unshifted
   // input variant reads instead. In two halves for batches: the head rows, then taking the head's output.
   void feed_pairs(const std::vector<int64_t>& tokens, const at::Tensor& features, int64_t token_before);
-  EagleHead::Rows pair_rows(const std::vector<int64_t>& tokens, const at::Tensor& features, int64_t token_before);
+  FeatureHead::Rows pair_rows(const std::vector<int64_t>& tokens, const at::Tensor& features, int64_t token_before);
   void pairs_fed(const std::vector<int64_t>& tokens, const at::Tensor& out);
   void check_observed(const VerifyResult& result) const;
   void catch_up();  // feeds the pairs observe_later() kept
@@ -109,13 +115,13 @@ class EagleDrafter {
   struct Expansion {
     std::vector<int32_t> nodes;  // the frontier without the root: these need a forward
     int64_t start = 0;           // their first head cache row
-    EagleHead::Rows rows;
+    FeatureHead::Rows rows;
   };
   Expansion plan_expansion(const DraftTree& tree, const std::vector<int32_t>& frontier);
   at::Tensor finish_expansion(const Expansion& plan, const std::vector<int32_t>& frontier, const at::Tensor& out);
   void ensure_room(int64_t rows);
 
-  std::shared_ptr<const EagleHead> head_;
+  std::shared_ptr<const FeatureHead> head_;
   std::optional<KvCache> cache_;
   int64_t committed_ = 0;      // head rows built from true features: sequence.size() - 1 once in sync
   int64_t root_token_ = -1;    // the token of the last committed pair (the current root)
@@ -133,14 +139,16 @@ class EagleDrafter {
   std::vector<at::Tensor> blocks_;   // the outputs [n_k, d] of this tree's expand() calls
 };
 
-// The options every EAGLE strategy shares: head=PATH loads a trained head (folder or .safetensors); absent, a
-// randomly initialised one with head_seed, shaped like the target, with head_input=VARIANT and draft_vocab=K
-// (0: the full vocabulary; K random distinct target ids drawn from head_seed), the last two for tests of every
-// head kind.
-std::vector<OptionSpec> eagle_head_options();
+// The options every EAGLE strategy shares, for a head of `family` ("eagle" or "eagle3"): head=PATH loads a
+// trained head (folder or .safetensors) of that family; absent, a randomly initialised one with head_seed, shaped
+// like the target, with draft_vocab=K (0: the full vocabulary; K random distinct target ids drawn from head_seed)
+// and, for EAGLE-1/2, head_input=VARIANT: the last two for tests of every head kind.
+std::vector<OptionSpec> eagle_head_options(const std::string& family = "eagle");
 
-// The head an EAGLE strategy drafts with, from the options above.
-std::shared_ptr<const EagleHead> eagle_head_from_options(const StrategyContext& context,
-                                                         const StrategyOptions& options);
+// The head an EAGLE strategy drafts with, from the options above. Throws Error when head=PATH is a head of
+// another family (naming the strategy that runs it).
+std::shared_ptr<const FeatureHead> eagle_head_from_options(const StrategyContext& context,
+                                                           const StrategyOptions& options,
+                                                           const std::string& family = "eagle");
 
 }  // namespace draftlab

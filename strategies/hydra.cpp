@@ -97,7 +97,7 @@ const StrategyDescriptor& hydra_strategy() {
     d.summary = "Hydra: sequentially dependent heads (head k reads the target's last feature and the k + 1 tokens of "
                 "the candidate it extends) fill a static tree";
     d.needs = StrategyNeeds::Head;
-    d.head_kind = DraftHeadKind::Hydra;
+    d.head_family = "hydra";
     d.shape = DraftShape::StaticTree;
     d.has_confidence = true;
     d.options = {path_option("head", false, "trained Hydra heads of the target (a folder); absent: random heads (tests)"),

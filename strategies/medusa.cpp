@@ -81,7 +81,7 @@ const StrategyDescriptor& medusa_strategy() {
     d.name = "medusa";
     d.summary = "Medusa-1: K heads on the target's last feature fill a static tree (head k: depth k + 1)";
     d.needs = StrategyNeeds::Head;
-    d.head_kind = DraftHeadKind::Medusa;
+    d.head_family = "medusa";
     d.shape = DraftShape::StaticTree;
     d.has_confidence = true;
     d.options = {path_option("head", false, "trained Medusa heads of the target (a folder); absent: random heads (tests)"),

@@ -21,7 +21,8 @@
   X(eagle_chain)               \
   X(medusa)                    \
   X(hydra)                     \
-  X(eagle2)
+  X(eagle2)                    \
+  X(eagle3)
 
 namespace draftlab {
 

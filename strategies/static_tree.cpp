@@ -26,10 +26,11 @@ std::string path_string(const std::vector<int32_t>& p) {
 
 class StaticTreeStrategy : public DraftStrategy {
  public:
-  StaticTreeStrategy(std::shared_ptr<const EagleHead> head, TreeSpec spec)
+  StaticTreeStrategy(std::shared_ptr<const FeatureHead> head, TreeSpec spec)
       : drafter_(std::move(head)), spec_(std::move(spec)) {}
 
   std::string name() const override { return "static-tree"; }
+  std::vector<int64_t> target_feature_layers() const override { return drafter_.head().target_feature_layers(); }
 
   void begin(const std::vector<int64_t>& prompt, const at::Tensor& features, int64_t first) override {
     drafter_.begin(prompt, features, first);

@@ -105,7 +105,7 @@ const char* needs_name(StrategyNeeds needs) {
 }
 
 std::string needs_label(const StrategyDescriptor& strategy) {
-  return strategy.needs == StrategyNeeds::Head ? draft_head_kind_title(strategy.head_kind) : needs_name(strategy.needs);
+  return strategy.needs == StrategyNeeds::Head ? find_head_family(strategy.head_family).title : needs_name(strategy.needs);
 }
 
 const char* shape_name(DraftShape shape) {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/decoding/draft_strategy.h"
-#include "core/model/draft_head_kind.h"
+#include "core/model/head_family.h"
 #include "core/model/llama_model.h"
 #include "strategies/strategy_options.h"
 
@@ -25,7 +25,7 @@ struct StrategyContext {
 // What a strategy loads besides the target. Drivers fill the matching option (head=, draft=) from --head / --draft.
 enum class StrategyNeeds {
   Nothing,     // model-free, or the target alone
-  Head,        // draft heads of the target (head_kind says which): option head=PATH (absent: random ones, for tests)
+  Head,        // draft heads of the target (head_family says which): option head=PATH (absent: random ones, for tests)
   DraftModel,  // a small Llama sharing the target's vocabulary: option draft=PATH
 };
 
@@ -79,8 +79,9 @@ struct StrategyDescriptor {
   std::string name;     // what --strategy / -s take
   std::string summary;  // one line: what it does
   StrategyNeeds needs = StrategyNeeds::Nothing;
-  // For StrategyNeeds::Head: the kind of head folder it loads, so drivers hand it the --head of that kind.
-  DraftHeadKind head_kind = DraftHeadKind::Eagle;
+  // For StrategyNeeds::Head: the family of head it loads (HeadFamily::name), so drivers hand it the --head of
+  // that family.
+  std::string head_family = "eagle";
   DraftShape shape = DraftShape::Chain;
   // Whether its drafted nodes carry a draft probability (calibration figures); model-free drafts have none and
   // record NaN in results files.
@@ -94,7 +95,7 @@ struct StrategyDescriptor {
 };
 
 const char* needs_name(StrategyNeeds needs);  // "nothing", "EAGLE head", "draft model"
-// What this strategy needs, for tables: needs_name, with the head kind's title for StrategyNeeds::Head.
+// What this strategy needs, for tables: needs_name, with the head family's title for StrategyNeeds::Head.
 std::string needs_label(const StrategyDescriptor& strategy);
 const char* shape_name(DraftShape shape);     // "none", "chain", "static_tree", "dynamic_tree" (results files)
 // The option drivers fill from --head / --draft ("head", "draft"); "" for Nothing.

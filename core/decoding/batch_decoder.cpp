@@ -20,7 +20,7 @@ struct Slot {
        DraftStrategy& strategy, RejectionUpdate on_rejection)
       : cache(target.make_cache(capacity)),
         sampler(config.sampling, in.seed),
-        verifier(target, sampler, on_rejection),
+        verifier(target, sampler, on_rejection, strategy.target_feature_layers()),
         strategy(strategy),
         sequence(in.prompt) {}
   KvCache cache;
@@ -113,6 +113,7 @@ BatchResult BatchSpeculativeDecoder::generate(const std::vector<BatchSequence>& 
     }
     ForwardOptions last_only;
     last_only.logits = ForwardOptions::Logits::Last;
+    last_only.feature_layers = slots[0]->strategy.target_feature_layers();  // one descriptor and options for all
     const auto out = target_.forward_batch(rows, last_only);
     batch.forwards = 1;
     batch.prefill_seconds = seconds(t_start, Clock::now());
@@ -180,7 +181,9 @@ BatchResult BatchSpeculativeDecoder::generate(const std::vector<BatchSequence>& 
 
     // Verify: every tree in one target forward.
     const auto v0 = Clock::now();
-    const auto outs = target_.forward_batch(rows);
+    ForwardOptions all_rows;
+    all_rows.feature_layers = active[0]->strategy.target_feature_layers();
+    const auto outs = target_.forward_batch(rows, all_rows);
     const double shared = seconds(v0, Clock::now()) / batch_size;
     ++batch.forwards;
     int32_t total_rows = 0;

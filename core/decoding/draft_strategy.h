@@ -51,7 +51,12 @@ class DraftStrategy {
 
   virtual std::string name() const = 0;
 
-  // A new sequence. prompt_features [P, d] are the target's features (final normed hidden states) of the prompt
+  // Which target features begin() and observe() receive: empty (the default) for the final normed hidden state
+  // [., d]; else the residual stream after these target layers, side by side [., k d] (EAGLE-3's low, middle and
+  // high layers; ForwardOptions::feature_layers). The decoders ask once per sequence.
+  virtual std::vector<int64_t> target_feature_layers() const { return {}; }
+
+  // A new sequence. prompt_features [P, d] are the target's features (target_feature_layers()) of the prompt
   // tokens; first_token is the token decoded from the prompt, i.e. the first root.
   virtual void begin(const std::vector<int64_t>& prompt, const at::Tensor& prompt_features, int64_t first_token) = 0;
 

@@ -67,7 +67,8 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<int64_t>& promp
   const int64_t P = static_cast<int64_t>(prompt.size());
   KvCache cache = target_.make_cache(speculative_cache_capacity(context, P, config.max_new_tokens));
   Sampler sampler(config.sampling, config.seed);
-  Verifier verifier(target_, sampler, on_rejection_);
+  const std::vector<int64_t> feature_layers = strategy_.target_feature_layers();
+  Verifier verifier(target_, sampler, on_rejection_, feature_layers);
 
   // Emits a token unless it stops generation; returns false when generation is over.
   auto emit = [&](int64_t token) {
@@ -84,6 +85,7 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<int64_t>& promp
   auto t0 = Clock::now();
   ForwardOptions last_only;
   last_only.logits = ForwardOptions::Logits::Last;
+  last_only.feature_layers = feature_layers;
   auto prefill = target_.forward_chain(cache, prompt, last_only);
   result.forwards = 1;
   const int64_t first = sampler.sample(prefill.logits[0]);

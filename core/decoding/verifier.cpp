@@ -20,8 +20,11 @@ at::Tensor residual_after_rejection(const at::Tensor& p, int64_t token, const at
   return mass > 0.0 ? residual / mass : p;
 }
 
-Verifier::Verifier(const LlamaModel& target, Sampler& sampler, RejectionUpdate on_rejection)
-    : target_(target), sampler_(sampler), on_rejection_(on_rejection) {}
+Verifier::Verifier(const LlamaModel& target, Sampler& sampler, RejectionUpdate on_rejection,
+                   std::vector<int64_t> feature_layers)
+    : target_(target), sampler_(sampler), on_rejection_(on_rejection) {
+  forward_options_.feature_layers = std::move(feature_layers);
+}
 
 VerifyRows Verifier::rows(const KvCache& cache, int64_t root_token, const DraftTree& tree) {
   const int32_t n = tree.size();
@@ -40,7 +43,7 @@ VerifyResult Verifier::verify(KvCache& cache, int64_t root_token, const DraftTre
   // One target forward over the root, every node and the extra rows.
   const VerifyRows r = rows(cache, root_token, tree);
   const SequenceRows s = r.sequence(cache);
-  const ForwardOutput out = target_.forward(cache, s.tokens, s.positions, s.n, s.ancestor_mask);
+  const ForwardOutput out = target_.forward(cache, s.tokens, s.positions, s.n, s.ancestor_mask, forward_options_);
   return accept(cache, tree, r, out);
 }
 

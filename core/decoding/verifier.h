@@ -41,7 +41,8 @@ struct NodeRecord {
 struct VerifyResult {
   std::vector<int32_t> accepted_nodes;  // flat indices of the accepted path, root-to-leaf
   std::vector<int64_t> tokens;          // the accepted nodes' tokens, then the next token (bonus or correction)
-  // Target features [1 + accepted_nodes.size(), d]: of the root and of each accepted node, in order.
+  // Target features [1 + accepted_nodes.size(), d] (k d with feature layers): of the root and of each accepted node,
+  // in order.
   // (EAGLE heads need them: the feature of token t_i feeds the prediction of t_{i+2}.)
   at::Tensor features;
   std::vector<NodeRecord> records;  // one per drafted node, in flat order
@@ -73,7 +74,9 @@ struct VerifyRows {
 
 class Verifier {
  public:
-  Verifier(const LlamaModel& target, Sampler& sampler, RejectionUpdate on_rejection = residual_after_rejection);
+  // feature_layers: which features VerifyResult carries (DraftStrategy::target_feature_layers).
+  Verifier(const LlamaModel& target, Sampler& sampler, RejectionUpdate on_rejection = residual_after_rejection,
+           std::vector<int64_t> feature_layers = {});
 
   // cache holds the committed context without the root; the root goes at cache.length().
   // Throws Error if the tree and its extra rows do not fit the cache.
@@ -89,6 +92,7 @@ class Verifier {
   const LlamaModel& target_;
   Sampler& sampler_;
   RejectionUpdate on_rejection_;
+  ForwardOptions forward_options_;  // all logits, the strategy's features
 };
 
 }  // namespace draftlab

@@ -1,4 +1,5 @@
 #include "core/model/eagle_head.h"
+#include "core/model/head_family.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
@@ -520,8 +521,13 @@ at::Tensor EagleHead::logits(const at::Tensor& predicted_features) const {
   return full.index_copy_(1, d2t_device_, reduced);
 }
 
-at::Tensor EagleHead::probabilities(const at::Tensor& predicted_features) const {
-  return at::softmax(logits(predicted_features), -1);
+
+const HeadFamily& eagle_head_family() {
+  static const HeadFamily f{"eagle", "EAGLE head",
+                            "EAGLE-1/2: fc(2d -> d) over [embedding; feature] and one decoder layer, predicting the "
+                            "target's next feature for the target's LM head",
+                            {}};  // the fallback: a plain one-layer Llama config, as the published heads have
+  return f;
 }
 
 }  // namespace draftlab

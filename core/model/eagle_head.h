@@ -56,6 +56,7 @@
 
 #include "core/io/model_config.h"
 #include "core/model/compute_options.h"
+#include "core/model/feature_head.h"
 #include "core/model/kv_cache.h"
 #include "core/model/llama_model.h"
 #include "core/model/llama_weights.h"
@@ -87,7 +88,7 @@ struct EagleHeadWeights {
   LlamaLayerWeights layer;
 };
 
-class EagleHead {
+class EagleHead : public FeatureHead {
  public:
   // config: the head's own shape (num_hidden_layers must be 1). `target` supplies embedding and LM head and must
   // outlive the head. Compute options (device, dtype) are the target's.
@@ -124,36 +125,26 @@ class EagleHead {
   // (with_d2t: a reduced-vocabulary head, which adds "d2t" last.)
   static std::vector<std::string> checkpoint_keys(bool fc_bias = true, bool with_d2t = false);
 
-  // A cache for the head's single layer.
-  KvCache make_cache(int64_t capacity) const;
+  KvCache make_cache(int64_t capacity) const override;
 
   // Appends n pairs at cache rows [cache.length(), +n) and returns the predicted next features [n, d] (compute
   // dtype). tokens [n] int64 (t_{i+1}), features [n, d] (f_i), positions [n] int64; ancestor_mask [n, n] bool
   // among the new rows (undefined = causal), the cached prefix always visible: the target forward's contract.
   at::Tensor forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features, const at::Tensor& positions,
-                     const at::Tensor& ancestor_mask = {}) const;
+                     const at::Tensor& ancestor_mask = {}) const override;
 
   // The general form tree drafting needs, where earlier draft rows sit in the cache but only a node's ancestors
   // may be seen: visible [n, cache.length() + n] bool says which cached and new rows each new row attends to
   // (undefined = all of them).
   at::Tensor forward_visible(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
-                             const at::Tensor& positions, const at::Tensor& visible) const;
+                             const at::Tensor& positions, const at::Tensor& visible) const override;
 
-  // Several sequences' rows in one forward (batched drafting, batch_decoder.h), each with forward_visible's
-  // arguments and its own cache: on the native path fc and the layer read their weights once for all rows, and
-  // each sequence's outputs are bit for bit those of its own forward_visible; the reference path runs them one
-  // after another. Returns each sequence's predicted features.
-  struct Rows {
-    KvCache* cache = nullptr;
-    at::Tensor tokens, features, positions, visible;
-  };
-  std::vector<at::Tensor> forward_batch(const std::vector<Rows>& sequences) const;
+  // FeatureHead::forward_batch; returns each sequence's predicted features.
+  std::vector<at::Tensor> forward_batch(const std::vector<Rows>& sequences) const override;
 
   // Next-token logits [n, vocab] float32 from predicted features [n, d], through the target's LM head (only its
   // draft-vocabulary rows for a reduced head; -inf in the other columns).
-  at::Tensor logits(const at::Tensor& predicted_features) const;
-  // softmax(logits): the head's raw next-token distribution (no temperature), EAGLE-2's "confidence".
-  at::Tensor probabilities(const at::Tensor& predicted_features) const;
+  at::Tensor logits(const at::Tensor& predicted_features) const override;
   // Logits over the draft vocabulary only [n, K] float32 (column j is target id d2t[j]); == logits() for a
   // full-vocabulary head.
   at::Tensor draft_logits(const at::Tensor& predicted_features) const;
@@ -165,7 +156,8 @@ class EagleHead {
   const at::Tensor& d2t() const { return d2t_; }
   int64_t draft_vocab_size() const { return d2t_.defined() ? d2t_.size(0) : config_.vocab_size; }
   const ComputeOptions& options() const { return target_.options(); }
-  const LlamaModel& target() const { return target_; }
+  const LlamaModel& target() const override { return target_; }
+  bool reads_unshifted_token() const override { return eagle_row_token_is_unshifted(input_variant_); }
   int64_t num_parameters() const;
 
  private:

@@ -1,4 +1,5 @@
 #include "core/model/hydra_heads.h"
+#include "core/model/head_family.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -264,6 +265,14 @@ at::Tensor HydraHeads::logits(const at::Tensor& feature, int64_t k, const std::v
   const at::Tensor embeddings = target_.embedding().index_select(0, ids).to(o.dtype).reshape({rows, (k + 1) * d});
   const at::Tensor f = feature.reshape({1, d}).to(o.device, o.dtype).expand({rows, d});
   return hydra_head_logits(weights_, k, f, embeddings, target_.lm_head()).to(at::kCPU, at::kFloat).contiguous();
+}
+
+const HeadFamily& hydra_heads_family() {
+  static const HeadFamily f{"hydra", "Hydra heads",
+                            "Hydra: sequentially dependent heads, head k reading the feature and the k + 1 tokens "
+                            "before its prediction",
+                            [](const nlohmann::json& config) { return config.contains("hydra_num_heads"); }};
+  return f;
 }
 
 }  // namespace draftlab

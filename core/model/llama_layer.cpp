@@ -93,13 +93,16 @@ void check_ancestor_mask(const at::Tensor& mask, int64_t n) {
 
 at::Tensor llama_decoder_layer(const at::Tensor& h, const LlamaLayerWeights& L, const ModelConfig& c, KvCache& cache,
                                int64_t layer, int64_t start, const at::Tensor& cos, const at::Tensor& sin,
-                               const at::Tensor& mask, bool input_norm, int64_t* experts_read) {
+                               const at::Tensor& mask, bool input_norm, int64_t* experts_read,
+                               const at::Tensor& attention_input) {
   const int64_t n = h.size(0), T = start + n;
   const int64_t H = c.num_attention_heads, KVH = c.num_key_value_heads, hd = c.head_dim;
   const int64_t I = c.intermediate_size;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
 
-  auto qkv = project(input_norm ? rms_norm(h, L.attn_norm, c.rms_norm_eps) : h, L.wqkv);
+  const at::Tensor attn_in =
+      attention_input.defined() ? attention_input : input_norm ? rms_norm(h, L.attn_norm, c.rms_norm_eps) : h;
+  auto qkv = project(attn_in, L.wqkv);
   auto qk = RotaryEmbedding::apply(qkv.narrow(1, 0, (H + KVH) * hd).view({n, H + KVH, hd}), cos, sin);
   auto v = qkv.narrow(1, (H + KVH) * hd, KVH * hd).view({n, KVH, hd});
   cache.write(layer, start, qk.narrow(1, H, KVH).transpose(0, 1), v.transpose(0, 1));

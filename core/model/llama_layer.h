@@ -26,10 +26,12 @@ void check_ancestor_mask(const at::Tensor& mask, int64_t n);
 // One decoder layer over h [n, d]: attention (writing k/v to cache layer `layer`, rows [start, start + n)) and
 // SwiGLU MLP (or mixture of experts), both residual. cos/sin from RotaryEmbedding::at_positions. input_norm = false
 // skips the attention RMSNorm (EAGLE's head layer has none). experts_read: see mixture_of_experts.h.
+// attention_input, when defined, is what q/k/v read instead of (normed) h, [n, wqkv's input width]; h stays the
+// residual (EAGLE-3's layer: attention over [norm(embedding); norm(feature)], residual the raw feature).
 // Returns the new hidden state.
 at::Tensor llama_decoder_layer(const at::Tensor& h, const LlamaLayerWeights& weights, const ModelConfig& config,
                                KvCache& cache, int64_t layer, int64_t start, const at::Tensor& cos,
                                const at::Tensor& sin, const at::Tensor& mask, bool input_norm = true,
-                               int64_t* experts_read = nullptr);
+                               int64_t* experts_read = nullptr, const at::Tensor& attention_input = {});
 
 }  // namespace draftlab

@@ -22,6 +22,14 @@ namespace draftlab {
 namespace {
 
 // Input checks shared by both paths, on host buffers. Throws Error; nothing is written.
+void check_feature_layers(const ModelConfig& c, const ForwardOptions& fo) {
+  for (int64_t l : fo.feature_layers)
+    check(l >= 0 && l < c.num_hidden_layers, [&] {
+      return "forward: feature layer " + std::to_string(l) + " outside the target's layers [0, " +
+             std::to_string(c.num_hidden_layers) + ")";
+    });
+}
+
 void check_forward_inputs(const ModelConfig& c, const KvCache& cache, const int64_t* t, const int64_t* p, int64_t n,
                           const uint8_t* mask, int64_t max_positions) {
   check(n > 0, "forward: no tokens");
@@ -204,6 +212,7 @@ ForwardOutput LlamaModel::forward(KvCache& cache, const int64_t* tokens, const i
                                   const uint8_t* ancestor_mask, const ForwardOptions& fo) const {
   ForwardClock::Scope forward_clock;
   check_forward_inputs(config_, cache, tokens, positions, n, ancestor_mask, rope_.max_positions());
+  check_feature_layers(config_, fo);
   // (A dropped embedding is never trained: weights() would have rebuilt it.)
   if (native_ && !(at::GradMode::is_enabled() && weights_.embed.defined() && weights_.embed.requires_grad()))
     return native_->forward(weights_, rope_, cache, tokens, positions, n, ancestor_mask, fo);
@@ -228,6 +237,7 @@ std::vector<ForwardOutput> LlamaModel::forward_batch(const std::vector<SequenceR
   }
   check(sequences.size() == 1 || fo.logits != ForwardOptions::Logits::Rows,
         "forward_batch: Logits::Rows takes one sequence");
+  check_feature_layers(config_, fo);
   if (native_ && !(at::GradMode::is_enabled() && weights_.embed.defined() && weights_.embed.requires_grad()))
     return native_->forward_batch(weights_, rope_, sequences, fo);
   std::vector<ForwardOutput> outs;
@@ -252,21 +262,23 @@ ForwardOutput LlamaModel::reference_forward(KvCache& cache, const at::Tensor& to
   const auto mask = attention_mask(ancestor_mask, start, n, options_);
 
   ForwardOutput out;
+  std::vector<at::Tensor> captured(fo.feature_layers.size());
   auto h = at::embedding(w.embed, tokens);  // [n, d]
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     h = llama_decoder_layer(h, w.layers[l], c, cache, l, start, cos, sin, mask, /*input_norm=*/true,
                             &out.experts_read);
-    for (int64_t want : fo.capture_layers)
-      if (want == l) out.hidden.push_back(h);
+    for (size_t k = 0; k < fo.feature_layers.size(); ++k)
+      if (fo.feature_layers[k] == l) captured[k] = h;
   }
   cache.advance_to(T);
 
-  out.features = rms_norm(h, w.norm, c.rms_norm_eps);
+  const auto normed = rms_norm(h, w.norm, c.rms_norm_eps);
+  out.features = fo.feature_layers.empty() ? normed : at::cat(captured, 1);
   at::Tensor rows;
   switch (fo.logits) {
-    case ForwardOptions::Logits::All: rows = out.features; break;
-    case ForwardOptions::Logits::Last: rows = out.features.narrow(0, n - 1, 1); break;
-    case ForwardOptions::Logits::Rows: rows = out.features.index_select(0, fo.rows.to(options_.device)); break;
+    case ForwardOptions::Logits::All: rows = normed; break;
+    case ForwardOptions::Logits::Last: rows = normed.narrow(0, n - 1, 1); break;
+    case ForwardOptions::Logits::Rows: rows = normed.index_select(0, fo.rows.to(options_.device)); break;
     case ForwardOptions::Logits::None: break;
   }
   if (rows.defined()) out.logits = project(rows, w.lm_head).to(at::kFloat);

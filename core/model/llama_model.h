@@ -23,13 +23,17 @@ struct ForwardOptions {
   enum class Logits { All, Last, Rows, None };
   Logits logits = Logits::All;
   at::Tensor rows;                      // int64 row indices into the new tokens, when logits == Rows
-  std::vector<int64_t> capture_layers;  // return the hidden state after these decoder layers (0-based)
+  // Which features to return. Empty: the final normed hidden state (EAGLE-1/2, Medusa, Hydra). Else the raw
+  // residual stream after these decoder layers (0-based), concatenated in this order (EAGLE-3's low, middle and
+  // high layers): written as the forward runs, no second pass.
+  std::vector<int64_t> feature_layers;
 };
 
 struct ForwardOutput {
   at::Tensor logits;                // [rows, vocab] float32 (undefined when Logits::None)
-  at::Tensor features;              // [n, d]: final normed hidden state that feeds the LM head (EAGLE's feature)
-  std::vector<at::Tensor> hidden;   // [n, d] per capture_layers entry, in that order
+  // [n, d]: the final normed hidden state that feeds the LM head (EAGLE's feature); with feature_layers,
+  // [n, k d]: those layers' outputs side by side.
+  at::Tensor features;
   // Mixture of experts: the (layer, expert) pairs whose weights this forward ran, summed over layers (0 when dense).
   // Decoding one token reads L k of them; verifying a tree reads up to L E.
   int64_t experts_read = 0;

@@ -1,4 +1,5 @@
 #include "core/model/medusa_heads.h"
+#include "core/model/head_family.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -266,6 +267,14 @@ at::Tensor MedusaHeads::native_logits(const at::Tensor& feature, int64_t heads) 
   for (int64_t k = 0; k < heads; ++k)
     parallel_multiply(native_->lm_heads[k], native_->h.data() + k * d, d, 1, out.data_ptr<float>() + k * V, V);
   return out;
+}
+
+const HeadFamily& medusa_heads_family() {
+  static const HeadFamily f{"medusa", "Medusa heads",
+                            "Medusa-1: K residual-block heads over the target's last feature, head k predicting the "
+                            "token k + 2 ahead",
+                            [](const nlohmann::json& config) { return config.contains("medusa_num_heads"); }};
+  return f;
 }
 
 }  // namespace draftlab

@@ -149,7 +149,7 @@ void native_mixture_of_experts(const NativeLayerWeights& L, const ModelConfig& c
 }  // namespace
 
 void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, const std::vector<RowSegment>& segments,
-                          int64_t layer, NativeWorkspace& ws, int64_t* experts_read) {
+                          int64_t layer, NativeWorkspace& ws, int64_t* experts_read, const float* attention_input) {
   const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads;
   const int64_t I = c.intermediate_size, qkv_width = (H + 2 * KVH) * hd;
   int64_t n = 0, T_max = 0;
@@ -160,11 +160,15 @@ void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, con
 
   // Attention block.
   const float* attn_in = ws.h;
-  if (!L.attn_norm.empty()) {
+  int64_t attn_width = d;
+  if (attention_input != nullptr) {
+    attn_in = attention_input;
+    attn_width = L.wqkv.in();
+  } else if (!L.attn_norm.empty()) {
     rms_norm_rows(ws.h, d, n, d, L.attn_norm.data(), c.rms_norm_eps, ws.normed, d);
     attn_in = ws.normed;
   }
-  parallel_multiply(L.wqkv, attn_in, d, n, ws.qkv, qkv_width);
+  parallel_multiply(L.wqkv, attn_in, attn_width, n, ws.qkv, qkv_width);
   rope_rows(ws.qkv, qkv_width, n, H + KVH, hd, ws.cos.data(), ws.sin.data());  // q and k heads are adjacent
   for (const RowSegment& s : segments) {
     void* kc = s.cache->key_data(layer);
@@ -363,16 +367,15 @@ std::vector<ForwardOutput> NativeDecoder::forward_batch(const LlamaWeights& weig
 
   std::vector<ForwardOutput> outs(static_cast<size_t>(B));
   int64_t experts_read = 0;
+  const auto K = static_cast<int64_t>(fo.feature_layers.size());
+  at::Tensor captured;  // [n, K d] when feature_layers are asked for
+  if (K > 0) captured = at::empty({n, K * d}, at::TensorOptions().dtype(at::kFloat));
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     native_decoder_layer(layers_[l], c, ws.segments, l, ws, &experts_read);
-    for (int64_t want : fo.capture_layers) {
-      if (want != l) continue;
-      for (int64_t b = 0; b < B; ++b) {
-        const RowSegment& s = ws.segments[b];
-        auto hidden = at::empty({s.n, d}, at::TensorOptions().dtype(at::kFloat));
-        std::memcpy(hidden.data_ptr<float>(), ws.h + s.row * d, s.n * d * sizeof(float));
-        outs[b].hidden.push_back(hidden);
-      }
+    for (size_t k = 0; k < fo.feature_layers.size(); ++k) {  // the residual after layer l, into column block k
+      if (fo.feature_layers[k] != l) continue;
+      float* f = captured.data_ptr<float>();
+      for (int64_t r = 0; r < n; ++r) std::memcpy(f + (r * K + k) * d, ws.h + r * d, d * sizeof(float));
     }
   }
   for (const RowSegment& s : ws.segments) s.cache->advance_to(s.start + s.n);
@@ -408,7 +411,8 @@ std::vector<ForwardOutput> NativeDecoder::forward_batch(const LlamaWeights& weig
     const RowSegment& s = ws.segments[b];
     ForwardOutput& out = outs[b];
     out.experts_read = experts_read;
-    out.features = B == 1 ? features : features.narrow(0, s.row, s.n);
+    const at::Tensor& f = K > 0 ? captured : features;
+    out.features = B == 1 ? f : f.narrow(0, s.row, s.n);
     if (!logits.defined()) continue;
     if (B == 1)
       out.logits = logits;

@@ -99,9 +99,11 @@ class NativeWorkspace {
 
 // Runs one layer over ws.h [rows, d] in place, rows = the segments' rows laid end to end: the projections once over
 // every row (a batch reads each weight once), attention per segment against its own cache. ws.cos / ws.sin set per
-// row. experts_read: see ForwardOutput::experts_read (mixture of experts only).
+// row. experts_read: see ForwardOutput::experts_read (mixture of experts only). attention_input, when given, is
+// what q/k/v read instead of (normed) ws.h: [rows, L.wqkv.in()] (EAGLE-3's head, llama_decoder_layer's argument).
 void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, const std::vector<RowSegment>& segments,
-                          int64_t layer, NativeWorkspace& ws, int64_t* experts_read = nullptr);
+                          int64_t layer, NativeWorkspace& ws, int64_t* experts_read = nullptr,
+                          const float* attention_input = nullptr);
 // One sequence: n rows at cache rows [start, start + n); visible = ws.visible [n, start + n] when `masked`.
 void native_decoder_layer(const NativeLayerWeights& L, const ModelConfig& c, KvCache& cache, int64_t layer,
                           int64_t start, int64_t n, bool masked, NativeWorkspace& ws, int64_t* experts_read = nullptr);

@@ -375,6 +375,7 @@ int64_t convert_torch_checkpoint(const std::string& in_path, const std::string& 
         data = t.to(at::kLong);
         dtype = DType::I64;
         break;
+      case at::kBool: dtype = DType::BOOL; break;  // EAGLE-3's t2d
       default:
         throw Error::at(in_path, "tensor '" + name + "' has dtype " + std::string(c10::toString(t.scalar_type())) +
                                      ", which safetensors heads do not use");

@@ -22,7 +22,7 @@ namespace draftlab {
 std::vector<std::pair<std::string, at::Tensor>> read_torch_state_dict(const std::string& path);
 
 // pytorch_model.bin -> out_dir/model.safetensors (the same keys, float tensors in their stored dtype, integer ones
-// as int64), plus config.json copied from beside the input when there is one. Written atomically; out_dir is
+// as int64, boolean ones as BOOL), plus config.json copied from beside the input when there is one. Written atomically; out_dir is
 // created. Returns the number of tensors written. Throws Error naming the file.
 int64_t convert_torch_checkpoint(const std::string& in_path, const std::string& out_dir);
 

@@ -22,7 +22,7 @@ class HydraTrainingModel : public TrainableParallelHeads {
   // the feature through, own LM heads copied from the target's. Leaves on the target's compute device and dtype.
   HydraTrainingModel(const LlamaModel& target, uint64_t seed, HydraConfig config = {});
 
-  DraftHeadKind kind() const override { return DraftHeadKind::Hydra; }
+  const HeadFamily& family() const override { return hydra_heads_family(); }
   int64_t num_heads() const override { return config_.num_heads; }
   // "head.{k}.input.weight", ... (the HydraHeadWeights fields).
   std::vector<std::pair<std::string, at::Tensor>> parameters() const override;

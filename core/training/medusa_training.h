@@ -22,7 +22,7 @@ class MedusaTrainingModel : public TrainableParallelHeads {
   // and device).
   MedusaTrainingModel(const LlamaModel& target, uint64_t seed, MedusaConfig config = {});
 
-  DraftHeadKind kind() const override { return DraftHeadKind::Medusa; }
+  const HeadFamily& family() const override { return medusa_heads_family(); }
   int64_t num_heads() const override { return config_.num_heads; }
   // "head.{k}.{j}.weight", "head.{k}.{j}.bias", and "head.{k}.lm_head" with own LM heads.
   std::vector<std::pair<std::string, at::Tensor>> parameters() const override;

@@ -101,7 +101,7 @@ ParallelHeadTrainingResult train_parallel_heads(const LlamaModel& target, Traina
   char decay[32];
   std::snprintf(decay, sizeof decay, "%.17g", o.loss.decay);
   const std::map<std::string, std::string> identity = {
-      {"kind", draft_head_kind_name(heads.kind())}, {"heads_config", heads.config_json()},
+      {"kind", heads.family().name}, {"heads_config", heads.config_json()},
       {"seed", std::to_string(o.seed)},            {"batch", std::to_string(o.batch)},
       {"context", std::to_string(o.context)},       {"decay", decay},
       {"loss_target", o.loss.target == ParallelHeadTarget::Tokens ? "tokens" : "target_distribution"}};

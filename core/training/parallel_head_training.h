@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/model/draft_head_kind.h"
+#include "core/model/head_family.h"
 #include "core/model/llama_model.h"
 #include "core/training/feature_cache.h"
 #include "core/training/text_dataset.h"
@@ -45,7 +45,7 @@ class TrainableParallelHeads {
  public:
   virtual ~TrainableParallelHeads() = default;
 
-  virtual DraftHeadKind kind() const = 0;
+  virtual const HeadFamily& family() const = 0;
   virtual int64_t num_heads() const = 0;
   // Named leaf tensors for the Trainer (names key the training state).
   virtual std::vector<std::pair<std::string, at::Tensor>> parameters() const = 0;

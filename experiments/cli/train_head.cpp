@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "core/base/error.h"
+#include "core/model/head_family.h"
 #include "core/training/eagle_head_training.h"
 #include "core/training/head_data.h"
 #include "core/training/hydra_training.h"
@@ -160,11 +161,13 @@ int run_train_head(int argc, char** argv) {
 
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "train-head", vm)) return 0;
-  const DraftHeadKind kind = parse_draft_head_kind(kind_name);
-  if (kind != DraftHeadKind::Eagle) check_kind_options(vm, eagle, "eagle", kind_name);
-  if (kind == DraftHeadKind::Eagle) check_kind_options(vm, parallel_desc, "medusa or hydra", kind_name);
-  if (kind != DraftHeadKind::Medusa) check_kind_options(vm, medusa_desc, "medusa", kind_name);
-  if (kind != DraftHeadKind::Hydra) check_kind_options(vm, hydra_desc, "hydra", kind_name);
+  const std::string kind = find_head_family(kind_name).name;
+  check(kind == "eagle" || kind == "medusa" || kind == "hydra",
+        "train-head --kind " + kind + ": trains eagle, medusa or hydra heads");
+  if (kind != "eagle") check_kind_options(vm, eagle, "eagle", kind_name);
+  if (kind == "eagle") check_kind_options(vm, parallel_desc, "medusa or hydra", kind_name);
+  if (kind != "medusa") check_kind_options(vm, medusa_desc, "medusa", kind_name);
+  if (kind != "hydra") check_kind_options(vm, hydra_desc, "hydra", kind_name);
   check(medusa_lm_head == "shared" || medusa_lm_head == "own",
         "--medusa-lm-head: expected shared or own, got '" + medusa_lm_head + "'");
   check(medusa.num_heads >= 1 && medusa.num_layers >= 0,
@@ -198,10 +201,10 @@ int run_train_head(int argc, char** argv) {
                source.c_str(),
                static_cast<long>(data.stories()), static_cast<long>(data.train_tokens()),
                static_cast<long>(data.validation_tokens()), data.has_loss_mask() ? ", with a loss mask" : "");
-  if (kind == DraftHeadKind::Medusa) {
+  if (kind == "medusa") {
     MedusaTrainingModel heads(*loaded.model, o.seed, medusa);
     train_parallel(*loaded.model, heads, o, loss, data);
-  } else if (kind == DraftHeadKind::Hydra) {
+  } else if (kind == "hydra") {
     HydraTrainingModel heads(*loaded.model, o.seed, hydra);
     train_parallel(*loaded.model, heads, o, loss, data);
   } else {

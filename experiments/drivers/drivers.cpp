@@ -15,7 +15,7 @@
 #include "core/base/file_bytes.h"
 #include "core/base/platform.h"
 #include "core/base/sha256.h"
-#include "core/model/draft_head_kind.h"
+#include "core/model/head_family.h"
 #include "core/training/training_log.h"
 #include "core/results/git_revision.h"
 #include "analysis/run_metrics.h"
@@ -39,19 +39,19 @@ const HeadSpec* find_head(const ExperimentConfig& c, const std::string& label) {
   return nullptr;
 }
 
-// The head a strategy that loads heads of `kind` gets (drafting drivers, and --strategy without head=): the first
-// unlabelled --head of that kind, else the only --head when it is of that kind. Several unlabelled heads of
-// different kinds (an EAGLE head and Medusa heads) then each go to the strategies that can load them.
-const HeadSpec* main_head(const ExperimentConfig& c, DraftHeadKind kind) {
+// The head a strategy that loads heads of `family` gets (drafting drivers, and --strategy without head=): the
+// first unlabelled --head of that family, else the only --head when it is of that family. Several unlabelled heads
+// of different families (an EAGLE head and Medusa heads) then each go to the strategies that can load them.
+const HeadSpec* main_head(const ExperimentConfig& c, const std::string& family) {
   for (const auto& h : c.heads)
-    if (h.label.empty() && draft_head_kind(h.path) == kind) return &h;
-  if (c.heads.size() == 1 && draft_head_kind(c.heads[0].path) == kind) return &c.heads[0];
+    if (h.label.empty() && head_family_of(h.path).name == family) return &h;
+  if (c.heads.size() == 1 && head_family_of(c.heads[0].path).name == family) return &c.heads[0];
   return nullptr;
 }
 
 // The EAGLE head of the drivers that run EAGLE strategies only.
 std::string require_head(const ExperimentConfig& c) {
-  const HeadSpec* h = main_head(c, DraftHeadKind::Eagle);
+  const HeadSpec* h = main_head(c, "eagle");
   if (!h) throw Error("exp " + c.experiment + ": --head DIR is required (the trained EAGLE head of the target)");
   return h->path;
 }
@@ -65,7 +65,7 @@ std::vector<std::string> head_keys(const ExperimentConfig& c) {
   for (const auto& h : c.heads) {
     std::string key = !h.label.empty() ? "head:" + h.label
                       : unlabelled == 1 ? "head"
-                                        : std::string("head:") + draft_head_kind_name(draft_head_kind(h.path));
+                                        : "head:" + head_family_of(h.path).name;
     const std::string base = key;
     for (int n = 2; std::find(keys.begin(), keys.end(), key) != keys.end(); ++n) key = base + "#" + std::to_string(n);
     keys.push_back(key);
@@ -166,7 +166,7 @@ std::vector<MethodSpec> eagle2_grid(const ExperimentConfig& c) {
 std::string model_for(const ExperimentConfig& c, const StrategyDescriptor& strategy) {
   switch (strategy.needs) {
     case StrategyNeeds::Head: {
-      const HeadSpec* h = main_head(c, strategy.head_kind);
+      const HeadSpec* h = main_head(c, strategy.head_family);
       return h ? h->path : "";
     }
     case StrategyNeeds::DraftModel: return c.draft_path;

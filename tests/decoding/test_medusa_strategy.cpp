@@ -137,7 +137,7 @@ TEST(Medusa, OptionsAreChecked) {
   expect_error([&] { medusa(*target, {"tree=cartesian", "top_k=64", "heads=4"}); }, {"top_k", "4096"});
   expect_error([&] { medusa(*target, {"tree=no_such_tree"}); }, {"no_such_tree"});
   expect_error([&] { medusa(*target, {"head=" + temp_dir() + "/none"}); }, {"none", "not found"});
-  EXPECT_EQ(find_strategy("medusa").head_kind, DraftHeadKind::Medusa);
+  EXPECT_EQ(find_strategy("medusa").head_family, "medusa");
 }
 
 TEST(Medusa, DecodesLikeVanillaGreedyAndCountsAcceptedDrafts) {

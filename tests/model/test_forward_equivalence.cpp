@@ -10,7 +10,10 @@
 
 #include <tuple>
 
+#include "core/model/llama_layer.h"
+#include "core/model/rope.h"
 #include "model_fixtures.h"
+#include "test_errors.h"
 
 using namespace draftlab;
 using namespace draftlab::testing;
@@ -143,19 +146,38 @@ TEST_P(ForwardEquivalence, TruncateThenOtherTokensEqualsFreshRun) {
   EXPECT_LT(rel_diff(out.logits[0], ref.logits[seq.size() - 1]), tol);
 }
 
-TEST_P(ForwardEquivalence, LogitRowsAndCapturedLayers) {
+TEST_P(ForwardEquivalence, LogitRowsAndFeatureLayers) {
   KvCache cache = model->make_cache(32);
-  ForwardOptions all;
-  all.capture_layers = {0, 1};
-  auto full = model->forward_chain(cache, prefix, all);
-  ASSERT_EQ(full.hidden.size(), 2u);
-  EXPECT_EQ(full.hidden[0].sizes(), full.features.sizes());
-  // The last captured layer, normed, is the feature.
+  auto full = model->forward_chain(cache, prefix);
+  // EAGLE-3's features: the raw residual after the given layers, side by side in the order asked; the logits stay
+  // those of the plain forward.
+  ASSERT_EQ(model->config().num_hidden_layers, 2);
+  KvCache layered_cache = model->make_cache(32);
+  ForwardOptions layers;
+  layers.feature_layers = {1, 0, 1};
+  auto layered = model->forward_chain(layered_cache, prefix, layers);
+  const int64_t d = model->config().hidden_size;
+  ASSERT_EQ(layered.features.sizes(), (std::vector<int64_t>{static_cast<int64_t>(prefix.size()), 3 * d}));
+  EXPECT_TRUE(at::equal(layered.logits, full.logits));
+  EXPECT_TRUE(at::equal(layered.features.narrow(1, 0, d), layered.features.narrow(1, 2 * d, d)));
+  // The last layer's output, normed, is the plain forward's feature.
   const auto& w = model->weights();
-  auto h = full.hidden[1].to(at::kFloat);
+  auto h = layered.features.narrow(1, 0, d).to(at::kFloat);
   auto normed = (h * at::rsqrt(h.pow(2).mean(-1, true) + model->config().rms_norm_eps)).to(GetParam().dtype) *
                 w.norm;
   EXPECT_LT(rel_diff(normed, full.features), tol);
+  // Layer 0's output: its attention and MLP over the embedding, recomputed here with the reference layer alone.
+  KvCache one_layer = model->make_cache(32);
+  const auto tokens = long_tensor(prefix);
+  const auto positions = at::arange(static_cast<int64_t>(prefix.size()), at::TensorOptions().dtype(at::kLong));
+  RotaryEmbedding rope(model->config(), model->options());
+  const auto [cos, sin] = rope.at_positions(positions);
+  const auto after0 = llama_decoder_layer(at::embedding(w.embed, tokens), w.layers[0], model->config(), one_layer, 0, 0,
+                                          cos, sin, attention_mask({}, 0, tokens.size(0), model->options()));
+  EXPECT_LT(rel_diff(layered.features.narrow(1, d, d).to(at::kFloat), after0.to(at::kFloat)), tol);
+  KvCache refused = model->make_cache(32);
+  layers.feature_layers = {2};
+  expect_error([&] { model->forward_chain(refused, prefix, layers); }, {"feature layer 2", "[0, 2)"});
 
   KvCache cache2 = model->make_cache(32);
   ForwardOptions rows;

@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "core/io/safetensors.h"
-#include "core/model/draft_head_kind.h"
+#include "core/model/head_family.h"
 #include "core/model/hydra_heads.h"
 #include "model_fixtures.h"
 #include "strategies/parallel_heads.h"
@@ -119,7 +119,7 @@ TEST(HydraHeads, SavedFolderLoadsBitForBitAlsoUnderTheModelPrefix) {
     const auto heads = HydraHeads::random(*target, 9, config(3, 2, own), 0.2);
     const std::string dir = fresh_dir(own ? "hydra_saved_own" : "hydra_saved_shared");
     heads->save(dir);
-    EXPECT_EQ(draft_head_kind(dir), DraftHeadKind::Hydra);
+    EXPECT_EQ(head_family_of(dir).name, "hydra");
     const auto loaded = HydraHeads::load(dir, *target);
     EXPECT_EQ(loaded->config().own_lm_head, own);
     for (int64_t k = 0; k < 3; ++k) {

@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "core/io/safetensors.h"
-#include "core/model/draft_head_kind.h"
+#include "core/model/head_family.h"
 #include "core/model/medusa_heads.h"
 #include "model_fixtures.h"
 #include "test_errors.h"
@@ -102,7 +102,7 @@ TEST(MedusaHeads, SavedFolderLoadsBitForBit) {
     const auto heads = MedusaHeads::random(*target, 11, config(3, 2, own), 0.1);
     const std::string dir = fresh_dir(own ? "medusa_own" : "medusa_shared");
     heads->save(dir);
-    EXPECT_EQ(draft_head_kind(dir), DraftHeadKind::Medusa);
+    EXPECT_EQ(head_family_of(dir).name, "medusa");
     const auto loaded = MedusaHeads::load(dir, *target);
     EXPECT_EQ(loaded->config().own_lm_head, own);
     EXPECT_EQ(loaded->config().num_layers, 2);
@@ -238,21 +238,30 @@ TEST(MedusaHeads, LoadErrorsNameFileTensorAndExpectedShape) {
   expect_error([&] { MedusaHeads::load(testing::temp_dir() + "/nothing_here", *target); }, {"nothing_here", "not found"});
 }
 
-TEST(DraftHeadKind, ReadsTheFolderConfig) {
-  EXPECT_EQ(draft_head_kind(testing::source_path("data/models/ts-tiny-eagle-head")), DraftHeadKind::Eagle);
-  EXPECT_EQ(draft_head_kind(testing::source_path("data/models/ts-tiny-eagle-head/model.safetensors")), DraftHeadKind::Eagle);
+TEST(HeadFamily, ReadsTheFolderConfig) {
+  EXPECT_EQ(head_family_of(testing::source_path("data/models/ts-tiny-eagle-head")).name, "eagle");
+  EXPECT_EQ(head_family_of(testing::source_path("data/models/ts-tiny-eagle-head/model.safetensors")).name, "eagle");
   const std::string hydra = fresh_dir("hydra_kind");
   write_text(hydra + "/config.json", R"({"hydra_num_heads": 4, "hydra_num_layers": 1, "hydra_head_arch": "mlp"})");
-  EXPECT_EQ(draft_head_kind(hydra), DraftHeadKind::Hydra);
+  EXPECT_EQ(head_family_of(hydra).name, "hydra");
   const std::string medusa = fresh_dir("medusa_kind");
   write_text(medusa + "/config.json", R"({"medusa_num_heads": 5})");
-  EXPECT_EQ(draft_head_kind(medusa), DraftHeadKind::Medusa);
-  EXPECT_EQ(draft_head_kind(testing::temp_dir() + "/no_such_head"), DraftHeadKind::Eagle);
+  EXPECT_EQ(head_family_of(medusa).name, "medusa");
+  // EAGLE-3: the official config (a Llama config with draft_vocab_size), or a third-party architecture name; an
+  // EAGLE-1/2 head with a reduced vocabulary also has draft_vocab_size, beside draftlab's own input key.
+  const std::string eagle3 = fresh_dir("eagle3_kind");
+  write_text(eagle3 + "/config.json", R"({"hidden_size": 64, "draft_vocab_size": 32})");
+  EXPECT_EQ(head_family_of(eagle3).name, "eagle3");
+  write_text(eagle3 + "/config.json", R"({"architectures": ["LlamaForCausalLMEagle3"]})");
+  EXPECT_EQ(head_family_of(eagle3).name, "eagle3");
+  write_text(eagle3 + "/config.json", R"({"draft_vocab_size": 32, "draftlab_eagle_input": "feature_only"})");
+  EXPECT_EQ(head_family_of(eagle3).name, "eagle");
+  EXPECT_EQ(head_family_of(testing::temp_dir() + "/no_such_head").name, "eagle");
   const std::string broken = fresh_dir("broken_kind");
   write_text(broken + "/config.json", "{\"medusa_num_heads\": ");
-  expect_error([&] { draft_head_kind(broken); }, {broken + "/config.json", "valid JSON"});
-  EXPECT_EQ(parse_draft_head_kind("medusa"), DraftHeadKind::Medusa);
-  expect_error([] { parse_draft_head_kind("lookahead"); }, {"eagle, medusa, hydra", "lookahead"});
+  expect_error([&] { head_family_of(broken); }, {broken + "/config.json", "valid JSON"});
+  EXPECT_EQ(find_head_family("medusa").title, "Medusa heads");
+  expect_error([] { find_head_family("lookahead"); }, {"eagle, eagle3, medusa, hydra", "lookahead"});
 }
 
 }  // namespace
