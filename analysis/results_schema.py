@@ -156,3 +156,10 @@ DRAFT_SHAPE_NONE = "none"
 DRAFT_SHAPE_CHAIN = "chain"
 DRAFT_SHAPE_STATIC_TREE = "static_tree"
 DRAFT_SHAPE_DYNAMIC_TREE = "dynamic_tree"
+
+# eval/<metric> datasets of training logs and /training/LABEL groups: name -> (single_value, meaning)
+TRAINING_METRICS = {
+    "accuracy": (True, "top-1 agreement of the head's next-token prediction with the target's on the validation windows (EAGLE and EAGLE-3 heads)"),
+    "alpha": (False, "chain acceptance n-alpha on the validation windows, one column per n = 0, 1, ... (EAGLE heads: 0..4; EAGLE-3 heads: 0..7)"),
+    "head_accuracy": (False, "each parallel head's top-1 accuracy on the validation windows, one column per head (Medusa, Hydra)"),
+}

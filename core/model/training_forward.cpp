@@ -65,8 +65,12 @@ at::Tensor training_decoder_layer(const ModelConfig& c, const LlamaLayerWeights&
   return h + times_weight(at::silu(gate_up.narrow(2, 0, I)) * gate_up.narrow(2, I, I), L.w_down);
 }
 
-at::Tensor training_features(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
-                             const at::Tensor& tokens_in, std::vector<at::Tensor>* router_logits) {
+namespace {
+
+// The forward of training_features, keeping the residual after the layers in `keep` (in that order).
+at::Tensor features_keeping(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
+                            const at::Tensor& tokens_in, std::vector<at::Tensor>* router_logits,
+                            const std::vector<int64_t>& keep, std::vector<at::Tensor>* kept) {
   check(tokens_in.dim() == 2 && tokens_in.scalar_type() == at::kLong,
         "training_forward: tokens must be int64 [batch, length]");
   const int64_t T = tokens_in.size(1);
@@ -79,12 +83,35 @@ at::Tensor training_features(const ModelConfig& c, const LlamaWeights& w, const 
   const auto mask = causal_mask(T, w.embed.options());
 
   auto h = at::embedding(w.embed, tokens);  // [B, T, d]
-  for (const LlamaLayerWeights& L : w.layers) {
+  if (kept) kept->assign(keep.size(), at::Tensor());
+  for (size_t l = 0; l < w.layers.size(); ++l) {
     at::Tensor logits;
-    h = training_decoder_layer(c, L, h, cos, sin, mask, /*input_norm=*/true, router_logits ? &logits : nullptr);
+    h = training_decoder_layer(c, w.layers[l], h, cos, sin, mask, /*input_norm=*/true,
+                               router_logits ? &logits : nullptr);
     if (router_logits && logits.defined()) router_logits->push_back(logits);
+    for (size_t k = 0; k < keep.size(); ++k)
+      if (keep[k] == static_cast<int64_t>(l)) (*kept)[k] = h;
   }
   return norm(h, w.norm, c.rms_norm_eps);
+}
+
+}  // namespace
+
+at::Tensor training_features(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
+                             const at::Tensor& tokens, std::vector<at::Tensor>* router_logits) {
+  return features_keeping(c, w, rope, tokens, router_logits, {}, nullptr);
+}
+
+at::Tensor training_layer_features(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
+                                   const at::Tensor& tokens, const std::vector<int64_t>& feature_layers) {
+  if (feature_layers.empty()) return training_features(c, w, rope, tokens);
+  for (int64_t l : feature_layers)
+    check(l >= 0 && l < c.num_hidden_layers, "training_layer_features: layer " + std::to_string(l) +
+                                                 " outside [0, " + std::to_string(c.num_hidden_layers) + ")");
+  std::vector<at::Tensor> kept;
+  const auto final_features = features_keeping(c, w, rope, tokens, nullptr, feature_layers, &kept);
+  kept.push_back(final_features);
+  return at::cat(kept, -1);
 }
 
 at::Tensor training_forward(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,

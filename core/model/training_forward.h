@@ -30,6 +30,12 @@ at::Tensor training_forward(const ModelConfig& config, const LlamaWeights& weigh
 at::Tensor training_features(const ModelConfig& config, const LlamaWeights& weights, const RotaryEmbedding& rope,
                              const at::Tensor& tokens, std::vector<at::Tensor>* router_logits = nullptr);
 
+// training_features with EAGLE-3's layer features in front: [B, T, (k + 1) d] = the residual after each of
+// `feature_layers` (ForwardOptions::feature_layers' indices), side by side, then the final normed hidden state.
+// Empty feature_layers: training_features itself.
+at::Tensor training_layer_features(const ModelConfig& config, const LlamaWeights& weights, const RotaryEmbedding& rope,
+                                   const at::Tensor& tokens, const std::vector<int64_t>& feature_layers);
+
 // Additive causal mask [T, T]: 0 on and below the diagonal, -inf above.
 at::Tensor causal_mask(int64_t length, const at::TensorOptions& options);
 

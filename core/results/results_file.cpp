@@ -102,23 +102,9 @@ void write_run(H5::Group& runs, size_t index, const RunRecord& r) {
   });
 }
 
-void write_training(H5::Group& parent, const std::string& label, const TrainingRecord& t) {
+void write_training(H5::Group& parent, const std::string& label, const TrainingCurves& t) {
   H5::Group g = parent.createGroup(label);
-  H5::Group train = g.createGroup("train");
-  write_column(train, "step", t.train_step);
-  write_column(train, "loss", t.train_loss);
-  write_column(train, "learning_rate", t.learning_rate);
-  H5::Group eval = g.createGroup("eval");
-  write_column(eval, "step", t.eval_step);
-  write_column(eval, "loss", t.eval_loss);
-  if (!t.eval_accuracy.empty()) write_column(eval, "accuracy", t.eval_accuracy);
-  if (!t.eval_alpha.empty()) {
-    const hsize_t dims[2] = {t.eval_alpha.size() / 5, 5};
-    H5::DataSpace space(2, dims);
-    H5::DataSet set = eval.createDataSet("alpha", H5Type<double>::file(), space);
-    set.write(t.eval_alpha.data(), H5Type<double>::mem());
-  }
-  for (const auto& [key, value] : t.attributes) write_attr(g, key, value);
+  write_training_group(g, t);
 }
 
 // ---- validation ---------------------------------------------------------------------------------------------
@@ -215,17 +201,6 @@ void validate_run(const RunRecord& r, const std::string& source, const std::stri
                          std::to_string(nn) + " rows");
 }
 
-void validate_training(const TrainingRecord& t, const std::string& source, const std::string& where) {
-  check_length(source, where + "/train", "loss", t.train_loss.size(), t.train_step.size(), "step");
-  check_length(source, where + "/train", "learning_rate", t.learning_rate.size(), t.train_step.size(), "step");
-  check_length(source, where + "/eval", "loss", t.eval_loss.size(), t.eval_step.size(), "step");
-  if (!t.eval_accuracy.empty())
-    check_length(source, where + "/eval", "accuracy", t.eval_accuracy.size(), t.eval_step.size(), "step");
-  if (!t.eval_alpha.empty() && t.eval_alpha.size() % 5 != 0)
-    throw Error::in_file(source, where + "/eval/alpha", "[passes, 5] values (0-alpha .. 4-alpha)",
-                         std::to_string(t.eval_alpha.size()) + " values");
-}
-
 void validate_root(const ResultsFile& results, const std::string& source) {
   auto it = results.attributes.find("schema");
   if (it != results.attributes.end() && it->second != kResultsSchema)
@@ -240,7 +215,7 @@ void validate_root(const ResultsFile& results, const std::string& source) {
   for (const auto& [label, t] : results.training) {
     if (label.empty() || label.find('/') != std::string::npos)
       throw Error::in_file(source, "/training/" + label, "a label without '/'", "'" + label + "'");
-    validate_training(t, source, "/training/" + label);
+    t.validate(source, "/training/" + label + "/");
   }
 }
 
@@ -385,30 +360,6 @@ struct Reader {
     });
     return r;
   }
-
-  // A training group (or a training log file's root: where = "").
-  TrainingRecord training(const H5::Group& g, const std::string& where) const {
-    TrainingRecord t;
-    H5::Group train = group(g, "train", where);
-    t.train_step = column<int64_t>(train, "step", where + "/train");
-    t.train_loss = column<double>(train, "loss", where + "/train");
-    t.learning_rate = column<double>(train, "learning_rate", where + "/train");
-    H5::Group eval = group(g, "eval", where);
-    t.eval_step = column<int64_t>(eval, "step", where + "/eval");
-    t.eval_loss = column<double>(eval, "loss", where + "/eval");
-    if (link_exists(eval, "accuracy")) t.eval_accuracy = column<double>(eval, "accuracy", where + "/eval");
-    if (link_exists(eval, "alpha")) {
-      H5::DataSet set = dataset(eval, "alpha", where + "/eval", H5T_FLOAT, "float64", 8);
-      hsize_t cols = 0;
-      const hsize_t n = rows(set, 2, &cols);
-      if (n == static_cast<hsize_t>(-1) || cols != 5)
-        throw Error::in_file(path, where + "/eval/alpha", "a 2-D [passes, 5] dataset", "another shape");
-      t.eval_alpha.resize(n * 5);
-      if (n > 0) set.read(t.eval_alpha.data(), H5::PredType::NATIVE_DOUBLE);
-    }
-    t.attributes = all_string_attrs(g);
-    return t;
-  }
 };
 
 // Opens an HDF5 file for reading with a clear error when it is missing or not HDF5.
@@ -500,7 +451,7 @@ ResultsFile read_results(const std::string& path) {
       H5::Group training = root.openGroup("training");
       for (hsize_t i = 0; i < training.getNumObjs(); ++i) {
         const std::string label = training.getObjnameByIdx(i);
-        out.training[label] = rd.training(training.openGroup(label), "/training/" + label);
+        out.training[label] = read_training_group(training.openGroup(label), path, "/training/" + label);
       }
     }
     validate_results(out, path);
@@ -526,18 +477,6 @@ ResultsFile merge_results(const std::vector<std::string>& paths) {
   }
   merged.attributes["shard"] = "merged:" + std::to_string(paths.size());
   return merged;
-}
-
-TrainingRecord read_training_record(const std::string& path) {
-  try {
-    H5::H5File file = open_for_reading(path);
-    Reader rd{path};
-    TrainingRecord t = rd.training(file.openGroup("/"), "");
-    validate_training(t, path, "");
-    return t;
-  } catch (const H5::Exception& e) {
-    throw Error::at(path, "not a readable training log (" + e.getFuncName() + ": " + e.getDetailMsg() + ")");
-  }
 }
 
 }  // namespace draftlab

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/results/results_schema.h"
+#include "core/results/training_curves.h"
 
 namespace draftlab {
 
@@ -94,18 +95,6 @@ struct RunRecord {
 #undef DRAFTLAB_VISIT_RUN_ATTRIBUTE
 };
 
-// One /training/LABEL group (copies of a training log).
-struct TrainingRecord {
-  std::vector<int64_t> train_step;
-  std::vector<double> train_loss;
-  std::vector<double> learning_rate;
-  std::vector<int64_t> eval_step;
-  std::vector<double> eval_loss;
-  std::vector<double> eval_accuracy;      // may be empty
-  std::vector<double> eval_alpha;         // row-major [passes, 5] (0-alpha .. 4-alpha); may be empty
-  std::map<std::string, std::string> attributes;
-};
-
 struct ResultsFile {
   // Root attributes (DRAFTLAB_ROOT_ATTRIBUTES): the string ones by name ("schema", "experiment", "git_commit",
   // ...), the integer ones (threads, seed) as members.
@@ -116,7 +105,7 @@ struct ResultsFile {
 #undef DRAFTLAB_ROOT_INT_MEMBER
 #undef DRAFTLAB_ROOT_STRING_NONE
   std::vector<RunRecord> runs;                      // written as /runs/0000, /runs/0001, ... in order
-  std::map<std::string, TrainingRecord> training;  // /training/LABEL
+  std::map<std::string, TrainingCurves> training;  // /training/LABEL (copies of training logs)
 };
 
 // Checks the attributes (required ones present and non-empty, draft_shape one of the draft shapes, the schema
@@ -136,10 +125,5 @@ ResultsFile read_results(const std::string& path);
 // attributes are the first file's, with shard = "merged:N"; throws Error naming both files when their
 // experiment or schema attributes differ.
 ResultsFile merge_results(const std::vector<std::string>& paths);
-
-// Reads a model's training log (core/training/training_log.h layout: train/step, train/loss, train/learning_rate,
-// eval/step, eval/loss, optional eval/accuracy and eval/alpha, string attributes) into a TrainingRecord, without
-// libtorch. Throws Error naming the path and the missing field.
-TrainingRecord read_training_record(const std::string& path);
 
 }  // namespace draftlab

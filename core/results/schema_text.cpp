@@ -1,5 +1,7 @@
 #include "core/results/schema_text.h"
 
+#include "core/results/training_curves.h"
+
 #include <cctype>
 #include <sstream>
 
@@ -78,6 +80,13 @@ std::string schema_markdown() {
     for (const ColumnSpec& c : t.columns)
       out << "| " << code(c.name) << " | " << c.type << " | " << c.unit << " | " << cell(c.meaning) << " |\n";
   }
+  out << "\n### `/training/LABEL/` (copies of training logs; core/results/training_curves.h)\n\n"
+      << "| dataset | type | meaning |\n| --- | --- | --- |\n"
+      << "| `train/step`, `train/loss`, `train/learning_rate` | int64, float64, float64 | one entry per optimisation step |\n"
+      << "| `eval/step`, `eval/loss`, `eval/perplexity` | int64, float64, float64 | one entry per validation pass |\n";
+  for (const TrainingMetric& m : training_metrics())
+    out << "| " << code(std::string("eval/") + m.name) << " | float64 " << (m.single_value ? "[passes]" : "[passes, columns]")
+        << " | " << cell(m.meaning) << " |\n";
   out << "\n" << kSchemaMarkdownEnd << "\n";
   return out.str();
 }
@@ -113,6 +122,11 @@ std::string schema_python() {
   out << "}\n";
   for (const DraftShapeSpec& s : draft_shape_specs())
     out << "DRAFT_SHAPE_" << upper(s.value) << " = " << py(s.value) << "\n";
+  out << "\n# eval/<metric> datasets of training logs and /training/LABEL groups: name -> (single_value, meaning)\n"
+         "TRAINING_METRICS = {\n";
+  for (const TrainingMetric& m : training_metrics())
+    out << "    " << py(m.name) << ": (" << (m.single_value ? "True" : "False") << ", " << py(m.meaning) << "),\n";
+  out << "}\n";
   return out.str();
 }
 

@@ -49,6 +49,7 @@ at::Tensor row_mask(const at::Tensor& loss_mask, int64_t B, int64_t T) {
 
 HeadTrainingModel::HeadTrainingModel(const LlamaModel& target, uint64_t seed, std::string input_variant, at::Tensor d2t)
     : target_(target),
+      seed_(seed),
       config_(EagleHead::config_for(target.config())),
       target_rope_(target.config(), target.options()),
       rope_(config_, target.options()),
@@ -254,135 +255,59 @@ at::Tensor most_frequent_tokens(const std::vector<at::Tensor>& tokens, int64_t v
   return top_ids(counts, k);
 }
 
-HeadTrainingResult train_eagle_head(const LlamaModel& target, const HeadTrainingOptions& o, const TextDataset& data) {
-  const int64_t max_context = target.config().max_position_embeddings - 1;
-  check(o.batch > 0, "--batch: expected a positive number, got " + std::to_string(o.batch));
-  check(o.context > 0 && o.context <= max_context,
-        "--context: expected 1.." + std::to_string(max_context) + " (target windows are context + 1 tokens), got " +
-            std::to_string(o.context));
-  check(!o.out_dir.empty(), "--out: expected a directory");
-  std::filesystem::create_directories(o.out_dir);
-  const std::string state_path = o.out_dir + "/training_state.safetensors";
+const HeadFamily& HeadTrainingModel::family() const { return eagle_head_family(); }
 
+std::map<std::string, std::string> HeadTrainingModel::identity() const {
+  return {{"head_config", config_.to_hf_json().dump()},
+          {"input", input_variant_},
+          {"draft_vocab", std::to_string(d2t_.defined() ? d2t_.size(0) : 0)}};
+}
+
+std::string HeadTrainingModel::identity_default(const std::string& key) const {
+  // States written before the input variants and draft vocabularies existed were the defaults.
+  if (key == "input") return kEagleInputFeatureShiftedToken;
+  if (key == "draft_vocab") return "0";
+  return "";
+}
+
+at::Tensor HeadTrainingModel::loss(const HeadBatch& batch, int64_t step) const {
+  // The noise of step s depends only on (seed, s), like its batch, so a resumed run is the same run.
+  const int64_t noise_seed = static_cast<int64_t>((seed_ * 1000003ULL + static_cast<uint64_t>(step)) & 0x7fffffffffffULL);
+  return loss(batch.windows, noise_seed, cls_weight_, batch.mask, batch.features).loss;
+}
+
+HeadEvaluation HeadTrainingModel::evaluate(const HeadBatch& batch) const {
+  const Loss l = loss(batch.windows, -1, cls_weight_, batch.mask, batch.features);
+  const ChainAcceptance a = chain_acceptance(batch.windows, batch.mask, batch.features);
+  HeadEvaluation e;
+  e.loss = l.loss.item<double>();
+  e.counts["accuracy"] = {{l.correct, l.count}};
+  for (int n = 0; n < kAlphaSteps; ++n) e.counts["alpha"].emplace_back(a.agreed[n], a.tried[n]);
+  return e;
+}
+
+void HeadTrainingModel::save(const std::string& dir, at::ScalarType file_dtype) const {
+  to_head()->save(dir, file_dtype);
+}
+
+at::Tensor training_draft_vocabulary(const TextDataset& data, const HeadTrainingOptions& o, int64_t vocab, int64_t k) {
+  if (k == 0) return {};
+  check(k >= 1 && k <= vocab, "--draft-vocab: expected 1.." + std::to_string(vocab) + " (the target's vocabulary), got " +
+                                  std::to_string(k));
+  auto counts = at::zeros({vocab}, at::kLong);
+  for (int64_t step = 0; step < o.trainer.steps; ++step)
+    count_tokens(counts, data.train_batch(o.batch, o.context, o.seed, step));
+  return top_ids(counts, k);
+}
+
+HeadTrainingResult train_eagle_head(const LlamaModel& target, const EagleHeadTrainingOptions& o,
+                                    const TextDataset& data) {
   check(is_eagle_input(o.input), "--input: expected one of " + eagle_input_names() + ", got '" + o.input + "'");
-  // The draft vocabulary: the K most frequent tokens of every training window this run will see (its batches
-  // depend on (seed, step) only, so a resumed run recomputes the same map).
-  at::Tensor d2t;
-  if (o.draft_vocab > 0) {
-    const int64_t V = target.config().vocab_size;
-    check(o.draft_vocab <= V, "--draft-vocab: expected 1.." + std::to_string(V) + " (the target's vocabulary), got " +
-                                  std::to_string(o.draft_vocab));
-    auto counts = at::zeros({V}, at::kLong);
-    for (int64_t step = 0; step < o.trainer.steps; ++step)
-      count_tokens(counts, data.train_batch(o.batch, o.context, o.seed, step));
-    d2t = top_ids(counts, o.draft_vocab);
-  }
+  check(o.draft_vocab >= 0, "--draft-vocab: expected 0 or more, got " + std::to_string(o.draft_vocab));
+  const at::Tensor d2t = training_draft_vocabulary(data, o, target.config().vocab_size, o.draft_vocab);
   HeadTrainingModel model(target, o.seed, o.input, d2t);
-  const std::string config_text = model.config().to_hf_json().dump();
-  TrainerOptions topt = o.trainer;
-  topt.tokens_per_step = o.batch * o.context;
-  Trainer trainer(model.parameters(), topt);
-  const std::map<std::string, std::string> identity = {{"head_config", config_text},
-                                                       {"seed", std::to_string(o.seed)},
-                                                       {"batch", std::to_string(o.batch)},
-                                                       {"context", std::to_string(o.context)},
-                                                       {"input", o.input},
-                                                       {"draft_vocab", std::to_string(o.draft_vocab)}};
-  HeadTrainingResult result;
-  if (o.resume) {
-    if (!is_file(state_path)) throw Error("--resume: " + state_path + " not found");
-    // The identity first: another run's state (say another input variant) would otherwise fail on a tensor shape.
-    const auto meta = SafetensorsFile(state_path).metadata();
-    for (const auto& [key, value] : identity) {
-      auto it = meta.find(key);
-      // States written before the input variants and draft vocabularies existed were the defaults.
-      const std::string fallback = key == "input" ? kEagleInputFeatureShiftedToken : key == "draft_vocab" ? "0" : "";
-      if (it == meta.end() ? fallback != value : it->second != value)
-        throw Error::in_file(state_path, "metadata " + key, "'" + value + "' (this run's options)",
-                             it == meta.end() ? "none" : "'" + it->second + "'");
-    }
-    trainer.load_state(state_path);
-    // The validation accuracy and n-alpha of the passes before the resume (the Trainer keeps only the losses).
-    if (auto it = meta.find("head_eval"); it != meta.end()) {
-      const TrainingCurves before = TrainingCurves::from_json(it->second, state_path);
-      result.eval_accuracy = before.eval_accuracy;
-      result.eval_alpha = before.eval_alpha;
-    }
-  }
-
-  const at::Tensor val = data.validation_windows(o.context, o.eval_windows);
-  const at::Tensor val_mask =
-      data.has_loss_mask() ? data.validation_window_masks(o.context, o.eval_windows) : at::Tensor();
-  // Built on first use (the target's features of the first epoch's windows), then read back on every run.
-  const std::unique_ptr<FeatureCache> cache =
-      o.feature_cache.path.empty() ? nullptr
-                                   : FeatureCache::open_or_build(o.feature_cache, target, data, o.batch, o.context,
-                                                                 o.seed, o.trainer.steps);
-  Trainer::Hooks hooks;
-  hooks.loss = [&](int64_t step) {
-    // The noise of step s depends only on (seed, s), like its batch, so a resumed run is the same run.
-    const int64_t noise_seed = static_cast<int64_t>((o.seed * 1000003ULL + static_cast<uint64_t>(step)) & 0x7fffffffffffULL);
-    if (cache) {  // the same windows as on the fly for the cached steps, the target's features read back
-      const CachedBatch b = cache->batch(step);
-      return model.loss(b.windows, noise_seed, o.cls_weight, b.mask, b.features).loss;
-    }
-    const auto windows = data.train_batch(o.batch, o.context, o.seed, step);
-    const at::Tensor mask = data.has_loss_mask() ? data.train_batch_mask(o.batch, o.context, o.seed, step) : at::Tensor();
-    return model.loss(windows, noise_seed, o.cls_weight, mask).loss;
-  };
-  hooks.eval_loss = [&] {
-    at::NoGradGuard no_grad;
-    double total = 0;
-    int64_t correct = 0, count = 0;
-    for (int64_t i = 0; i < val.size(0); i += o.batch) {
-      const auto part = val.narrow(0, i, std::min(o.batch, val.size(0) - i));
-      const auto l = model.loss(part, -1, o.cls_weight,
-                                val_mask.defined() ? val_mask.narrow(0, i, part.size(0)) : at::Tensor());
-      total += l.loss.item<double>() * static_cast<double>(part.size(0));
-      correct += l.correct;
-      count += l.count;
-    }
-    const double accuracy = count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0;
-    result.eval_accuracy.push_back(accuracy);
-    HeadTrainingModel::ChainAcceptance acceptance;
-    for (int64_t i = 0; i < val.size(0); i += o.batch) {
-      const int64_t n = std::min(o.batch, val.size(0) - i);
-      acceptance += model.chain_acceptance(val.narrow(0, i, n), val_mask.defined() ? val_mask.narrow(0, i, n) : at::Tensor());
-    }
-    std::vector<double> alpha;
-    for (int n = 0; n < HeadTrainingModel::kAlphaSteps; ++n) alpha.push_back(acceptance.alpha(n));
-    result.eval_alpha.push_back(alpha);
-    if (!o.trainer.quiet)
-      std::fprintf(stderr, "\nvalidation at step %ld: top-1 accuracy %.4f, 0..4-alpha %.3f %.3f %.3f %.3f %.3f\n",
-                   static_cast<long>(trainer.step()), accuracy, alpha[0], alpha[1], alpha[2], alpha[3], alpha[4]);
-    return total / static_cast<double>(val.size(0));
-  };
-  // The Trainer's curves plus this run's validation accuracy and n-alpha, one entry per validation pass.
-  auto curves_with_eval = [&] {
-    TrainingCurves c = trainer.curves();
-    c.eval_accuracy = result.eval_accuracy;
-    c.eval_alpha = result.eval_alpha;
-    return c;
-  };
-  hooks.save = [&](int64_t) {
-    model.to_head()->save(o.out_dir, o.save_dtype);
-    std::map<std::string, std::string> state_meta = identity;
-    TrainingCurves head_eval;
-    head_eval.eval_accuracy = result.eval_accuracy;
-    head_eval.eval_alpha = result.eval_alpha;
-    state_meta["head_eval"] = head_eval.to_json();
-    trainer.save_state(state_path, state_meta);
-    std::map<std::string, std::string> attrs = identity;
-    attrs["command_line"] = o.command_line;
-    attrs["date"] = utc_timestamp();
-    write_training_log(o.out_dir + "/training_log.h5", curves_with_eval(), attrs);
-  };
-  trainer.run(hooks);
-
-  for (const auto& [name, p] : model.parameters()) result.parameters += p.numel();
-  result.tokens_per_second = trainer.tokens_per_second();
-  result.curves = curves_with_eval();
-  return result;
+  model.set_cls_weight(o.cls_weight);
+  return train_draft_head(target, model, o, data);
 }
 
 }  // namespace draftlab

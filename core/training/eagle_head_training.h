@@ -25,10 +25,11 @@
 // 0-alpha is the top-1 accuracy; n >= 1 measures how the head copes with its own feature errors. On windows the
 // target generated greedily (token = the target's argmax), this is exactly chain-draft acceptance at T = 0.
 //
-// `draftlab train-head` is a thin command line over train_eagle_head(). DIR after a run:
+// Training runs through the pipeline every head family shares (head_training.h: data, features, feature cache,
+// Trainer, checkpoints, resume, log); HeadTrainingModel is the EAGLE family's TrainableHead. DIR after a run:
 //   config.json, model.safetensors    the head, as EagleHead::save writes it (EagleHead::load reads it)
 //   training_state.safetensors        parameters, AdamW moments, step, curves: --resume continues exactly
-//   training_log.h5                   the loss curves, /eval/accuracy and /eval/alpha [passes, 5] (0..4-alpha)
+//   training_log.h5                   the loss curves, eval/accuracy and eval/alpha [passes, 5] (0..4-alpha)
 #pragma once
 
 #include <ATen/ATen.h>
@@ -41,13 +42,14 @@
 #include "core/model/eagle_head.h"
 #include "core/model/llama_model.h"
 #include "core/training/feature_cache.h"
+#include "core/training/head_training.h"
 #include "core/training/text_dataset.h"
 #include "core/training/trainer.h"
 
 namespace draftlab {
 
 // The head's trainable tensors (row-major [out, in] leaves) and the batched, differentiable head forward.
-class HeadTrainingModel {
+class HeadTrainingModel : public TrainableHead {
  public:
   // Starts from EagleHead::random(target, seed, input_variant, d2t) (d2t: the draft vocabulary's target ids, or
   // undefined for the full vocabulary).
@@ -55,7 +57,17 @@ class HeadTrainingModel {
                     std::string input_variant = kEagleInputFeatureShiftedToken, at::Tensor d2t = {});
 
   // Named leaves for the Trainer ("fc", "fc_bias", "layers.0.wqkv", ...).
-  std::vector<std::pair<std::string, at::Tensor>> parameters() const;
+  std::vector<std::pair<std::string, at::Tensor>> parameters() const override;
+
+  // TrainableHead: the loss of a batch (noise from (seed, step); the soft CE weighted by cls_weight), validation
+  // (loss, top-1 accuracy, n-alpha), the head folder.
+  const HeadFamily& family() const override;
+  std::map<std::string, std::string> identity() const override;
+  std::string identity_default(const std::string& key) const override;
+  at::Tensor loss(const HeadBatch& batch, int64_t step) const override;
+  HeadEvaluation evaluate(const HeadBatch& batch) const override;
+  void save(const std::string& dir, at::ScalarType file_dtype) const override;
+  void set_cls_weight(double weight) { cls_weight_ = weight; }
 
   // tokens [B, T] int64 (each row's token as the variant reads it: row_tokens()), features [B, T, d] ->
   // predicted next features [B, T, d]; positions 0..T-1, causal.
@@ -100,6 +112,8 @@ class HeadTrainingModel {
 
  private:
   const LlamaModel& target_;
+  uint64_t seed_ = 0;
+  double cls_weight_ = 0.1;
   ModelConfig config_;
   RotaryEmbedding target_rope_, rope_;
   EagleHeadWeights w_;  // row-major leaves
@@ -108,38 +122,25 @@ class HeadTrainingModel {
   at::Tensor draft_lm_head_;  // lm_head rows of d2t [K, d] (undefined = full vocabulary)
 };
 
-struct HeadTrainingOptions {
-  TrainerOptions trainer;
-  int64_t batch = 16;
-  int64_t context = 128;      // head positions per window (target windows are context + 1 tokens)
-  uint64_t seed = 0;          // initial weights, every batch and its noise
-  int64_t eval_windows = 64;
+// The EAGLE family's options, besides the ones every family shares.
+struct EagleHeadTrainingOptions : HeadTrainingOptions {
   double cls_weight = 0.1;
-  std::string out_dir;
-  bool resume = false;
-  std::string command_line;
-  at::ScalarType save_dtype = at::kFloat;
   std::string input = kEagleInputFeatureShiftedToken;  // the head's input variant
   int64_t draft_vocab = 0;                              // K most frequent training tokens; 0 = full vocabulary
-  // Training windows' target features from an HDF5 cache (built on first use) instead of the target; empty path:
-  // on the fly. A dataset with a loss mask (chat, generated tokens) passes it to the loss either way.
-  FeatureCacheOptions feature_cache;
-};
-
-struct HeadTrainingResult {
-  int64_t parameters = 0;
-  double tokens_per_second = 0;
-  TrainingCurves curves;
-  std::vector<double> eval_accuracy;  // one per validation pass, in order
-  std::vector<std::vector<double>> eval_alpha;  // one [0-alpha .. 4-alpha] per validation pass
 };
 
 // The k most frequent ids of `tokens` (int64 tensors of any shape, ids in [0, vocab)), ties to the lower id,
 // sorted by id: a draft vocabulary (d2t). Throws Error unless 1 <= k <= vocab.
 at::Tensor most_frequent_tokens(const std::vector<at::Tensor>& tokens, int64_t vocab, int64_t k);
 
-// Throws Error naming the option or file on a bad configuration or a mismatched resume state.
-HeadTrainingResult train_eagle_head(const LlamaModel& target, const HeadTrainingOptions& options,
+// The draft vocabulary of --draft-vocab K: the K most frequent tokens of every training window the run will see
+// (its batches depend on (seed, step) only, so a resumed run recomputes the same map). Undefined for K = 0.
+at::Tensor training_draft_vocabulary(const TextDataset& data, const HeadTrainingOptions& options, int64_t vocab,
+                                     int64_t k);
+
+// Trains an EAGLE head through train_draft_head. Throws Error naming the option or file on a bad configuration or
+// a mismatched resume state.
+HeadTrainingResult train_eagle_head(const LlamaModel& target, const EagleHeadTrainingOptions& options,
                                     const TextDataset& data);
 
 }  // namespace draftlab

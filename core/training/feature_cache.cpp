@@ -117,13 +117,19 @@ struct FeatureCache::File {
 };
 
 std::map<std::string, std::string> FeatureCacheIdentity::fields() const {
-  return {{"model_checksum", model_checksum},
+  std::map<std::string, std::string> f{{"model_checksum", model_checksum},
           {"tokenizer", tokenizer},
           {"data", data},
           {"context", std::to_string(context)},
           {"batch", std::to_string(batch)},
           {"seed", std::to_string(seed)},
           {"hidden_size", std::to_string(hidden_size)}};
+  if (!feature_layers.empty()) {
+    std::string layers;
+    for (int64_t l : feature_layers) layers += (layers.empty() ? "" : ",") + std::to_string(l);
+    f["feature_layers"] = layers;
+  }
+  return f;
 }
 
 std::string model_weights_checksum(const LlamaModel& target) {
@@ -160,7 +166,7 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
         "--feature-cache-dtype: expected float32 or float16");
   check(identity.hidden_size == target.config().hidden_size, "FeatureCache::build: identity.hidden_size differs "
                                                              "from the target's");
-  const int64_t B = identity.batch, span = identity.context + 1, d = identity.hidden_size;
+  const int64_t B = identity.batch, span = identity.context + 1, d = identity.width();
   const hsize_t N = static_cast<hsize_t>(steps * B);
   const RotaryEmbedding rope(target.config(), target.options());
   const std::string tmp = path + ".tmp";
@@ -186,7 +192,8 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
         at::Tensor f;
         {
           at::NoGradGuard no_grad;
-          f = training_features(target.config(), target.weights(), rope, w.to(target.options().device));
+          f = training_layer_features(target.config(), target.weights(), rope, w.to(target.options().device),
+                                      identity.feature_layers);
         }
         f = f.to(at::kCPU, feature_dtype).contiguous();
         H5::DataSpace ws = windows.getSpace();
@@ -258,7 +265,7 @@ std::unique_ptr<FeatureCache> FeatureCache::open(const std::string& path, const 
   c->steps_ = parse_count(a, "steps", path);
   c->batch_ = expected.batch;
   c->span_ = expected.context + 1;
-  c->hidden_ = expected.hidden_size;
+  c->hidden_ = expected.width();
   c->seed_ = expected.seed;
   c->compute_dtype_ = target.options().dtype;
   c->device_ = target.options().device;
@@ -285,7 +292,8 @@ std::unique_ptr<FeatureCache> FeatureCache::open(const std::string& path, const 
 
 std::unique_ptr<FeatureCache> FeatureCache::open_or_build(const FeatureCacheOptions& options, const LlamaModel& target,
                                                           const TextDataset& data, int64_t batch, int64_t context,
-                                                          uint64_t seed, int64_t run_steps) {
+                                                          uint64_t seed, int64_t run_steps,
+                                                          const std::vector<int64_t>& feature_layers) {
   FeatureCacheIdentity id;
   id.model_checksum = model_weights_checksum(target);
   id.model_path = options.model_path;
@@ -296,6 +304,7 @@ std::unique_ptr<FeatureCache> FeatureCache::open_or_build(const FeatureCacheOpti
   id.batch = batch;
   id.seed = seed;
   id.hidden_size = target.config().hidden_size;
+  id.feature_layers = feature_layers;
   if (!is_file(options.path)) {
     const int64_t steps = options.steps > 0 ? options.steps : run_steps;
     const auto start = std::chrono::steady_clock::now();

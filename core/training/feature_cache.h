@@ -6,9 +6,10 @@
 // has them, and the target's features of every window token, [N, context + 1, d]:
 //   /windows     int64   [N, T + 1]
 //   /loss_mask   uint8   [N, T + 1]       (only for masked data)
-//   /features    float32 or IEEE float16 [N, T + 1, d]   (one chunk per window)
+//   /features    float32 or IEEE float16 [N, T + 1, width]   (one chunk per window; width d, or (k + 1) d with
+//                EAGLE-3's k feature layers in front of the final normed hidden state: training_layer_features)
 //   root attributes: format, model_checksum, model_path, tokenizer, data, data_source, context, batch, seed,
-//                    steps, hidden_size, feature_dtype, date
+//                    steps, hidden_size, feature_layers (when any), feature_dtype, date
 // Features are computed with training_features() on the same [batch, T + 1] windows that training would pass to
 // the target, so a float32 cache replays the first `steps` steps bit for bit. Step s >= steps draws `batch` rows
 // uniformly from the whole cache with a generator seeded by (seed, s): later epochs reshuffle, and a resumed run
@@ -41,6 +42,8 @@ struct FeatureCacheIdentity {
   std::string data_source;     // recorded for messages only
   int64_t context = 0, batch = 0, hidden_size = 0;
   uint64_t seed = 0;
+  std::vector<int64_t> feature_layers;  // the target layers whose residual precedes the final features (EAGLE-3)
+  int64_t width() const { return (static_cast<int64_t>(feature_layers.size()) + 1) * hidden_size; }
 
   std::map<std::string, std::string> fields() const;  // the compared fields, by attribute name
 };
@@ -62,7 +65,7 @@ struct FeatureCacheOptions {
 struct CachedBatch {
   at::Tensor windows;   // [B, T + 1] int64
   at::Tensor mask;      // [B, T + 1] float32 0/1, undefined when the data has no loss mask
-  at::Tensor features;  // [B, T + 1, d] in the target's compute dtype
+  at::Tensor features;  // [B, T + 1, width] in the target's compute dtype
 };
 
 class FeatureCache {
@@ -82,7 +85,8 @@ class FeatureCache {
   // of (batch, context, seed) on `data`. Throws Error as build() and open() do.
   static std::unique_ptr<FeatureCache> open_or_build(const FeatureCacheOptions& options, const LlamaModel& target,
                                                      const TextDataset& data, int64_t batch, int64_t context,
-                                                     uint64_t seed, int64_t run_steps);
+                                                     uint64_t seed, int64_t run_steps,
+                                                     const std::vector<int64_t>& feature_layers = {});
 
   ~FeatureCache();
 

@@ -96,7 +96,9 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
       attrs["best_validation_loss"] = std::to_string(best.loss);
       attrs["model_safetensors"] = o.keep_best ? "best validation checkpoint" : "last checkpoint";
     }
-    write_training_log(o.out_dir + "/training_log.h5", trainer.curves(), attrs);
+    TrainingCurves log = trainer.curves();
+    log.attributes = attrs;
+    write_training_log(o.out_dir + "/training_log.h5", log);
   };
   if (o.keep_best) hooks.save_best = [&](int64_t) { save_model(); };
   trainer.run(hooks);

@@ -1,8 +1,8 @@
 // Training parallel draft heads for a frozen target: heads that read the target's feature at one position and each
 // predict a token further ahead (Medusa-1, core/training/medusa_training.h; Hydra's heads, which also read the
 // tokens between, fit the same mould). A kind supplies its heads (TrainableParallelHeads: parameters, the
-// differentiable logits, its folder); this file supplies the rest: data, the frozen target's features, the loss,
-// validation, checkpoints and resume. `draftlab train-head --kind KIND` runs it.
+// differentiable logits, its folder); this file supplies the loss and validation, and head_training.h the rest
+// (data, the frozen target's features, checkpoints, resume). `draftlab train-head --kind KIND` runs it.
 //
 // Data: windows w_0..w_T of T + 1 tokens (TextDataset::train_batch, or a FeatureCache replaying them), and the
 // target's features f_0..f_T (its final normed hidden states, LlamaModel::forward's `features`; f_i feeds the LM
@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/model/head_family.h"
+#include "core/training/head_training.h"
 #include "core/model/llama_model.h"
 #include "core/training/feature_cache.h"
 #include "core/training/text_dataset.h"
@@ -82,30 +83,15 @@ ParallelHeadLoss parallel_head_loss(const std::vector<at::Tensor>& logits, const
                                     const at::Tensor& loss_mask, const at::Tensor& features,
                                     const at::Tensor& target_lm_head, const ParallelHeadLossOptions& options);
 
-struct ParallelHeadTrainingOptions {
-  TrainerOptions trainer;
-  int64_t batch = 16;
-  int64_t context = 128;  // positions per window (windows are context + 1 tokens); at least num_heads + 1
-  uint64_t seed = 0;      // every batch (the heads' initial weights are their constructor's)
-  int64_t eval_windows = 64;
+// The parallel heads' options, besides the ones every family shares.
+struct ParallelHeadTrainingOptions : HeadTrainingOptions {
   ParallelHeadLossOptions loss;
-  std::string out_dir;
-  bool resume = false;
-  std::string command_line;
-  at::ScalarType save_dtype = at::kFloat;
-  // Training windows' target features from an HDF5 cache (built on first use); empty path: on the fly.
-  FeatureCacheOptions feature_cache;
-};
-
-struct ParallelHeadTrainingResult {
-  int64_t parameters = 0;
-  double tokens_per_second = 0;
-  TrainingCurves curves;  // with eval_head_accuracy, one row per validation pass
 };
 
 // Trains `heads` in place and writes out_dir (above). Throws Error naming the option or file on a bad configuration
 // or a resume state of another run.
-ParallelHeadTrainingResult train_parallel_heads(const LlamaModel& target, TrainableParallelHeads& heads,
-                                                const ParallelHeadTrainingOptions& options, const TextDataset& data);
+// Through train_draft_head (head_training.h), with eval/head_accuracy [passes, K] as the metric.
+HeadTrainingResult train_parallel_heads(const LlamaModel& target, TrainableParallelHeads& heads,
+                                        const ParallelHeadTrainingOptions& options, const TextDataset& data);
 
 }  // namespace draftlab

@@ -75,6 +75,11 @@ class Trainer {
 
   int64_t step() const { return step_; }
   const TrainingCurves& curves() const { return curves_; }
+  // Records a declared metric (training_curves.h) of the validation pass in progress: call it from
+  // Hooks::eval_loss, once per metric and pass, so the curves and the training state carry it.
+  void add_eval_metric(const std::string& name, std::vector<double> values) {
+    curves_.add_metric(name, std::move(values));
+  }
   const TrainerOptions& options() const { return options_; }
   double tokens_per_second() const { return tokens_per_second_; }
 

@@ -33,43 +33,19 @@ void check_kind_options(const po::variables_map& vm, const po::options_descripti
       throw Error("--" + o->long_name() + ": applies to --kind " + kind + ", not --kind " + kind_given);
 }
 
-void train_eagle(const LlamaModel& target, const HeadTrainingOptions& o, const TextDataset& data) {
-  const HeadTrainingResult r = train_eagle_head(target, o, data);
+// One summary for every family: parameters, speed, and the last validation pass's loss and metrics.
+void report(const HeadTrainingResult& r, const std::string& out_dir) {
   std::fprintf(stderr, "%ld head parameters; %.0f tokens/s; saved to %s\n", static_cast<long>(r.parameters),
-               r.tokens_per_second, o.out_dir.c_str());
-  if (!r.curves.eval_loss.empty())
-    std::fprintf(stderr, "final validation loss %.4f, top-1 accuracy %.4f\n", r.curves.eval_loss.back(),
-                 r.eval_accuracy.empty() ? 0.0 : r.eval_accuracy.back());
-  if (!r.eval_alpha.empty()) {
-    std::fprintf(stderr, "final validation chain acceptance:");
-    for (size_t n = 0; n < r.eval_alpha.back().size(); ++n) std::fprintf(stderr, " %zu-alpha %.3f", n, r.eval_alpha.back()[n]);
-    std::fprintf(stderr, "\n");
+               r.tokens_per_second, out_dir.c_str());
+  if (r.curves.eval_loss.empty()) return;
+  std::fprintf(stderr, "final validation loss %.4f", r.curves.eval_loss.back());
+  for (const TrainingMetric& m : training_metrics()) {
+    const auto* rows = r.curves.metric(m.name);
+    if (rows == nullptr || rows->empty()) continue;
+    std::fprintf(stderr, "; %s", m.name);
+    for (double v : rows->back()) std::fprintf(stderr, " %.4f", v);
   }
-}
-
-// Medusa and Hydra heads: the parallel-head trainer with the options every kind shares.
-void train_parallel(const LlamaModel& target, TrainableParallelHeads& heads, const HeadTrainingOptions& common,
-                    const ParallelHeadLossOptions& loss, const TextDataset& data) {
-  ParallelHeadTrainingOptions o;
-  o.trainer = common.trainer;
-  o.batch = common.batch;
-  o.context = common.context;
-  o.seed = common.seed;
-  o.eval_windows = common.eval_windows;
-  o.out_dir = common.out_dir;
-  o.resume = common.resume;
-  o.command_line = common.command_line;
-  o.save_dtype = common.save_dtype;
-  o.feature_cache = common.feature_cache;
-  o.loss = loss;
-  const ParallelHeadTrainingResult r = train_parallel_heads(target, heads, o, data);
-  std::fprintf(stderr, "%ld head parameters; %.0f tokens/s; saved to %s\n", static_cast<long>(r.parameters),
-               r.tokens_per_second, o.out_dir.c_str());
-  if (!r.curves.eval_loss.empty()) {
-    std::fprintf(stderr, "final validation loss %.4f, top-1 accuracy per head:", r.curves.eval_loss.back());
-    for (double a : r.curves.eval_head_accuracy.back()) std::fprintf(stderr, " %.4f", a);
-    std::fprintf(stderr, "\n");
-  }
+  std::fprintf(stderr, "\n");
 }
 
 }  // namespace
@@ -79,7 +55,7 @@ int run_train_head(int argc, char** argv) {
   std::string corpus, save_dtype = "float32", kind_name = "eagle";
   std::string data_path, data_format = "auto", chat_template = "plain", cache_dtype = "float32";
   int validation_every = 50;
-  HeadTrainingOptions o;  // the EAGLE options, and the ones every kind shares
+  EagleHeadTrainingOptions o;  // the EAGLE options, and the ones every kind shares
   o.context = 128;
   o.batch = 16;
   TrainerOptions& t = o.trainer;
@@ -201,14 +177,17 @@ int run_train_head(int argc, char** argv) {
                source.c_str(),
                static_cast<long>(data.stories()), static_cast<long>(data.train_tokens()),
                static_cast<long>(data.validation_tokens()), data.has_loss_mask() ? ", with a loss mask" : "");
+  ParallelHeadTrainingOptions parallel;
+  static_cast<HeadTrainingOptions&>(parallel) = o;
+  parallel.loss = loss;
   if (kind == "medusa") {
     MedusaTrainingModel heads(*loaded.model, o.seed, medusa);
-    train_parallel(*loaded.model, heads, o, loss, data);
+    report(train_parallel_heads(*loaded.model, heads, parallel, data), o.out_dir);
   } else if (kind == "hydra") {
     HydraTrainingModel heads(*loaded.model, o.seed, hydra);
-    train_parallel(*loaded.model, heads, o, loss, data);
+    report(train_parallel_heads(*loaded.model, heads, parallel, data), o.out_dir);
   } else {
-    train_eagle(*loaded.model, o, data);
+    report(train_eagle_head(*loaded.model, o, data), o.out_dir);
   }
   return 0;
 }

@@ -355,7 +355,7 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
     const HeadSpec& h = c.heads[i];
     models[keys[i]] = {{"path", h.path}, {"sha256", model_weights_sha256(h.path)}};
     const std::string log = h.path + "/training_log.h5";
-    if (is_file(log)) out.training[keys[i] == "head" ? "head" : keys[i].substr(5)] = read_training_record(log);
+    if (is_file(log)) out.training[keys[i] == "head" ? "head" : keys[i].substr(5)] = read_training_log(log);
   }
   if (!c.draft_path.empty())
     models["draft"] = {{"path", c.draft_path}, {"sha256", model_weights_sha256(c.draft_path)}};

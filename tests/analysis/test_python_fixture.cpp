@@ -69,11 +69,13 @@ TEST(PythonFixture, ReadResultsReadsEveryTable) {
   EXPECT_EQ(f.runs[0].questions.identical[0], -1);  // vanilla
   EXPECT_EQ(f.runs[5].questions.category[0], "");   // gsm8k has no categories
   ASSERT_EQ(f.training.count("eagle-head"), 1u);
-  const TrainingRecord& t = f.training.at("eagle-head");
+  const TrainingCurves& t = f.training.at("eagle-head");
   EXPECT_EQ(t.train_step.size(), 10u);
   EXPECT_EQ(t.eval_step, (std::vector<int64_t>{0, 5, 10}));
-  EXPECT_EQ(t.eval_alpha.size(), 15u);  // [3 passes, 5]
-  EXPECT_DOUBLE_EQ(t.eval_alpha[5], 0.5);
+  ASSERT_NE(t.metric("alpha"), nullptr);
+  EXPECT_EQ(t.metric("alpha")->size(), 3u);  // [3 passes, 5]
+  EXPECT_EQ(t.metric("alpha")->at(1).size(), 5u);
+  EXPECT_DOUBLE_EQ(t.metric("alpha")->at(1)[0], 0.5);
 }
 
 TEST(PythonFixture, AnalysisFindsTheBuiltInNumbers) {

@@ -91,14 +91,15 @@ ResultsFile make_results(const std::string& experiment) {
   f.runs.push_back(make_run("vanilla", 3, 0.0, 0));
   f.runs.push_back(make_run("eagle2", 4, 1.0, 1));
   f.runs.push_back(make_run("empty", 0, 0.0, 2));
-  TrainingRecord t;
+  TrainingCurves t;
   t.train_step = {1, 2, 3};
   t.train_loss = {3.0, 2.5, 2.0};
   t.learning_rate = {1e-3, 1e-3, 5e-4};
   t.eval_step = {0, 3};
   t.eval_loss = {3.1, 2.2};
-  t.eval_accuracy = {0.1, 0.4};
-  t.eval_alpha = {0.5, 0.6, 0.7, 0.8, 0.9, 0.55, 0.65, 0.75, 0.85, 0.95};
+  t.eval_metrics["accuracy"] = {{0.1}, {0.4}};
+  t.eval_metrics["alpha"] = {{0.5, 0.6, 0.7, 0.8, 0.9, 0.91, 0.92, 0.93}, {0.55, 0.65, 0.75, 0.85, 0.95, 0.96, 0.97, 0.98}};
+  t.eval_metrics["head_accuracy"] = {{0.2, 0.1, 0.05}, {0.3, 0.2, 0.1}};  // dropped from results files before
   t.attributes = {{"command_line", "draftlab train-head"}, {"seed", "3"}};
   f.training["head"] = t;
   return f;
@@ -160,14 +161,13 @@ void expect_same_run(const RunRecord& a, const RunRecord& b) {
   expect_same_column(na.accepted, nb.accepted, "accepted");
 }
 
-void expect_same_training(const TrainingRecord& a, const TrainingRecord& b) {
+void expect_same_training(const TrainingCurves& a, const TrainingCurves& b) {
   EXPECT_EQ(a.train_step, b.train_step);
   EXPECT_EQ(a.train_loss, b.train_loss);
   EXPECT_EQ(a.learning_rate, b.learning_rate);
   EXPECT_EQ(a.eval_step, b.eval_step);
   EXPECT_EQ(a.eval_loss, b.eval_loss);
-  EXPECT_EQ(a.eval_accuracy, b.eval_accuracy);
-  EXPECT_EQ(a.eval_alpha, b.eval_alpha);
+  EXPECT_EQ(a.eval_metrics, b.eval_metrics);
   EXPECT_EQ(a.attributes, b.attributes);
 }
 
@@ -370,12 +370,34 @@ TEST(ResultsFile, ReaderNamesFileAndFieldOfBadFiles) {
 
 TEST(ResultsFile, ReadsTheTrainingLogOfAModelInTheRepository) {
   const std::string path = source_path("data/models/ts-tiny-eagle-head/training_log.h5");
-  const TrainingRecord t = read_training_record(path);
+  const TrainingCurves t = read_training_log(path);
   ASSERT_FALSE(t.train_step.empty());
   EXPECT_EQ(t.train_loss.size(), t.train_step.size());
   EXPECT_FALSE(t.eval_loss.empty());
   EXPECT_TRUE(t.attributes.count("command_line"));
-  expect_error([&] { read_training_record(source_path("data/models/ts-tiny/config.json")); }, {"config.json"});
+  // A log written before the metrics existed; the training state's legacy keys read as metrics too.
+  EXPECT_EQ(t.metric("alpha"), nullptr);
+  const auto legacy = TrainingCurves::from_json(
+      R"({"train_step": [1], "train_loss": [2.0], "learning_rate": [0.001], "eval_step": [1], "eval_loss": [2.5],
+          "eval_accuracy": [0.25], "eval_alpha": [[0.25, 0.5, 0.5, 0.5, 0.5]]})", "state");
+  ASSERT_NE(legacy.metric("alpha"), nullptr);
+  EXPECT_EQ(legacy.metric("alpha")->front().size(), 5u);
+  EXPECT_EQ(legacy.metric("accuracy")->front(), std::vector<double>{0.25});
+  expect_error([&] { read_training_log(source_path("data/models/ts-tiny/config.json")); }, {"config.json"});
+  // A log and a results file share one codec: what one writes, the other reads, metrics included.
+  const std::string dir = fresh_dir("training_codec");
+  write_training_log(dir + "/good.h5", legacy);
+  EXPECT_EQ(read_training_log(dir + "/good.h5").eval_metrics, legacy.eval_metrics);
+  TrainingCurves bad = legacy;
+  bad.eval_metrics["alpha"].push_back({0.5});
+  bad.eval_step.push_back(2);
+  bad.eval_loss.push_back(2.4);
+  bad.eval_metrics["accuracy"].push_back({0.3});
+  expect_error([&] { write_training_log(dir + "/bad.h5", bad); }, {"eval/alpha", "rows of one width"});
+  EXPECT_FALSE(is_file(dir + "/bad.h5"));
+  bad = legacy;
+  bad.eval_metrics["beta"] = {};
+  expect_error([&] { write_training_log(dir + "/bad.h5", bad); }, {"eval/beta", "a declared training metric"});
 }
 
 TEST(SpecBenchJsonl, LinesGroupTurnsPerQuestionAndAgreeWithTheRows) {

@@ -112,7 +112,7 @@ TEST(FeatureCache, Float16StaysWithinHalfPrecisionRounding) {
 
 TrainingCurves train(const LlamaModel& target, const TextDataset& data, const std::string& cache, int64_t cache_steps,
                      const std::string& out) {
-  HeadTrainingOptions o;
+  EagleHeadTrainingOptions o;
   o.trainer.steps = 5;
   o.trainer.lr = 1e-3;
   o.trainer.warmup = 1;

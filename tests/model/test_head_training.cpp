@@ -82,7 +82,7 @@ TEST(HeadTraining, TrainEagleHeadWritesALoadableFolderAndResumes) {
   for (int i = 0; i < 3000; ++i) train.push_back((i * 5 + i / 7) % 97);
   for (int i = 0; i < 400; ++i) val.push_back((i * 5 + i / 7) % 97);
   const TextDataset data(std::move(train), std::move(val));
-  HeadTrainingOptions o;
+  EagleHeadTrainingOptions o;
   o.batch = 2;
   o.context = 16;
   o.eval_windows = 4;
@@ -92,10 +92,11 @@ TEST(HeadTraining, TrainEagleHeadWritesALoadableFolderAndResumes) {
   o.trainer.quiet = true;
   o.out_dir = fresh_dir("head_training_run");
   const auto full = train_eagle_head(*target, o, data);
-  ASSERT_EQ(full.curves.eval_loss.size(), full.eval_accuracy.size());
+  ASSERT_NE(full.curves.metric("accuracy"), nullptr);
+  ASSERT_EQ(full.curves.eval_loss.size(), full.curves.metric("accuracy")->size());
   EXPECT_NO_THROW(EagleHead::load(o.out_dir, *target));
 
-  HeadTrainingOptions split = o;
+  EagleHeadTrainingOptions split = o;
   split.out_dir = fresh_dir("head_training_split");
   split.trainer.stop_at = 3;
   train_eagle_head(*target, split, data);

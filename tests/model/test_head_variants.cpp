@@ -465,7 +465,7 @@ TEST(HeadVariants, TrainEagleHeadLogsAlphaAndWritesTheVariant) {
   for (int i = 0; i < 3000; ++i) train.push_back((i * 5 + i / 7) % 60);
   for (int i = 0; i < 400; ++i) val.push_back((i * 5 + i / 7) % 60);
   const TextDataset data(std::move(train), std::move(val));
-  HeadTrainingOptions o;
+  EagleHeadTrainingOptions o;
   o.batch = 2;
   o.context = 12;
   o.eval_windows = 3;
@@ -477,15 +477,19 @@ TEST(HeadVariants, TrainEagleHeadLogsAlphaAndWritesTheVariant) {
   o.draft_vocab = 20;
   o.out_dir = fresh_dir("train_run");
   const auto r = train_eagle_head(*target, o, data);
-  ASSERT_EQ(r.eval_alpha.size(), r.curves.eval_loss.size());
-  ASSERT_EQ(r.eval_accuracy.size(), r.curves.eval_loss.size());
-  for (size_t p = 0; p < r.eval_alpha.size(); ++p) {
-    ASSERT_EQ(r.eval_alpha[p].size(), 5u);
-    EXPECT_DOUBLE_EQ(r.eval_alpha[p][0], r.eval_accuracy[p]);
+  ASSERT_NE(r.curves.metric("alpha"), nullptr);
+  ASSERT_NE(r.curves.metric("accuracy"), nullptr);
+  const auto& alpha = *r.curves.metric("alpha");
+  const auto& accuracy = *r.curves.metric("accuracy");
+  ASSERT_EQ(alpha.size(), r.curves.eval_loss.size());
+  ASSERT_EQ(accuracy.size(), r.curves.eval_loss.size());
+  for (size_t p = 0; p < alpha.size(); ++p) {
+    ASSERT_EQ(alpha[p].size(), 5u);
+    EXPECT_DOUBLE_EQ(alpha[p][0], accuracy[p][0]);
   }
   const auto log = read_training_log(o.out_dir + "/training_log.h5");
-  EXPECT_EQ(log.eval_accuracy, r.eval_accuracy);
-  EXPECT_EQ(log.eval_alpha, r.eval_alpha);
+  EXPECT_EQ(log.eval_metrics, r.curves.eval_metrics);
+  EXPECT_EQ(log.attributes.at("family"), "eagle");
   const auto head = EagleHead::load(o.out_dir, *target);
   EXPECT_EQ(head->input_variant(), kEagleInputFeatureUnshiftedToken);
   ASSERT_TRUE(head->d2t().defined());
@@ -493,14 +497,14 @@ TEST(HeadVariants, TrainEagleHeadLogsAlphaAndWritesTheVariant) {
   EXPECT_LT(head->d2t().max().item<int64_t>(), 60);  // only ids the data contains
 
   // Resumed halfway, the same curves including accuracy and alpha; another variant's state is refused.
-  HeadTrainingOptions split = o;
+  EagleHeadTrainingOptions split = o;
   split.out_dir = fresh_dir("train_split");
   split.trainer.stop_at = 2;
   train_eagle_head(*target, split, data);
   split.trainer.stop_at = 0;
   split.resume = true;
   const auto resumed = train_eagle_head(*target, split, data);
-  EXPECT_EQ(resumed.eval_alpha, r.eval_alpha);
+  EXPECT_EQ(resumed.curves.eval_metrics, r.curves.eval_metrics);
   EXPECT_EQ(resumed.curves.train_loss.back(), r.curves.train_loss.back());
   split.input = kEagleInputFeatureOnly;
   const std::string msg = error_of([&] { train_eagle_head(*target, split, data); });
@@ -512,9 +516,9 @@ TEST(HeadVariants, TrainEagleHeadLogsAlphaAndWritesTheVariant) {
   plain.train_step = {1};
   plain.train_loss = {2.0};
   plain.learning_rate = {1e-3};
-  write_training_log(o.out_dir + "/plain.h5", plain, {});
+  write_training_log(o.out_dir + "/plain.h5", plain);
   const auto back = read_training_log(o.out_dir + "/plain.h5");
-  EXPECT_TRUE(back.eval_accuracy.empty() && back.eval_alpha.empty());
+  EXPECT_TRUE(back.eval_metrics.empty());
   EXPECT_EQ(back.train_loss, plain.train_loss);
 }
 

@@ -67,11 +67,11 @@ TEST(HydraTraining, AShortRunOnTsTinyLowersTheLossWithTokensAndWithTheTeacher) {
     const auto r = train_parallel_heads(*target, heads, o, data);
     ASSERT_EQ(r.curves.eval_loss.size(), 2u);
     std::cout << (teacher ? "teacher" : "tokens") << ": validation loss " << r.curves.eval_loss.front() << " -> "
-              << r.curves.eval_loss.back() << ", head 1 top-1 " << r.curves.eval_head_accuracy.front()[1] << " -> "
-              << r.curves.eval_head_accuracy.back()[1] << "\n";
+              << r.curves.eval_loss.back() << ", head 1 top-1 " << r.curves.metric("head_accuracy")->front()[1] << " -> "
+              << r.curves.metric("head_accuracy")->back()[1] << "\n";
     EXPECT_LT(r.curves.eval_loss.back(), 0.9 * r.curves.eval_loss.front());
-    EXPECT_GT(r.curves.eval_head_accuracy.back()[1], r.curves.eval_head_accuracy.front()[1]);
-    EXPECT_EQ(read_training_log(o.out_dir + "/training_log.h5").eval_head_accuracy, r.curves.eval_head_accuracy);
+    EXPECT_GT(r.curves.metric("head_accuracy")->back()[1], r.curves.metric("head_accuracy")->front()[1]);
+    EXPECT_EQ(read_training_log(o.out_dir + "/training_log.h5").eval_metrics, r.curves.eval_metrics);
     const auto loaded = HydraHeads::load(o.out_dir, *target);
     const auto f = at::randn({128});
     EXPECT_TRUE(at::equal(loaded->logits(f, 2, {3, 4, 5}), heads.to_heads()->logits(f, 2, {3, 4, 5})));

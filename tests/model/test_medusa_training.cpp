@@ -174,17 +174,18 @@ TEST(MedusaTraining, AShortRunOnTsTinyLowersTheLossAndItsFolderLoadsAndResumes) 
   MedusaTrainingModel heads(*target, 0, c);
   const auto r = train_parallel_heads(*target, heads, o, data);
   ASSERT_EQ(r.curves.eval_loss.size(), 2u);  // before the first step and after the last
-  ASSERT_EQ(r.curves.eval_head_accuracy.size(), 2u);
+  ASSERT_NE(r.curves.metric("head_accuracy"), nullptr);
+  ASSERT_EQ(r.curves.metric("head_accuracy")->size(), 2u);
   std::cout << "validation loss " << r.curves.eval_loss.front() << " -> " << r.curves.eval_loss.back()
-            << ", head 0 top-1 " << r.curves.eval_head_accuracy.front()[0] << " -> "
-            << r.curves.eval_head_accuracy.back()[0] << "\n";
+            << ", head 0 top-1 " << r.curves.metric("head_accuracy")->front()[0] << " -> "
+            << r.curves.metric("head_accuracy")->back()[0] << "\n";
   EXPECT_LT(r.curves.eval_loss.back(), 0.9 * r.curves.eval_loss.front())
       << r.curves.eval_loss.front() << " -> " << r.curves.eval_loss.back();
-  ASSERT_EQ(r.curves.eval_head_accuracy.back().size(), 3u);
-  EXPECT_GT(r.curves.eval_head_accuracy.back()[0], r.curves.eval_head_accuracy.front()[0]);
+  ASSERT_EQ(r.curves.metric("head_accuracy")->back().size(), 3u);
+  EXPECT_GT(r.curves.metric("head_accuracy")->back()[0], r.curves.metric("head_accuracy")->front()[0]);
   EXPECT_EQ(r.parameters, 3 * (128 * 128 + 128));
   const TrainingCurves log = read_training_log(o.out_dir + "/training_log.h5");
-  EXPECT_EQ(log.eval_head_accuracy, r.curves.eval_head_accuracy);
+  EXPECT_EQ(log.eval_metrics, r.curves.eval_metrics);
 
   // The folder is the trained heads, bit for bit.
   const auto loaded = MedusaHeads::load(o.out_dir, *target);
@@ -203,7 +204,7 @@ TEST(MedusaTraining, AShortRunOnTsTinyLowersTheLossAndItsFolderLoadsAndResumes) 
   MedusaTrainingModel second(*target, 0, c);
   const auto resumed = train_parallel_heads(*target, second, split, data);
   EXPECT_EQ(resumed.curves.train_loss, r.curves.train_loss);
-  EXPECT_EQ(resumed.curves.eval_head_accuracy, r.curves.eval_head_accuracy);
+  EXPECT_EQ(resumed.curves.eval_metrics, r.curves.eval_metrics);
 
   MedusaConfig other = c;
   other.own_lm_head = true;  // another run's state

@@ -213,8 +213,8 @@ TEST(LanguageModelTraining, ValidationLossFallsOnTinyStories) {
   for (const char* f : {"config.json", "model.safetensors", "tok512.bin", "training_state.safetensors",
                         "training_log.h5"})
     EXPECT_TRUE(is_file(o.out_dir + "/" + f)) << f;
-  std::map<std::string, std::string> attributes;
-  const TrainingCurves logged = read_training_log(o.out_dir + "/training_log.h5", &attributes);
+  const TrainingCurves logged = read_training_log(o.out_dir + "/training_log.h5");
+  const std::map<std::string, std::string>& attributes = logged.attributes;
   EXPECT_EQ(logged.train_loss, r.curves.train_loss);
   EXPECT_EQ(logged.eval_loss, r.curves.eval_loss);
   EXPECT_EQ(attributes.at("seed"), "1");

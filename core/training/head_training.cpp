@@ -1,0 +1,149 @@
+#include "core/training/head_training.h"
+
+#include <filesystem>
+
+#include "core/base/error.h"
+#include "core/base/file_bytes.h"
+#include "core/io/safetensors.h"
+#include "core/model/training_forward.h"
+
+namespace draftlab {
+
+at::Tensor head_batch_features(const LlamaModel& target, const at::Tensor& windows,
+                               const std::vector<int64_t>& feature_layers) {
+  at::NoGradGuard no_grad;
+  const RotaryEmbedding rope(target.config(), target.options());
+  return training_layer_features(target.config(), target.weights(), rope, windows.to(target.options().device),
+                                 feature_layers);
+}
+
+namespace {
+
+// "accuracy 0.4123, alpha 0.41 0.30 ..." for the validation line.
+std::string metrics_line(const std::map<std::string, std::vector<double>>& values) {
+  std::string line;
+  for (const TrainingMetric& m : training_metrics()) {
+    auto it = values.find(m.name);
+    if (it == values.end()) continue;
+    line += std::string(", ") + m.name;
+    for (double v : it->second) {
+      char buf[24];
+      std::snprintf(buf, sizeof buf, " %.4f", v);
+      line += buf;
+    }
+  }
+  return line;
+}
+
+}  // namespace
+
+HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& head, const HeadTrainingOptions& o,
+                                    const TextDataset& data) {
+  const int64_t max_context = target.config().max_position_embeddings - 1;
+  check(o.batch > 0, "--batch: expected a positive number, got " + std::to_string(o.batch));
+  check(o.context >= head.min_context() && o.context <= max_context,
+        "--context: expected " + std::to_string(head.min_context()) + ".." + std::to_string(max_context) +
+            " for " + head.family().title + " (windows are context + 1 tokens), got " + std::to_string(o.context));
+  check(!o.out_dir.empty(), "--out: expected a directory");
+  std::filesystem::create_directories(o.out_dir);
+  const std::string state_path = o.out_dir + "/training_state.safetensors";
+
+  TrainerOptions topt = o.trainer;
+  topt.tokens_per_step = o.batch * o.context;
+  Trainer trainer(head.parameters(), topt);
+  std::map<std::string, std::string> identity = head.identity();
+  identity["family"] = head.family().name;
+  identity["seed"] = std::to_string(o.seed);
+  identity["batch"] = std::to_string(o.batch);
+  identity["context"] = std::to_string(o.context);
+  if (o.resume) {
+    if (!is_file(state_path)) throw Error("--resume: " + state_path + " not found");
+    // The identity first: another run's state (other options, another head) would otherwise fail on a tensor.
+    const auto meta = SafetensorsFile(state_path).metadata();
+    for (const auto& [key, value] : identity) {
+      auto it = meta.find(key);
+      // States written before a key existed stand for its default (the family for states of one-family trainers).
+      const std::string fallback = key == "family" ? head.family().name : head.identity_default(key);
+      if (it == meta.end() ? fallback != value : it->second != value)
+        throw Error::in_file(state_path, "metadata " + key, "'" + value + "' (this run's options)",
+                             it == meta.end() ? "none" : "'" + it->second + "'");
+    }
+    trainer.load_state(state_path);
+    // States written before the curves carried the metrics kept them beside.
+    if (auto it = meta.find("head_eval"); it != meta.end() && trainer.curves().eval_metrics.empty())
+      for (const auto& [name, rows] : TrainingCurves::from_json(it->second, state_path).eval_metrics)
+        for (const auto& row : rows) trainer.add_eval_metric(name, row);
+  }
+
+  const std::vector<int64_t> layers = head.feature_layers();
+  // Validation windows and their features, once: the target is frozen.
+  HeadBatch val;
+  val.windows = data.validation_windows(o.context, o.eval_windows);
+  if (data.has_loss_mask()) val.mask = data.validation_window_masks(o.context, o.eval_windows);
+  val.features = head_batch_features(target, val.windows, layers);
+  // Built on first use (the target's features of the first epoch's windows), then read back on every run.
+  const std::unique_ptr<FeatureCache> cache =
+      o.feature_cache.path.empty() ? nullptr
+                                   : FeatureCache::open_or_build(o.feature_cache, target, data, o.batch, o.context,
+                                                                 o.seed, o.trainer.steps, layers);
+  Trainer::Hooks hooks;
+  hooks.loss = [&](int64_t step) {
+    HeadBatch b;
+    if (cache) {  // the same windows as on the fly for the cached steps, the target's features read back
+      const CachedBatch c = cache->batch(step);
+      b = {c.windows, c.mask, c.features};
+    } else {
+      b.windows = data.train_batch(o.batch, o.context, o.seed, step);
+      if (data.has_loss_mask()) b.mask = data.train_batch_mask(o.batch, o.context, o.seed, step);
+      b.features = head_batch_features(target, b.windows, layers);
+    }
+    return head.loss(b, step);
+  };
+  hooks.eval_loss = [&] {
+    at::NoGradGuard no_grad;
+    double total = 0;
+    std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> counts;
+    const int64_t n = val.windows.size(0);
+    for (int64_t i = 0; i < n; i += o.batch) {
+      const int64_t m = std::min(o.batch, n - i);
+      const HeadBatch part{val.windows.narrow(0, i, m), val.mask.defined() ? val.mask.narrow(0, i, m) : at::Tensor(),
+                           val.features.narrow(0, i, m)};
+      const HeadEvaluation e = head.evaluate(part);
+      total += e.loss * static_cast<double>(m);
+      for (const auto& [name, columns] : e.counts) {
+        auto& sum = counts[name];
+        sum.resize(std::max(sum.size(), columns.size()));
+        for (size_t k = 0; k < columns.size(); ++k) sum[k].first += columns[k].first, sum[k].second += columns[k].second;
+      }
+    }
+    std::map<std::string, std::vector<double>> values;
+    for (const auto& [name, columns] : counts) {
+      for (const auto& [hits, tries] : columns)
+        values[name].push_back(tries ? static_cast<double>(hits) / static_cast<double>(tries) : 0.0);
+      trainer.add_eval_metric(name, values[name]);
+    }
+    const double loss = total / static_cast<double>(n);
+    if (!o.trainer.quiet)
+      std::fprintf(stderr, "\nvalidation at step %ld: loss %.4f%s\n", static_cast<long>(trainer.step()), loss,
+                   metrics_line(values).c_str());
+    return loss;
+  };
+  hooks.save = [&](int64_t) {
+    head.save(o.out_dir, o.save_dtype);
+    trainer.save_state(state_path, identity);
+    TrainingCurves log = trainer.curves();
+    log.attributes = identity;
+    log.attributes["command_line"] = o.command_line;
+    log.attributes["date"] = utc_timestamp();
+    write_training_log(o.out_dir + "/training_log.h5", log);
+  };
+  trainer.run(hooks);
+
+  HeadTrainingResult result;
+  for (const auto& [name, p] : head.parameters()) result.parameters += p.numel();
+  result.tokens_per_second = trainer.tokens_per_second();
+  result.curves = trainer.curves();
+  return result;
+}
+
+}  // namespace draftlab

@@ -1,0 +1,109 @@
+// Training a draft head for a frozen target: the one pipeline every head family trains through
+// (`draftlab train-head --kind FAMILY`). A family supplies a TrainableHead (its parameters, its loss on a batch, its
+// validation metrics, its folder); train_draft_head supplies the rest, the same for all: the data (TextDataset
+// windows and loss masks, or an HDF5 FeatureCache replaying them), the frozen target's features, the Trainer
+// (AdamW, schedule, clipping, progress), validation, checkpoints, exact resume and the training log.
+//
+// Families: EAGLE-1/2 (eagle_head_training.h), Medusa and Hydra (parallel_head_training.h), EAGLE-3
+// (eagle3_training.h).
+//
+// DIR after a run:
+//   the family's head folder (TrainableHead::save)
+//   training_state.safetensors   parameters, AdamW moments, step, curves (metrics included): --resume continues
+//                                exactly, refused unless the run's identity (family, options, head shape) matches
+//   training_log.h5              the curves and the family's declared metrics (core/results/training_curves.h)
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/model/head_family.h"
+#include "core/model/llama_model.h"
+#include "core/training/feature_cache.h"
+#include "core/training/text_dataset.h"
+#include "core/training/trainer.h"
+#include "core/training/training_log.h"
+
+namespace draftlab {
+
+// One batch: windows w_0..w_T, their loss mask, and the frozen target's features of every window token.
+struct HeadBatch {
+  at::Tensor windows;   // [B, T + 1] int64
+  at::Tensor mask;      // [B, T + 1] 0/1 over the window tokens; undefined: every position counts
+  // [B, T + 1, width]: the residual after each of TrainableHead::feature_layers() side by side, then the final
+  // normed hidden state (what the target's LM head reads): width = (layers + 1) d.
+  at::Tensor features;
+};
+
+// The target's features of windows [B, T + 1] as HeadBatch::features lays them out (no gradient).
+at::Tensor head_batch_features(const LlamaModel& target, const at::Tensor& windows,
+                               const std::vector<int64_t>& feature_layers);
+
+// Validation counts of one batch: its loss (a mean over its rows) and, per declared metric
+// (training_curves.h), per column, (hits, tries); the pipeline sums them over the validation batches.
+struct HeadEvaluation {
+  double loss = 0;
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> counts;
+};
+
+// The extension point: one implementation per head family.
+class TrainableHead {
+ public:
+  virtual ~TrainableHead() = default;
+
+  virtual const HeadFamily& family() const = 0;
+  // Leaf tensors for the Trainer (names key the training state).
+  virtual std::vector<std::pair<std::string, at::Tensor>> parameters() const = 0;
+  // What a resumed run must match besides family, seed, batch and context: the head's shape and the family's
+  // options, recorded in the training state and the log's attributes.
+  virtual std::map<std::string, std::string> identity() const = 0;
+  // The value a state written before `key` existed stands for ("" = none: such a state is refused).
+  virtual std::string identity_default(const std::string& key) const {
+    (void)key;
+    return "";
+  }
+  // Which target layers HeadBatch::features carries besides the final normed hidden state.
+  virtual std::vector<int64_t> feature_layers() const { return {}; }
+  // The smallest --context the head can train on.
+  virtual int64_t min_context() const { return 1; }
+  // The training loss of step `step` (with its graph); anything random in it derives from (seed, step).
+  virtual at::Tensor loss(const HeadBatch& batch, int64_t step) const = 0;
+  // Validation (called without gradient).
+  virtual HeadEvaluation evaluate(const HeadBatch& batch) const = 0;
+  // Writes the family's head folder.
+  virtual void save(const std::string& dir, at::ScalarType file_dtype) const = 0;
+};
+
+// The options every family shares (train-head's common flags).
+struct HeadTrainingOptions {
+  TrainerOptions trainer;
+  int64_t batch = 16;
+  int64_t context = 128;  // positions per window (windows are context + 1 tokens)
+  uint64_t seed = 0;      // every batch and anything random in the loss (initial weights: the family's)
+  int64_t eval_windows = 64;
+  std::string out_dir;
+  bool resume = false;
+  std::string command_line;
+  at::ScalarType save_dtype = at::kFloat;
+  // Training windows' target features from an HDF5 cache (built on first use) instead of the target; empty path:
+  // on the fly. A dataset with a loss mask passes it to the loss either way.
+  FeatureCacheOptions feature_cache;
+};
+
+struct HeadTrainingResult {
+  int64_t parameters = 0;
+  double tokens_per_second = 0;
+  TrainingCurves curves;  // with the family's metrics, one row per validation pass
+};
+
+// Trains `head` in place and writes out_dir (above). Throws Error naming the option or file on a bad configuration
+// or a resume state of another run.
+HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& head, const HeadTrainingOptions& options,
+                                    const TextDataset& data);
+
+}  // namespace draftlab
