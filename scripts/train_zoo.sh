@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the reference zoo (data/models/README.md) from ../shared/data/tinystories/tinystories.txt.
 #   bash scripts/train_zoo.sh [STAGE ...]      stages: tiny tiny-head target target-head draft target-medusa
-#                                              target-hydra moe moe-head (default: all), and ablation (the
+#                                              target-hydra moe moe-head target-eagle3 (default: all), and ablation (the
 #                                              EAGLE Figure 8 / Table 6 heads of ts-target: not published, not
 #                                              in the default list)
 # Every stage writes its model folder under data/models/ (or $ZOO_OUT) and keeps its full training output
@@ -20,7 +20,7 @@ THREADS=${THREADS:-1}
 RESUME_FLAG=""; [ "${RESUME:-0}" = 1 ] && RESUME_FLAG="--resume"
 DL=${DRAFTLAB:-./build/draftlab}  # DRAFTLAB: another binary (e.g. a copy, while ./build is rebuilt)
 mkdir -p "$WORK" "$OUT"
-STAGES=("$@"); [ ${#STAGES[@]} = 0 ] && STAGES=(tiny tiny-head target target-head draft target-medusa target-hydra moe moe-head)
+STAGES=("$@"); [ ${#STAGES[@]} = 0 ] && STAGES=(tiny tiny-head target target-head draft target-medusa target-hydra moe moe-head target-eagle3)
 
 # Copies a trained HF folder (weights, config, tokenizer, log) into the zoo.
 publish() {  # SRC DEST
@@ -76,6 +76,13 @@ for stage in "${STAGES[@]}"; do
         --batch 8 --context 256 --steps 1000 --lr 1e-3 --warmup 40 --seed 0 --threads "$THREADS" \
         --eval-every 100 --log-every 20 --save-dtype float16 $RESUME_FLAG
       publish "$WORK/ts-target-eagle-head" "$OUT/ts-target-eagle-head" ;;
+    target-eagle3)
+      # EAGLE-3 (issue 22): training-time test with 7 steps, its own LM head over the 1,024 most frequent predicted
+      # tokens (the official 32,000 of 128,256 is the same quarter), on exactly target-head's data and schedule.
+      $DL train-head --kind eagle3 --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-eagle3-head" \
+        --draft-vocab 1024 --ttt-steps 7 --batch 8 --context 256 --steps 1000 --lr 1e-3 --warmup 40 --seed 0 \
+        --threads "$THREADS" --eval-every 100 --log-every 20 --save-dtype float16 $RESUME_FLAG
+      publish "$WORK/ts-target-eagle3-head" "$OUT/ts-target-eagle3-head" ;;
     draft)
       # The classic chain strategy's separate draft LM: same tokenizer as ts-target, about 8% of its step.
       tokenizer_4096

@@ -309,7 +309,8 @@ ModelConfig Eagle3Head::config_for(const ModelConfig& target) {
   return c;
 }
 
-std::unique_ptr<Eagle3Head> Eagle3Head::random(const LlamaModel& target, uint64_t seed, int64_t draft_vocab) {
+std::unique_ptr<Eagle3Head> Eagle3Head::random(const LlamaModel& target, uint64_t seed, int64_t draft_vocab,
+                                               at::Tensor draft_ids) {
   ModelConfig c = config_for(target.config());
   const ComputeOptions& o = target.options();
   const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads;
@@ -318,6 +319,7 @@ std::unique_ptr<Eagle3Head> Eagle3Head::random(const LlamaModel& target, uint64_
     return "Eagle3Head::random: draft vocabulary " + std::to_string(draft_vocab) + " outside [0, " + std::to_string(V) +
            "]";
   });
+  if (draft_ids.defined()) draft_vocab = draft_ids.size(0);
   const int64_t Vd = draft_vocab == 0 ? V : draft_vocab;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   auto normal = [&](std::vector<int64_t> shape) {  // float32 on the CPU: a seed means the same head everywhere
@@ -334,8 +336,9 @@ std::unique_ptr<Eagle3Head> Eagle3Head::random(const LlamaModel& target, uint64_
   w.layer.w_down = normal({d, I});
   w.norm = at::ones({d}, o.tensor_options());
   w.lm_head = normal({Vd, d});
-  at::Tensor ids;
-  if (Vd < V) ids = std::get<0>(at::randperm(V, gen, at::TensorOptions().dtype(at::kLong)).narrow(0, 0, Vd).sort());
+  at::Tensor ids = draft_ids;
+  if (!ids.defined() && Vd < V)
+    ids = std::get<0>(at::randperm(V, gen, at::TensorOptions().dtype(at::kLong)).narrow(0, 0, Vd).sort());
   return std::make_unique<Eagle3Head>(std::move(c), std::move(w), target, ids,
                                       eagle3_input_layers(target.config().num_hidden_layers));
 }

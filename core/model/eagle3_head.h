@@ -75,8 +75,9 @@ class Eagle3Head : public FeatureHead {
   // The config of a head for `target`: one dense layer of its shape, RoPE theta 10000 without scaling.
   static ModelConfig config_for(const ModelConfig& target);
   // A random head: projections normal(0, 0.02), norms 1. draft_vocab 0: the full vocabulary; else that many
-  // distinct target ids drawn from the seed. Deterministic in seed.
-  static std::unique_ptr<Eagle3Head> random(const LlamaModel& target, uint64_t seed, int64_t draft_vocab = 0);
+  // distinct target ids drawn from the seed, or draft_ids when given (ascending target ids). Deterministic in seed.
+  static std::unique_ptr<Eagle3Head> random(const LlamaModel& target, uint64_t seed, int64_t draft_vocab = 0,
+                                            at::Tensor draft_ids = {});
 
   // Writes config.json and model.safetensors (the official 15 keys) in file_dtype (float32/float16/bfloat16).
   void save(const std::string& dir, at::ScalarType file_dtype = at::kFloat) const;

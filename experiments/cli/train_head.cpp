@@ -4,13 +4,16 @@
 //                   --strategy eagle2:head=DIR and the other EAGLE strategies
 //   --kind medusa   Medusa-1 heads (core/training/medusa_training.h, parallel_head_training.h), for -s medusa:head=DIR
 //   --kind hydra    Hydra heads (core/training/hydra_training.h, the same trainer), for -s hydra:head=DIR
-// --resume continues a run exactly.
+//   --kind eagle3   an EAGLE-3 head trained with training-time test (core/training/eagle3_training.h), for
+//                   -s eagle3:head=DIR
+// Every kind trains through one pipeline (core/training/head_training.h); --resume continues a run exactly.
 #include <boost/program_options.hpp>
 
 #include <cstdio>
 
 #include "core/base/error.h"
 #include "core/model/head_family.h"
+#include "core/training/eagle3_training.h"
 #include "core/training/eagle_head_training.h"
 #include "core/training/head_data.h"
 #include "core/training/hydra_training.h"
@@ -76,7 +79,7 @@ int run_train_head(int argc, char** argv) {
   desc.add_options()("help,h", "show this help");
   add_model_options(desc, mo);
   desc.add_options()
-      ("kind", po::value(&kind_name)->default_value(kind_name), "eagle (an EAGLE head), medusa (Medusa-1 heads) or hydra (Hydra heads)")
+      ("kind", po::value(&kind_name)->default_value(kind_name), "eagle (an EAGLE head), eagle3 (an EAGLE-3 head, trained with training-time test), medusa (Medusa-1 heads) or hydra (Hydra heads)")
       ("corpus", po::value(&corpus), "text file of stories separated by blank lines (or --data)")
       ("data", po::value(&data_path),
        "training data instead of --corpus: text stories, chat JSONL (loss on assistant turns) or token lines from "
@@ -108,9 +111,18 @@ int run_train_head(int argc, char** argv) {
       ("input", po::value(&o.input)->default_value(o.input),
        "the head's input (EAGLE Figure 8): feature_shifted_token (EAGLE), feature_unshifted_token, feature_only, "
        "token_only")
-      ("draft-vocab", po::value(&o.draft_vocab)->default_value(o.draft_vocab),
-       "K > 0: draft over the K most frequent training tokens only (a cheaper LM head); 0 = the full vocabulary")
       ("cls-weight", po::value(&o.cls_weight)->default_value(o.cls_weight, "0.1"), "weight of the soft cross-entropy");
+  po::options_description draft_vocab_desc("--kind eagle and --kind eagle3");
+  draft_vocab_desc.add_options()
+      ("draft-vocab", po::value(&o.draft_vocab)->default_value(o.draft_vocab),
+       "K > 0: draft over the K most frequent training tokens only (a cheaper LM head; EAGLE-3: its own LM head of "
+       "K rows, the tokens predicted under the loss mask); 0 = the full vocabulary");
+  Eagle3TrainingOptions e3;
+  po::options_description eagle3_desc("--kind eagle3");
+  eagle3_desc.add_options()
+      ("ttt-steps", po::value(&e3.steps)->default_value(e3.steps),
+       "training-time test: unrolled steps K, each feeding the head's own output back (the paper's 7)")
+      ("ttt-decay", po::value(&e3.decay)->default_value(e3.decay, "0.8"), "step k's loss weighs decay^k");
   po::options_description parallel_desc("--kind medusa and --kind hydra");
   parallel_desc.add_options()
       ("decay", po::value(&loss.decay)->default_value(loss.decay, "0.8"),
@@ -132,16 +144,16 @@ int run_train_head(int argc, char** argv) {
        "ResBlocks per head (the first one reads the tokens; Hydra++ uses 4)")
       ("hydra-lm-head", po::value(&hydra_lm_head)->default_value(hydra_lm_head),
        "shared (the target's LM head) or own (a [vocab, d] copy with bias per head, as the official heads)");
-  desc.add(eagle).add(parallel_desc).add(medusa_desc).add(hydra_desc);
+  desc.add(eagle).add(draft_vocab_desc).add(eagle3_desc).add(parallel_desc).add(medusa_desc).add(hydra_desc);
   add_trainer_options(desc, t);
 
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "train-head", vm)) return 0;
   const std::string kind = find_head_family(kind_name).name;
-  check(kind == "eagle" || kind == "medusa" || kind == "hydra",
-        "train-head --kind " + kind + ": trains eagle, medusa or hydra heads");
   if (kind != "eagle") check_kind_options(vm, eagle, "eagle", kind_name);
-  if (kind == "eagle") check_kind_options(vm, parallel_desc, "medusa or hydra", kind_name);
+  if (kind != "eagle" && kind != "eagle3") check_kind_options(vm, draft_vocab_desc, "eagle or eagle3", kind_name);
+  if (kind != "eagle3") check_kind_options(vm, eagle3_desc, "eagle3", kind_name);
+  if (kind != "medusa" && kind != "hydra") check_kind_options(vm, parallel_desc, "medusa or hydra", kind_name);
   if (kind != "medusa") check_kind_options(vm, medusa_desc, "medusa", kind_name);
   if (kind != "hydra") check_kind_options(vm, hydra_desc, "hydra", kind_name);
   check(medusa_lm_head == "shared" || medusa_lm_head == "own",
@@ -186,6 +198,10 @@ int run_train_head(int argc, char** argv) {
   } else if (kind == "hydra") {
     HydraTrainingModel heads(*loaded.model, o.seed, hydra);
     report(train_parallel_heads(*loaded.model, heads, parallel, data), o.out_dir);
+  } else if (kind == "eagle3") {
+    static_cast<HeadTrainingOptions&>(e3) = o;
+    e3.draft_vocab = o.draft_vocab;
+    report(train_eagle3_head(*loaded.model, e3, data), o.out_dir);
   } else {
     report(train_eagle_head(*loaded.model, o, data), o.out_dir);
   }

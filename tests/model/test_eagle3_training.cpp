@@ -1,0 +1,269 @@
+// EAGLE-3 training with training-time test: the TTT loss's gradients against central finite differences (float64),
+// the unrolled masked forward against K sequential forwards of the inference head, a tiny head overfitting one
+// batch, the draft vocabulary, n-alpha against a naive chain rollout, and a run through train_draft_head that
+// resumes exactly and writes a head that loads.
+#include <gtest/gtest.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/base/error.h"
+#include "core/model/eagle3_head.h"
+#include "core/training/eagle3_training.h"
+#include "core/training/text_dataset.h"
+#include "model_fixtures.h"
+#include "test_errors.h"
+#include "test_paths.h"
+
+namespace draftlab {
+namespace {
+
+using testing::long_tensor;
+using testing::rel_diff;
+using testing::expect_error;
+
+at::Tensor random_windows(int64_t batch, int64_t length, int64_t vocab, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::randint(vocab, {batch, length}, gen, at::TensorOptions().dtype(at::kLong));
+}
+
+// Scales a training model's leaves up so that its outputs vary (std 0.02 makes every input look alike).
+void liven(Eagle3TrainingModel& model, uint64_t seed) {
+  at::NoGradGuard g;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  for (const auto& [name, p] : model.parameters())
+    p.add_(at::normal(0.0, 0.3, p.sizes(), gen, at::TensorOptions().dtype(at::kFloat)).to(p.scalar_type()));
+}
+
+// A target with at least three layers' worth of features (tiny_config has 2: the head reads layer 1's input thrice).
+std::unique_ptr<LlamaModel> small_target(at::ScalarType dtype = at::kFloat, CpuPath path = CpuPath::Auto) {
+  ModelConfig c = testing::tiny_config();
+  c.num_hidden_layers = 4;
+  ComputeOptions o;
+  o.dtype = dtype;
+  o.cpu_path = path;
+  return std::make_unique<LlamaModel>(c, testing::scaled_test_weights(c, 3, dtype), o);
+}
+
+HeadBatch batch_of(const LlamaModel& target, const Eagle3TrainingModel& model, const at::Tensor& windows,
+                   const at::Tensor& mask = {}) {
+  return {windows, mask, head_batch_features(target, windows, model.feature_layers())};
+}
+
+TEST(Eagle3Training, GradientsMatchCentralFiniteDifferencesInFloat64) {
+  ModelConfig c = testing::tiny_config();
+  c.hidden_size = 16;
+  c.intermediate_size = 24;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 4;
+  c.vocab_size = 13;
+  c.num_hidden_layers = 3;
+  c.max_position_embeddings = 24;
+  ComputeOptions o;
+  o.dtype = at::kDouble;
+  LlamaWeights tw = random_llama_weights(c, 3, o);
+  tw.embed = tw.embed * 30.0;
+  tw.lm_head = tw.lm_head * 30.0;
+  LlamaModel target(c, std::move(tw), o);
+  const auto windows = random_windows(2, 7, 13, 4);
+  auto mask = at::ones({2, 7}, at::kFloat);
+  mask[1][3] = 0;
+  for (bool reduced : {false, true}) {
+    SCOPED_TRACE(reduced ? "reduced vocabulary" : "full vocabulary");
+    Eagle3TrainingModel model(target, 1, reduced ? long_tensor({0, 2, 3, 7, 11}) : at::Tensor(), /*steps=*/3);
+    liven(model, 2);
+    const HeadBatch batch = batch_of(target, model, windows, mask);
+    const auto params = model.parameters();
+    for (const auto& [name, p] : params) p.requires_grad_(true);
+    auto l = model.ttt_loss(batch).loss;
+    ASSERT_EQ(l.scalar_type(), at::kDouble);
+    l.backward();
+    at::NoGradGuard no_grad;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
+    int checked = 0;
+    for (const auto& [name, p] : params) {
+      for (int k = 0; k < 3; ++k) {
+        const int64_t i = at::randint(p.numel(), {1}, gen, at::TensorOptions().dtype(at::kLong)).item<int64_t>();
+        auto elem = p.dim() == 2 ? p[i / p.size(1)][i % p.size(1)] : p[i];
+        const double x0 = elem.item<double>(), h = 1e-6;
+        elem.fill_(x0 + h);
+        const double up = model.ttt_loss(batch).loss.item<double>();
+        elem.fill_(x0 - h);
+        const double down = model.ttt_loss(batch).loss.item<double>();
+        elem.fill_(x0);
+        const double numeric = (up - down) / (2 * h);
+        const auto g = p.grad();
+        const double analytic = (p.dim() == 2 ? g[i / p.size(1)][i % p.size(1)] : g[i]).item<double>();
+        EXPECT_NEAR(analytic, numeric, 1e-5 * std::max(1.0, std::abs(numeric))) << name << " element " << i;
+        ++checked;
+      }
+    }
+    EXPECT_EQ(checked, 30);
+    for (const auto& [name, p] : params) p.mutable_grad() = at::Tensor();
+  }
+}
+
+// The unrolled masked forward is K sequential forwards of the inference head: the window's T pairs committed to
+// its KV cache (step 0), then for each start row j a chain of draft rows fed back the previous raw output, each
+// seeing the committed rows 0..j and its own chain (the inference tree's visibility).
+TEST(Eagle3Training, UnrolledMaskedForwardEqualsSequentialInferenceForwards) {
+  auto target = small_target(at::kFloat, CpuPath::Reference);
+  Eagle3TrainingModel model(*target, 3, long_tensor({1, 4, 9, 20, 33, 50, 70, 96}), /*steps=*/4);
+  liven(model, 4);
+  const int64_t T = 6, K = 4, d = target->config().hidden_size;
+  const auto windows = random_windows(1, T + 1, 97, 5);
+  const HeadBatch batch = batch_of(*target, model, windows);
+  at::NoGradGuard no_grad;
+  const auto unrolled = model.unroll(windows, batch.features.narrow(2, 0, 3 * d), K);
+  const auto head = model.to_head();
+  const auto G = batch.features[0].narrow(1, 0, 3 * d);
+  for (int64_t j = 0; j < T; ++j) {
+    KvCache cache = head->make_cache(T + K);
+    auto out = head->forward(cache, windows[0].narrow(0, 1, T), G.narrow(0, 0, T), at::arange(T, at::kLong));
+    EXPECT_LT(rel_diff(out[j], unrolled.outputs[0][0][j]), 1e-5) << "row " << j << " step 0";
+    at::Tensor prev = out.narrow(0, j, 1);
+    for (int64_t k = 1; k < K && j + 1 + k <= T; ++k) {
+      const int64_t len = cache.length();
+      auto visible = at::zeros({1, len + 1}, at::kBool);
+      visible.narrow(1, 0, j + 1).fill_(true);                  // committed rows 0..j
+      visible.narrow(1, T, len - T + 1).fill_(true);            // this chain's earlier draft rows and itself
+      prev = head->forward_visible(cache, windows[0].narrow(0, j + 1 + k, 1), prev, long_tensor({j + k}), visible);
+      EXPECT_LT(rel_diff(prev[0], unrolled.outputs[k][0][j]), 1e-5) << "row " << j << " step " << k;
+      EXPECT_LT(rel_diff(head->draft_logits(prev)[0], unrolled.logits[k][0][j]), 1e-4) << "row " << j << " step " << k;
+    }
+  }
+}
+
+TEST(Eagle3Training, ATinyHeadOverfitsOneBatch) {
+  auto target = small_target();
+  const auto windows = random_windows(2, 13, 97, 11);
+  Eagle3TrainingModel model(*target, 5);
+  const HeadBatch batch = batch_of(*target, model, windows);
+  TrainerOptions t;
+  t.steps = 150;
+  t.lr = 3e-3;
+  t.warmup = 10;
+  t.weight_decay = 0;
+  t.grad_clip = 0.5;
+  t.eval_every = 0;
+  t.quiet = true;
+  Trainer trainer(model.parameters(), t);
+  const double first = model.ttt_loss(batch).loss.item<double>();
+  for (int64_t s = 0; s < t.steps; ++s) trainer.train_step([&] { return model.loss(batch, s); });
+  const auto last = model.ttt_loss(batch, true);
+  // A head that memorises the batch drives every step's soft cross-entropy towards the teacher's entropy.
+  EXPECT_LT(last.loss.item<double>(), first / 3) << "start " << first;
+  EXPECT_GT(static_cast<double>(last.correct) / static_cast<double>(last.count), 0.9);
+}
+
+// n-alpha counted in the unrolled forward against a rollout written out here: per start row, the head's own
+// outputs fed back one token at a time, counting while the head's top-1 equals the target's.
+TEST(Eagle3Training, AlphaIsTheCumulativeChainAgreement) {
+  auto target = small_target();
+  Eagle3TrainingModel model(*target, 7, at::Tensor(), /*steps=*/4);
+  const int64_t T = 9, d = target->config().hidden_size;
+  const auto windows = random_windows(2, T + 1, 97, 12);
+  auto mask = at::ones({2, T + 1}, at::kFloat);
+  mask[0][5] = 0;
+  const HeadBatch batch = batch_of(*target, model, windows, mask);
+  {  // fitted to the batch for a while, so that chains agree for several steps and every n is exercised
+    TrainerOptions t;
+    t.steps = 60;
+    t.lr = 3e-3;
+    t.warmup = 5;
+    t.weight_decay = 0;
+    t.eval_every = 0;
+    t.quiet = true;
+    Trainer trainer(model.parameters(), t);
+    for (int64_t s = 0; s < t.steps; ++s) trainer.train_step([&] { return model.loss(batch, s); });
+  }
+  at::NoGradGuard no_grad;
+  const auto l = model.ttt_loss(batch, /*with_alpha=*/true);
+  const auto u = model.unroll(windows, batch.features.narrow(2, 0, 3 * d), Eagle3TrainingModel::kAlphaSteps);
+  const auto z = at::matmul(batch.features.narrow(2, 3 * d, d), target->weights().lm_head.t());  // [B, T+1, V]
+  int64_t tried[Eagle3TrainingModel::kAlphaSteps] = {}, agreed[Eagle3TrainingModel::kAlphaSteps] = {};
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t j = 0; j < T; ++j)
+      for (int64_t n = 0; n < Eagle3TrainingModel::kAlphaSteps && j + 1 + n <= T; ++n) {
+        const int64_t predicted = std::min<int64_t>(j + 2 + n, T);  // the token row j predicts at step n
+        if (mask[b][predicted].item<float>() == 0) break;
+        ++tried[n];
+        const int64_t want = z[b][j + 1 + n].argmax().item<int64_t>();
+        if (u.logits[n][b][j].argmax().item<int64_t>() != want) break;
+        ++agreed[n];
+      }
+  for (int n = 0; n < Eagle3TrainingModel::kAlphaSteps; ++n) {
+    EXPECT_EQ(l.tried[n], tried[n]) << n;
+    EXPECT_EQ(l.agreed[n], agreed[n]) << n;
+  }
+  EXPECT_EQ(l.correct, agreed[0]);
+  EXPECT_GT(agreed[3], 0);
+  EXPECT_LT(agreed[5], tried[0]);  // not every row agrees all the way: the count is not trivially full
+}
+
+TEST(Eagle3Training, DraftVocabularyIsTheMostFrequentPredictedTokens) {
+  // Stories made of token runs: 5 occurs most, then 7, then 3; ids never seen are never chosen.
+  std::vector<int32_t> stream;
+  for (int r = 0; r < 20; ++r)
+    for (int32_t t : {5, 5, 5, 5, 7, 7, 7, 3, 3, 5, 5, 7, 5, 5, 7, 3, 9, 5, 5, 7}) stream.push_back(t);
+  const TextDataset data(stream, stream);
+  HeadTrainingOptions o;
+  o.batch = 2;
+  o.context = 6;
+  o.trainer.steps = 4;
+  const auto ids = eagle3_draft_vocabulary(data, o, 97, 2);
+  ASSERT_TRUE(ids.defined());
+  EXPECT_TRUE(at::equal(ids, long_tensor({5, 7})));
+  EXPECT_FALSE(eagle3_draft_vocabulary(data, o, 97, 0).defined());
+  EXPECT_FALSE(eagle3_draft_vocabulary(data, o, 97, 97).defined());
+  expect_error([&] { eagle3_draft_vocabulary(data, o, 97, 98); }, {"--draft-vocab", "0..97"});
+}
+
+TEST(Eagle3Training, TrainsThroughTheSharedPipelineResumesExactlyAndLoads) {
+  auto target = small_target();
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(21);
+  const auto t = at::randint(60, {1600}, gen, at::TensorOptions().dtype(at::kLong));
+  std::vector<int32_t> train(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + 1200);
+  std::vector<int32_t> val(t.data_ptr<int64_t>() + 1200, t.data_ptr<int64_t>() + 1600);
+  const TextDataset data(std::move(train), std::move(val));
+  Eagle3TrainingOptions o;
+  o.batch = 4;
+  o.context = 12;
+  o.eval_windows = 4;
+  o.draft_vocab = 40;
+  o.steps = 3;
+  o.trainer.steps = 6;
+  o.trainer.warmup = 2;
+  o.trainer.eval_every = 3;
+  o.trainer.quiet = true;
+  o.out_dir = testing::fresh_dir("eagle3_training_run");
+  const auto full = train_eagle3_head(*target, o, data);
+  ASSERT_NE(full.curves.metric("alpha"), nullptr);
+  EXPECT_EQ(full.curves.metric("alpha")->size(), full.curves.eval_loss.size());
+  EXPECT_EQ(full.curves.metric("alpha")->back().size(), 8u);  // 0-alpha .. 7-alpha
+  EXPECT_DOUBLE_EQ(full.curves.metric("alpha")->back()[0], full.curves.metric("accuracy")->back()[0]);
+  const auto head = Eagle3Head::load(o.out_dir, *target);
+  EXPECT_EQ(head->draft_vocab_size(), 40);
+  EXPECT_LT(head->draft_ids().max().item<int64_t>(), 60);  // only ids the data contains
+  const auto log = read_training_log(o.out_dir + "/training_log.h5");
+  EXPECT_EQ(log.eval_metrics, full.curves.eval_metrics);
+  EXPECT_EQ(log.attributes.at("family"), "eagle3");
+
+  Eagle3TrainingOptions split = o;
+  split.out_dir = testing::fresh_dir("eagle3_training_split");
+  split.trainer.stop_at = 3;
+  train_eagle3_head(*target, split, data);
+  split.trainer.stop_at = 0;
+  split.resume = true;
+  const auto resumed = train_eagle3_head(*target, split, data);
+  EXPECT_EQ(resumed.curves.train_loss, full.curves.train_loss);
+  EXPECT_EQ(resumed.curves.eval_metrics, full.curves.eval_metrics);
+  split.steps = 5;  // another run's state
+  expect_error([&] { train_eagle3_head(*target, split, data); }, {"metadata ttt_steps", "'5'", "'3'"});
+}
+
+}  // namespace
+}  // namespace draftlab
