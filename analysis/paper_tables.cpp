@@ -511,6 +511,8 @@ const std::vector<ExperimentTables>& experiment_tables() {
   static const std::vector<ExperimentTables> table = {
       {"speed", "EAGLE-2 Table 1", "speedup and average acceptance length τ per dataset",
        [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
+      {"eagle3", "EAGLE-3 Table 1", "EAGLE-2 beside EAGLE-3 at the same tree settings: speedup and τ per dataset",
+       [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
       {"ablate-eagle2", "EAGLE-2 Table 3", "ablation of value and reranking",
        [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
       {"train-data", "EAGLE Table 6", "speedup and τ by the head's training data",

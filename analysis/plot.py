@@ -405,7 +405,7 @@ def figure_batch(results):
 FIGURES = {"reliability": figure_reliability, "positions": figure_positions, "speed": figure_speed,
            "sweep": figure_sweep, "ablation": figure_ablation, "training": figure_training, "batch": figure_batch}
 BY_EXPERIMENT = {"calibration": ["reliability"], "positions": ["positions"], "speed": ["speed"],
-                 "sweep": ["sweep"], "alpha": ["ablation"], "ablate-eagle2": ["ablation"],
+                 "eagle3": ["speed"], "sweep": ["sweep"], "alpha": ["ablation"], "ablate-eagle2": ["ablation"],
                  "ablate-inputs": ["ablation"], "tree-vs-chain": ["ablation"], "train-data": ["ablation"],
                  "moe": ["ablation"], "batch": ["batch"]}
 

@@ -14,7 +14,7 @@ ROOT_ATTRIBUTES = {
     "schema": Attribute("string", True, None,
               "the schema version (readers refuse any other value, naming the file and the value)"),
     "experiment": Attribute("string", True, None,
-              "driver name: `speed`, `alpha`, `calibration`, `positions`, `ablate-eagle2`, `ablate-inputs`, `tree-vs-chain`, `train-data`, `moe`, `sweep`, or `compare` (draftlab compare -o)"),
+              "driver name: `speed`, `eagle3`, `alpha`, `calibration`, `positions`, `ablate-eagle2`, `ablate-inputs`, `tree-vs-chain`, `train-data`, `moe`, `sweep`, `batch`, or `compare` (draftlab compare -o)"),
     "git_commit": Attribute("string", False, None,
               "`git describe --always --dirty` of the source tree the binary was built from (`unknown` if none)"),
     "command_line": Attribute("string", False, None,

@@ -25,7 +25,7 @@ THREADS=${THREADS:-2}
 HEADS=${VARIANT_HEADS_DIR:-../zoo/ablation-heads}
 mkdir -p "$OUT"
 MOE=${MOE_MODEL:-data/models/ts-moe}
-NAMES=("$@"); [ ${#NAMES[@]} = 0 ] && NAMES=(speed alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense quantized batch)
+NAMES=("$@"); [ ${#NAMES[@]} = 0 ] && NAMES=(speed eagle3 alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense quantized batch)
 
 # The reference targets are story models: on chat questions they often end at once, so every driver generates
 # a fixed number of tokens (--ignore-eos), as serving benchmarks do.
@@ -41,6 +41,8 @@ for name in "${NAMES[@]}"; do
       $DL exp speed "${COMMON[@]}" --head "$HEAD" "${parallel[@]}" --draft "$DRAFT" \
         -s "eagle2:label=eagle2 (tt=4 d=4 k=1),total_tokens=4,depth=4,top_k=1" \
         -o "$OUT/speed.h5" --jsonl "$OUT/spec-bench" ;;
+    eagle3)  # EAGLE-3 Table 1: eagle2 with the EAGLE head beside eagle3 with the EAGLE-3 head, same tree settings
+      $DL exp eagle3 "${COMMON[@]}" --head "$HEAD" --head "${EAGLE3_HEAD:-${MODEL}-eagle3-head}" -o "$OUT/eagle3.h5" ;;
     alpha|calibration|positions|ablate-eagle2|tree-vs-chain)
       $DL exp "$name" "${COMMON[@]}" --head "$HEAD" -o "$OUT/$name.h5" ;;
     sweep) $DL exp sweep "${COMMON[@]}" --head "$HEAD" --total-tokens 4,6,10,20,60 --depth 3,4,6 --top-k 1,2,4 \

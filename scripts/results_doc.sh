@@ -13,7 +13,7 @@ DL=${DRAFTLAB:-./build/draftlab}
 DIR=${1:-results}
 DIR=${DIR%/}
 DOC=docs/results.md
-NAMES=(speed alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense batch)
+NAMES=(speed eagle3 alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense batch)
 
 [ -x "$DL" ] || { echo "results_doc.sh: $DL not found (build first: bash scripts/setup.sh)" >&2; exit 1; }
 present=()
@@ -54,6 +54,7 @@ its Medusa and Hydra heads, ts-draft; ts-moe and its head for Table 3). Each wri
 
 \`\`\`sh
 bash scripts/reproduce.sh speed           # EAGLE-2 Table 1: its seven methods x six datasets x T in {0, 1}
+bash scripts/reproduce.sh eagle3          # EAGLE-3 Table 1: EAGLE-2 beside EAGLE-3, same trees, six sets, T 0 and 1
 bash scripts/reproduce.sh alpha           # EAGLE Table 2: tau and 0-alpha .. 4-alpha of chain drafts
 bash scripts/reproduce.sh calibration     # EAGLE-2 Figure 6: acceptance per draft-confidence bin, ECE
 bash scripts/reproduce.sh positions       # EAGLE-2 Figure 5: acceptance of static-tree positions per query

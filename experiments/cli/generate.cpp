@@ -55,6 +55,8 @@ int run_generate(int argc, char** argv) {
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "generate", vm)) return 0;
   if (!strategy_opts.empty() && strategy_name.empty()) throw Error("--opt given without --strategy");
+  // The strategy's name and options checked before the model loads (a misspelled key fails at once).
+  if (!strategy_name.empty()) resolve_options(find_strategy(strategy_name), StrategyOptions::parse(strategy_opts));
 
   LoadedModel loaded = load_model_and_tokenizer(model_opts);
   const Tokenizer& tok = *loaded.tokenizer;

@@ -49,10 +49,12 @@ const HeadSpec* main_head(const ExperimentConfig& c, const std::string& family) 
   return nullptr;
 }
 
-// The EAGLE head of the drivers that run EAGLE strategies only.
-std::string require_head(const ExperimentConfig& c) {
-  const HeadSpec* h = main_head(c, "eagle");
-  if (!h) throw Error("exp " + c.experiment + ": --head DIR is required (the trained EAGLE head of the target)");
+// The head of `family` of the drivers that run its strategies (the EAGLE-1/2 head unless named).
+std::string require_head(const ExperimentConfig& c, const std::string& family = "eagle") {
+  const HeadSpec* h = main_head(c, family);
+  if (!h)
+    throw Error("exp " + c.experiment + ": --head DIR is required (the trained " + find_head_family(family).title +
+                " of the target)");
   return h->path;
 }
 
@@ -196,6 +198,23 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
   static const std::vector<ExperimentDescriptor> table = {
       {"speed", "EAGLE-2 Table 1", "every strategy whose model is given (--head, --draft); six sets, T 0 and 1",
        kAllSets, {0.0, 1.0}, every_strategy},
+      {"eagle3", "EAGLE-3 Table 1", "EAGLE-2 with its head beside EAGLE-3 with its head at the same tree settings "
+       "(the papers' 60 / 6 / 10 and the CPU-sized 4 / 4 / 1): --head the EAGLE head and --head the EAGLE-3 head; six "
+       "sets, T 0 and 1",
+       kAllSets, {0.0, 1.0},
+       [](const ExperimentConfig& c) {
+         const std::string eagle = require_head(c), eagle3 = require_head(c, "eagle3");
+         const StrategyDescriptor& e2 = eagle2_strategy();
+         const StrategyDescriptor& e3 = eagle3_strategy();
+         const std::vector<std::pair<std::string, std::string>> small{{"total_tokens", "4"}, {"depth", "4"}, {"top_k", "1"}};
+         auto with = [](std::vector<std::pair<std::string, std::string>> o, const std::string& head) {
+           o.emplace_back("head", head);
+           return o;
+         };
+         return Methods{method(e2, with({}, eagle)), method(e3, with({}, eagle3)),
+                        method(e2, with(small, eagle), e2.name + " (tt=4 d=4 k=1)"),
+                        method(e3, with(small, eagle3), e3.name + " (tt=4 d=4 k=1)")};
+       }},
       {"alpha", "EAGLE Table 2", "EAGLE chain drafts of depth 5: tau and n-alpha", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) { return Methods{method(eagle_chain_strategy(), {{"depth", "5"}, {"head", require_head(c)}})}; }},
       {"moe", "EAGLE Table 3", "EAGLE (static tree), EAGLE-2 and the EAGLE chain: speedup, tau, n-alpha and the "
@@ -304,6 +323,13 @@ std::vector<MethodSpec> experiment_methods(const ExperimentConfig& c) {
     const std::string key = needs_option(d.needs), model = model_for(c, d);
     if (!key.empty() && s.option(key).empty() && !model.empty()) s.set_option(key, model);
     m.push_back(std::move(s));
+  }
+  // Every method's options against its strategy's table now: a misspelled key or a value out of range fails here,
+  // before the model loads and the warm-up runs, not when the method's turn comes.
+  for (const MethodSpec& s : m) {
+    StrategyOptions given;
+    for (const auto& [key, value] : s.options) given.set(key, value);
+    resolve_options(find_strategy(s.strategy), given);
   }
   return m;
 }

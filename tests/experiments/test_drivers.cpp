@@ -331,7 +331,7 @@ TEST(Drivers, BadConfigurationsAreClearErrors) {
   c.heads.clear();
   expect_error([&] { experiment_methods(c); }, {"exp alpha", "--head"});
   c.experiment = "speedy";
-  expect_error([&] { apply_driver_defaults(c); }, {"speedy", "speed, alpha"});
+  expect_error([&] { apply_driver_defaults(c); }, {"speedy", "speed, eagle3, alpha"});
   c = tiny_config("train-data");
   c.heads = {{"fixed", head_dir()}};
   expect_error([&] { experiment_methods(c); }, {"generated=DIR"});
@@ -340,6 +340,11 @@ TEST(Drivers, BadConfigurationsAreClearErrors) {
   c = tiny_config("calibration");
   c.strategy_specs = {"eagle2:total_tokens"};
   expect_error([&] { experiment_methods(c); }, {"key=value", "total_tokens"});
+  // A misspelled option or a value out of range fails with the methods, before any model loads.
+  c.strategy_specs = {"eagle2:totl_tokens=4"};
+  expect_error([&] { experiment_methods(c); }, {"eagle2", "totl_tokens"});
+  c.strategy_specs = {"eagle3:depth=0"};
+  expect_error([&] { experiment_methods(c); }, {"eagle3", "depth", "1..100000"});
   int i = 0, n = 0;
   expect_error([&] { parse_shard("2/2", i, n); }, {"--shard", "2/2"});
   expect_error([&] { parse_shard("x", i, n); }, {"--shard", "i/n"});
