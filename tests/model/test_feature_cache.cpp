@@ -12,6 +12,7 @@
 #include "core/model/rope.h"
 #include "core/model/training_forward.h"
 #include "core/training/chat_dataset.h"
+#include "core/training/eagle3_training.h"
 #include "core/training/eagle_head_training.h"
 #include "core/training/feature_cache.h"
 #include "model_fixtures.h"
@@ -145,6 +146,38 @@ TEST(FeatureCache, TrainingWithTheCacheGivesTheOnTheFlyLossCurve) {
   EXPECT_EQ(partial.train_loss[0], fly.train_loss[0]);
   EXPECT_EQ(partial.train_loss[1], fly.train_loss[1]);
   EXPECT_NE(partial.train_loss[4], fly.train_loss[4]);
+}
+
+// EAGLE-3 heads read three target layers besides the final feature: the cache holds them too ([N, T + 1, 4d],
+// its identity names the layers), and replays the on-the-fly run exactly; a cache of plain features is refused.
+TEST(FeatureCache, EagleThreeLayerFeaturesReplayExactly) {
+  auto target = testing::tiny_model();
+  const TextDataset data = random_dataset(3, /*masked=*/true);
+  auto run = [&](const std::string& cache, const std::string& out) {
+    Eagle3TrainingOptions o;
+    o.trainer.steps = 4;
+    o.trainer.lr = 1e-3;
+    o.trainer.warmup = 1;
+    o.trainer.eval_every = 0;
+    o.trainer.quiet = true;
+    o.batch = 4;
+    o.context = 16;
+    o.seed = 9;
+    o.eval_windows = 4;
+    o.steps = 3;
+    o.out_dir = fresh(out);
+    o.feature_cache.path = cache;
+    o.feature_cache.quiet = true;
+    return train_eagle3_head(*target, o, data).curves;
+  };
+  const auto fly = run("", "e3_fly");
+  const std::string path = fresh("e3_cache.h5");
+  EXPECT_EQ(run(path, "e3_built").train_loss, fly.train_loss);
+  EXPECT_EQ(run(path, "e3_reused").train_loss, fly.train_loss);
+  ASSERT_EQ(fly.train_loss.size(), 4u);
+  const std::string plain = fresh("e3_plain.h5");
+  train(*target, data, plain, 0, "e3_plain_run");  // an EAGLE-1/2 run's cache: final features only
+  testing::expect_error([&] { run(plain, "e3_refused"); }, {plain, "feature_layers", "none"});
 }
 
 TEST(FeatureCache, ACacheOfAnotherModelContextOrDataIsRefused) {
