@@ -310,7 +310,7 @@ ModelConfig Eagle3Head::config_for(const ModelConfig& target) {
 }
 
 std::unique_ptr<Eagle3Head> Eagle3Head::random(const LlamaModel& target, uint64_t seed, int64_t draft_vocab,
-                                               at::Tensor draft_ids) {
+                                               at::Tensor draft_ids, std::vector<int64_t> input_layers) {
   ModelConfig c = config_for(target.config());
   const ComputeOptions& o = target.options();
   const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads;
@@ -339,8 +339,8 @@ std::unique_ptr<Eagle3Head> Eagle3Head::random(const LlamaModel& target, uint64_
   at::Tensor ids = draft_ids;
   if (!ids.defined() && Vd < V)
     ids = std::get<0>(at::randperm(V, gen, at::TensorOptions().dtype(at::kLong)).narrow(0, 0, Vd).sort());
-  return std::make_unique<Eagle3Head>(std::move(c), std::move(w), target, ids,
-                                      eagle3_input_layers(target.config().num_hidden_layers));
+  if (input_layers.empty()) input_layers = eagle3_input_layers(target.config().num_hidden_layers);
+  return std::make_unique<Eagle3Head>(std::move(c), std::move(w), target, ids, std::move(input_layers));
 }
 
 void Eagle3Head::save(const std::string& dir, at::ScalarType file_dtype) const {

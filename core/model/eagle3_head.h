@@ -75,9 +75,10 @@ class Eagle3Head : public FeatureHead {
   // The config of a head for `target`: one dense layer of its shape, RoPE theta 10000 without scaling.
   static ModelConfig config_for(const ModelConfig& target);
   // A random head: projections normal(0, 0.02), norms 1. draft_vocab 0: the full vocabulary; else that many
-  // distinct target ids drawn from the seed, or draft_ids when given (ascending target ids). Deterministic in seed.
+  // distinct target ids drawn from the seed, or draft_ids when given (ascending target ids). input_layers: the
+  // three target layers whose inputs it reads (empty: eagle3_input_layers). Deterministic in seed.
   static std::unique_ptr<Eagle3Head> random(const LlamaModel& target, uint64_t seed, int64_t draft_vocab = 0,
-                                            at::Tensor draft_ids = {});
+                                            at::Tensor draft_ids = {}, std::vector<int64_t> input_layers = {});
 
   // Writes config.json and model.safetensors (the official 15 keys) in file_dtype (float32/float16/bfloat16).
   void save(const std::string& dir, at::ScalarType file_dtype = at::kFloat) const;

@@ -32,7 +32,7 @@ at::Tensor shift_up(const at::Tensor& x, int64_t k) {
 }  // namespace
 
 Eagle3TrainingModel::Eagle3TrainingModel(const LlamaModel& target, uint64_t seed, at::Tensor draft_ids, int steps,
-                                         double decay)
+                                         double decay, std::vector<int64_t> input_layers)
     : target_(target),
       config_(Eagle3Head::config_for(target.config())),
       rope_(config_, target.options()),
@@ -40,7 +40,7 @@ Eagle3TrainingModel::Eagle3TrainingModel(const LlamaModel& target, uint64_t seed
       decay_(decay) {
   check(steps >= 1, "--ttt-steps: expected 1 or more, got " + std::to_string(steps));
   check(decay > 0 && decay <= 1, "--ttt-decay: expected a number in (0, 1], got " + std::to_string(decay));
-  const auto head = Eagle3Head::random(target, seed, 0, draft_ids);  // checks the draft ids
+  const auto head = Eagle3Head::random(target, seed, 0, draft_ids, std::move(input_layers));  // checks them
   const Eagle3HeadWeights& h = head->weights();
   w_.fc = leaf(h.fc);
   w_.input_norm = leaf(h.input_norm);
@@ -271,7 +271,7 @@ at::Tensor eagle3_draft_vocabulary(const TextDataset& data, const HeadTrainingOp
 
 HeadTrainingResult train_eagle3_head(const LlamaModel& target, const Eagle3TrainingOptions& o, const TextDataset& data) {
   const at::Tensor ids = eagle3_draft_vocabulary(data, o, target.config().vocab_size, o.draft_vocab);
-  Eagle3TrainingModel model(target, o.seed, ids, o.steps, o.decay);
+  Eagle3TrainingModel model(target, o.seed, ids, o.steps, o.decay, o.feature_layers);
   return train_draft_head(target, model, o, data);
 }
 

@@ -47,10 +47,11 @@ class Eagle3TrainingModel : public TrainableHead {
  public:
   static constexpr int kAlphaSteps = 8;  // 0-alpha .. 7-alpha
 
-  // Starts from Eagle3Head::random(target, seed, 0, draft_ids) (undefined draft_ids: the full vocabulary).
-  // steps: the unrolled TTT steps K (>= 1); decay: the step weight base.
+  // Starts from Eagle3Head::random(target, seed, 0, draft_ids, input_layers) (undefined draft_ids: the full
+  // vocabulary; empty input_layers: eagle3_input_layers). steps: the unrolled TTT steps K (>= 1); decay: the step
+  // weight base.
   Eagle3TrainingModel(const LlamaModel& target, uint64_t seed, at::Tensor draft_ids = {}, int steps = 7,
-                      double decay = 0.8);
+                      double decay = 0.8, std::vector<int64_t> input_layers = {});
 
   struct Unrolled {
     std::vector<at::Tensor> outputs;  // per step: the raw outputs [B, T, d]
@@ -106,6 +107,10 @@ struct Eagle3TrainingOptions : HeadTrainingOptions {
   int64_t draft_vocab = 0;  // V_d most frequent predicted tokens; 0 = the full vocabulary
   int steps = 7;            // TTT steps K
   double decay = 0.8;       // step k weighs decay^k
+  // The three target layers whose inputs the head reads (empty: eagle3_input_layers). EAGLE-3 Table 2's "TTT with
+  // the top-layer feature only" is {L, L, L}: fc over three copies of the last layer's output is a d -> d map
+  // (the sum of its three blocks), the fusion removed and everything else kept.
+  std::vector<int64_t> feature_layers;
 };
 
 // The draft vocabulary: the k most frequent predicted tokens (w_1..w_T, counted where the loss mask holds when the

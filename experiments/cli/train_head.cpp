@@ -10,6 +10,7 @@
 #include <boost/program_options.hpp>
 
 #include <cstdio>
+#include <sstream>
 
 #include "core/base/error.h"
 #include "core/model/head_family.h"
@@ -21,6 +22,7 @@
 #include "experiments/cli/commands.h"
 #include "experiments/cli/model_loading.h"
 #include "experiments/cli/trainer_options.h"
+#include "strategies/strategy_options.h"
 
 namespace po = boost::program_options;
 
@@ -118,11 +120,16 @@ int run_train_head(int argc, char** argv) {
        "K > 0: draft over the K most frequent training tokens only (a cheaper LM head; EAGLE-3: its own LM head of "
        "K rows, the tokens predicted under the loss mask); 0 = the full vocabulary");
   Eagle3TrainingOptions e3;
+  std::string feature_layers;
   po::options_description eagle3_desc("--kind eagle3");
   eagle3_desc.add_options()
       ("ttt-steps", po::value(&e3.steps)->default_value(e3.steps),
        "training-time test: unrolled steps K, each feeding the head's own output back (the paper's 7)")
-      ("ttt-decay", po::value(&e3.decay)->default_value(e3.decay, "0.8"), "step k's loss weighs decay^k");
+      ("ttt-decay", po::value(&e3.decay)->default_value(e3.decay, "0.8"), "step k's loss weighs decay^k")
+      ("feature-layers", po::value(&feature_layers),
+       "the three target layers whose inputs the head reads, comma-separated (0-based layer indices, L = the last "
+       "layer's output; default: the official 2, L/2, L-3), or top: L three times (EAGLE-3 Table 2's TTT without "
+       "fusion)");
   po::options_description parallel_desc("--kind medusa and --kind hydra");
   parallel_desc.add_options()
       ("decay", po::value(&loss.decay)->default_value(loss.decay, "0.8"),
@@ -201,6 +208,20 @@ int run_train_head(int argc, char** argv) {
   } else if (kind == "eagle3") {
     static_cast<HeadTrainingOptions&>(e3) = o;
     e3.draft_vocab = o.draft_vocab;
+    const int64_t L = loaded.model->config().num_hidden_layers;
+    if (feature_layers == "top") {
+      e3.feature_layers = {L, L, L};
+    } else if (!feature_layers.empty()) {
+      std::stringstream list(feature_layers);
+      for (std::string v; std::getline(list, v, ',');) {
+        int64_t layer = 0;
+        check(parse_option_int(v, &layer) && layer >= 1 && layer <= L,
+              "--feature-layers: expected three layer indices in 1.." + std::to_string(L) + " or top, got '" +
+                  feature_layers + "'");
+        e3.feature_layers.push_back(layer);
+      }
+      check(e3.feature_layers.size() == 3, "--feature-layers: expected three layers, got '" + feature_layers + "'");
+    }
     report(train_eagle3_head(*loaded.model, e3, data), o.out_dir);
   } else {
     report(train_eagle_head(*loaded.model, o, data), o.out_dir);
