@@ -1,4 +1,4 @@
-// The committed draft heads of ts-target (EAGLE, Medusa, Hydra) and of the mixture-of-experts ts-moe (EAGLE): each loads through its strategy, decodes README's
+// The committed draft heads of ts-target (EAGLE, EAGLE-3, Medusa, Hydra) and of the mixture-of-experts ts-moe (EAGLE): each loads through its strategy, decodes README's
 // prompts to exactly vanilla's tokens, and drafts well enough to be worth committing: tau at least the floor in
 // its card (card.json "tau_floor", a bound well under what the card reports, so that only a broken or mismatched
 // head fails, not timing or thread noise; tau does not depend on timing at all at T = 0).
@@ -55,6 +55,7 @@ TEST_P(ZooHeads, DecodeLikeVanillaAndDraftAsTheirCardSays) {
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooHeads,
                          ::testing::Values(ZooHead{"ts-target", "ts-target-eagle-head", "eagle2"},
+                                           ZooHead{"ts-target", "ts-target-eagle3-head", "eagle3"},
                                            ZooHead{"ts-target", "ts-target-medusa", "medusa"},
                                            ZooHead{"ts-target", "ts-target-hydra", "hydra"},
                                            ZooHead{"ts-moe", "ts-moe-eagle-head", "eagle2"}),
