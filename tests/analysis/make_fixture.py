@@ -39,8 +39,8 @@ DTYPES = {"int8": np.int8, "int32": np.int32, "int64": np.int64, "float32": np.f
           "string": h5py.string_dtype("utf-8")}
 DATASETS = {"mt_bench": [(81, 0, "writing"), (81, 1, "writing"), (82, 0, "roleplay"), (82, 1, "roleplay")],
             "gsm8k": [(1, 0, ""), (2, 0, ""), (3, 0, ""), (4, 0, "")]}
-EXPERIMENTS = ["speed", "alpha", "calibration", "positions", "ablate-eagle2", "ablate-inputs", "tree-vs-chain",
-               "train-data", "moe", "batch", "sweep", "compare"]
+EXPERIMENTS = ["speed", "eagle3", "alpha", "calibration", "positions", "ablate-eagle2", "ablate-inputs",
+               "tree-vs-chain", "train-data", "moe", "batch", "sweep", "compare"]
 # The node columns the *_cycle() rows fill, in the order of their tuples (d, i, p, r, c, value, accepted).
 NODE_FIELDS = ["depth", "tree_index", "parent", "sibling_rank", "confidence", "value", "accepted"]
 
