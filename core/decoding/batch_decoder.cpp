@@ -100,6 +100,11 @@ BatchResult BatchSpeculativeDecoder::generate(const std::vector<BatchSequence>& 
     return static_cast<int64_t>(s.result.tokens.size()) < config.max_new_tokens;
   };
 
+  // The target features the strategies read: one descriptor and options for the whole batch, asked once.
+  const std::vector<int64_t> feature_layers = slots[0]->strategy.target_feature_layers();
+  ForwardOptions all_rows;
+  all_rows.feature_layers = feature_layers;
+
   // Prefill: every prompt in one forward; each first token from its prompt's last logits with its own sampler.
   {
     std::vector<SequenceRows> rows;
@@ -113,7 +118,7 @@ BatchResult BatchSpeculativeDecoder::generate(const std::vector<BatchSequence>& 
     }
     ForwardOptions last_only;
     last_only.logits = ForwardOptions::Logits::Last;
-    last_only.feature_layers = slots[0]->strategy.target_feature_layers();  // one descriptor and options for all
+    last_only.feature_layers = feature_layers;
     const auto out = target_.forward_batch(rows, last_only);
     batch.forwards = 1;
     batch.prefill_seconds = seconds(t_start, Clock::now());
@@ -181,8 +186,6 @@ BatchResult BatchSpeculativeDecoder::generate(const std::vector<BatchSequence>& 
 
     // Verify: every tree in one target forward.
     const auto v0 = Clock::now();
-    ForwardOptions all_rows;
-    all_rows.feature_layers = active[0]->strategy.target_feature_layers();
     const auto outs = target_.forward_batch(rows, all_rows);
     const double shared = seconds(v0, Clock::now()) / batch_size;
     ++batch.forwards;

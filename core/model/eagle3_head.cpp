@@ -16,6 +16,7 @@
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint_tensor.h"
 #include "core/model/forward_clock.h"
+#include "core/model/head_rows.h"
 #include "core/model/host_tensor.h"
 #include "core/model/llama_layer.h"
 #include "core/ops/decoder_ops.h"
@@ -428,13 +429,7 @@ void Eagle3Head::check_rows(const Rows& r, const char* what) const {
 
 at::Tensor Eagle3Head::forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
                                const at::Tensor& positions, const at::Tensor& ancestor_mask) const {
-  at::Tensor visible;  // the cached prefix always visible, then the ancestor mask
-  if (ancestor_mask.defined()) {
-    const int64_t n = tokens.size(0);
-    check_ancestor_mask(ancestor_mask, n);
-    visible = at::ones({n, cache.length() + n}, at::TensorOptions().dtype(at::kBool));
-    visible.narrow(1, cache.length(), n).copy_(ancestor_mask.to(at::kCPU, at::kBool));
-  }
+  const at::Tensor visible = visible_from_ancestors(cache, tokens.size(0), ancestor_mask);
   return forward_batch({Rows{&cache, tokens, features, positions, visible}})[0];
 }
 
@@ -503,19 +498,15 @@ std::vector<at::Tensor> Eagle3Head::native_run(const std::vector<Rows>& sequence
   native_->attention_in.resize(static_cast<size_t>(n * 2 * d));
 
   // u (the residual) into ws.h: states copied, target features gathered for one fc product (weights read once).
-  const int64_t half = c.head_dim / 2;
-  const float* cos_table = rope_.cos_table().data_ptr<float>();
-  const float* sin_table = rope_.sin_table().data_ptr<float>();
   ws.segments.clear();
   std::vector<int64_t> fc_dest;  // ws.h row of each fc input row
   int64_t row = 0;
   uint8_t* visible_at = ws.visible;
   for (const Rows& s : sequences) {
-    const int64_t rows = s.tokens.size(0), start = s.cache->length(), T = start + rows;
+    const int64_t rows = s.tokens.size(0);
     const auto tokens = to_host(s.tokens, at::kLong);
     const auto positions = to_host(s.positions, at::kLong);
     const auto features = to_host(s.features, at::kFloat);
-    const int64_t* p = positions.data_ptr<int64_t>();
     if (features.size(1) == d) {
       std::memcpy(ws.h + row * d, features.data_ptr<float>(), static_cast<size_t>(rows * d) * sizeof(float));
     } else {
@@ -524,25 +515,14 @@ std::vector<at::Tensor> Eagle3Head::native_run(const std::vector<Rows>& sequence
       for (int64_t j = 0; j < rows; ++j) fc_dest.push_back(row + j);
     }
     target_.embedding_rows(tokens.data_ptr<int64_t>(), rows, native_->embedded.data() + row * d, d);
-    for (int64_t j = 0; j < rows; ++j) {
-      ws.cos[row + j] = cos_table + p[j] * half;
-      ws.sin[row + j] = sin_table + p[j] * half;
-    }
-    RowSegment segment{s.cache, row, rows, start, nullptr};
-    if (s.visible.defined()) {
-      const auto visible = to_host(s.visible, at::kBool);
-      std::memcpy(visible_at, visible.data_ptr<bool>(), static_cast<size_t>(rows * T));
-      segment.visible = visible_at;
-      visible_at += rows * T;
-    }
-    ws.segments.push_back(segment);
+    append_head_segment(ws, rope_, s.cache, row, rows, positions.data_ptr<int64_t>(), s.visible, visible_at);
     row += rows;
   }
-  if (fc_rows > 0) {
-    std::vector<float> fused(static_cast<size_t>(fc_rows * d));
-    parallel_multiply(native_->fc, native_->fc_in.data(), 3 * d, fc_rows, fused.data(), d);
+  if (fc_rows > 0) {  // (into ws.normed, free until the layer runs)
+    float* fused = ws.normed;
+    parallel_multiply(native_->fc, native_->fc_in.data(), 3 * d, fc_rows, fused, d);
     for (int64_t k = 0; k < fc_rows; ++k)
-      std::memcpy(ws.h + fc_dest[k] * d, fused.data() + k * d, static_cast<size_t>(d) * sizeof(float));
+      std::memcpy(ws.h + fc_dest[k] * d, fused + k * d, static_cast<size_t>(d) * sizeof(float));
   }
   // The attention input: [input_layernorm(e) ; hidden_norm(u)] per row.
   float* attention_in = native_->attention_in.data();

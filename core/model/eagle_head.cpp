@@ -17,6 +17,7 @@
 #include "core/base/file_bytes.h"
 #include "core/io/safetensors.h"
 #include "core/model/forward_clock.h"
+#include "core/model/head_rows.h"
 #include "core/model/host_tensor.h"
 #include "core/model/llama_layer.h"
 #include "core/ops/decoder_ops.h"
@@ -358,14 +359,7 @@ KvCache EagleHead::make_cache(int64_t capacity) const {
 at::Tensor EagleHead::forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
                               const at::Tensor& positions, const at::Tensor& ancestor_mask) const {
   check_inputs(config_, cache, tokens, features, positions, rope_.max_positions());
-  const int64_t n = tokens.size(0);
-  if (ancestor_mask.defined()) check_ancestor_mask(ancestor_mask, n);
-  at::Tensor visible;  // prefix always visible, then the ancestor mask
-  if (ancestor_mask.defined()) {
-    visible = at::ones({n, cache.length() + n}, at::TensorOptions().dtype(at::kBool));
-    visible.narrow(1, cache.length(), n).copy_(ancestor_mask.to(at::kCPU, at::kBool));
-  }
-  return run(cache, tokens, features, positions, visible);
+  return run(cache, tokens, features, positions, visible_from_ancestors(cache, tokens.size(0), ancestor_mask));
 }
 
 at::Tensor EagleHead::forward_visible(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
@@ -452,36 +446,21 @@ std::vector<at::Tensor> EagleHead::native_run(const std::vector<Rows>& sequences
   const int64_t width = native_->fc.in();
   std::vector<float>& in = native_->fc_input;
   in.resize(static_cast<size_t>(n * width));
-  const int64_t half = config_.head_dim / 2;
-  const float* cos_table = rope_.cos_table().data_ptr<float>();
-  const float* sin_table = rope_.sin_table().data_ptr<float>();
   ws.segments.clear();
   int64_t row = 0;
   uint8_t* visible_at = ws.visible;
   for (const Rows& s : sequences) {
-    const int64_t rows = s.tokens.size(0), start = s.cache->length(), T = start + rows;
+    const int64_t rows = s.tokens.size(0);
     const auto tokens = to_host(s.tokens, at::kLong);
     const auto positions = to_host(s.positions, at::kLong);
     const auto features = to_host(s.features, at::kFloat);
-    const int64_t* p = positions.data_ptr<int64_t>();
     const float* f = features.data_ptr<float>();
     float* x = in.data() + row * width;
     if (reads_token) target_.embedding_rows(tokens.data_ptr<int64_t>(), rows, x, width);  // no float32 embedding needed
     if (reads_feature)
       for (int64_t j = 0; j < rows; ++j)
         std::memcpy(x + j * width + (reads_token ? d : 0), f + j * d, d * sizeof(float));
-    for (int64_t j = 0; j < rows; ++j) {
-      ws.cos[row + j] = cos_table + p[j] * half;
-      ws.sin[row + j] = sin_table + p[j] * half;
-    }
-    RowSegment segment{s.cache, row, rows, start, nullptr};
-    if (s.visible.defined()) {
-      const auto visible = to_host(s.visible, at::kBool);
-      std::memcpy(visible_at, visible.data_ptr<bool>(), static_cast<size_t>(rows * T));
-      segment.visible = visible_at;
-      visible_at += rows * T;
-    }
-    ws.segments.push_back(segment);
+    append_head_segment(ws, rope_, s.cache, row, rows, positions.data_ptr<int64_t>(), s.visible, visible_at);
     row += rows;
   }
   parallel_multiply(native_->fc, in.data(), width, n, ws.h, d);

@@ -12,6 +12,23 @@ namespace {
 
 at::Tensor leaf(const at::Tensor& t) { return t.detach().contiguous().clone(); }
 
+// Every tensor of the head with `f` applied (training leaves from a head, a head from the leaves).
+template <class F>
+Eagle3HeadWeights map_weights(const Eagle3HeadWeights& w, F f) {
+  Eagle3HeadWeights out;
+  out.fc = f(w.fc);
+  out.input_norm = f(w.input_norm);
+  out.hidden_norm = f(w.hidden_norm);
+  out.layer.wqkv = f(w.layer.wqkv);
+  out.layer.wo = f(w.layer.wo);
+  out.layer.mlp_norm = f(w.layer.mlp_norm);
+  out.layer.w_gate_up = f(w.layer.w_gate_up);
+  out.layer.w_down = f(w.layer.w_down);
+  out.norm = f(w.norm);
+  out.lm_head = f(w.lm_head);
+  return out;
+}
+
 // float32 losses and softmaxes (float64 stays float64: gradient checks).
 at::ScalarType accumulate(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
 
@@ -41,17 +58,7 @@ Eagle3TrainingModel::Eagle3TrainingModel(const LlamaModel& target, uint64_t seed
   check(steps >= 1, "--ttt-steps: expected 1 or more, got " + std::to_string(steps));
   check(decay > 0 && decay <= 1, "--ttt-decay: expected a number in (0, 1], got " + std::to_string(decay));
   const auto head = Eagle3Head::random(target, seed, 0, draft_ids, std::move(input_layers));  // checks them
-  const Eagle3HeadWeights& h = head->weights();
-  w_.fc = leaf(h.fc);
-  w_.input_norm = leaf(h.input_norm);
-  w_.hidden_norm = leaf(h.hidden_norm);
-  w_.layer.wqkv = leaf(h.layer.wqkv);
-  w_.layer.wo = leaf(h.layer.wo);
-  w_.layer.mlp_norm = leaf(h.layer.mlp_norm);
-  w_.layer.w_gate_up = leaf(h.layer.w_gate_up);
-  w_.layer.w_down = leaf(h.layer.w_down);
-  w_.norm = leaf(h.norm);
-  w_.lm_head = leaf(h.lm_head);
+  w_ = map_weights(head->weights(), leaf);
   draft_ids_ = head->draft_ids();
   input_layers_ = head->input_layers();
 }
@@ -234,18 +241,7 @@ HeadEvaluation Eagle3TrainingModel::evaluate(const HeadBatch& batch) const {
 std::unique_ptr<Eagle3Head> Eagle3TrainingModel::to_head() const {
   const ComputeOptions& o = target_.options();
   auto copy = [&](const at::Tensor& t) { return t.detach().to(o.device, o.dtype).clone(); };
-  Eagle3HeadWeights w;
-  w.fc = copy(w_.fc);
-  w.input_norm = copy(w_.input_norm);
-  w.hidden_norm = copy(w_.hidden_norm);
-  w.layer.wqkv = copy(w_.layer.wqkv);
-  w.layer.wo = copy(w_.layer.wo);
-  w.layer.mlp_norm = copy(w_.layer.mlp_norm);
-  w.layer.w_gate_up = copy(w_.layer.w_gate_up);
-  w.layer.w_down = copy(w_.layer.w_down);
-  w.norm = copy(w_.norm);
-  w.lm_head = copy(w_.lm_head);
-  return std::make_unique<Eagle3Head>(config_, w, target_, draft_ids_, input_layers_);
+  return std::make_unique<Eagle3Head>(config_, map_weights(w_, copy), target_, draft_ids_, input_layers_);
 }
 
 void Eagle3TrainingModel::save(const std::string& dir, at::ScalarType file_dtype) const {

@@ -19,6 +19,7 @@
 #include "core/training/eagle_head_training.h"
 #include "core/training/trainer.h"
 #include "core/training/training_log.h"
+#include "finite_differences.h"
 #include "model_fixtures.h"
 #include "strategies/eagle_drafter.h"
 #include "test_paths.h"
@@ -95,33 +96,9 @@ TEST(HeadVariants, GradientsMatchCentralFiniteDifferencesInFloat64) {
       SCOPED_TRACE(variant + (reduced ? " reduced" : ""));
       HeadTrainingModel model(target, 1, variant, reduced ? long_tensor({0, 2, 3, 7, 11}) : at::Tensor());
       liven(model, 2);
-      const auto params = model.parameters();
-      for (const auto& [name, p] : params) p.requires_grad_(true);
-      auto l = model.loss(windows, -1).loss;
-      ASSERT_EQ(l.scalar_type(), at::kDouble);
-      l.backward();
-      at::NoGradGuard no_grad;
-      auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
-      int checked = 0;
-      for (const auto& [name, p] : params) {
-        for (int k = 0; k < 3; ++k) {
-          const int64_t i = at::randint(p.numel(), {1}, gen, at::TensorOptions().dtype(at::kLong)).item<int64_t>();
-          auto elem = p.dim() == 2 ? p[i / p.size(1)][i % p.size(1)] : p[i];
-          const double x0 = elem.item<double>(), h = 1e-6;
-          elem.fill_(x0 + h);
-          const double up = model.loss(windows, -1).loss.item<double>();
-          elem.fill_(x0 - h);
-          const double down = model.loss(windows, -1).loss.item<double>();
-          elem.fill_(x0);
-          const double numeric = (up - down) / (2 * h);
-          const auto g = p.grad();
-          const double analytic = (p.dim() == 2 ? g[i / p.size(1)][i % p.size(1)] : g[i]).item<double>();
-          EXPECT_NEAR(analytic, numeric, 1e-5 * std::max(1.0, std::abs(numeric))) << name << " element " << i;
-          ++checked;
-        }
-      }
-      EXPECT_EQ(checked, 21);
-      for (const auto& [name, p] : params) p.mutable_grad() = at::Tensor();
+      EXPECT_EQ(testing::expect_gradients_match_central_differences(
+                    model.parameters(), [&] { return model.loss(windows, -1).loss; }),
+                21);
     }
   }
 }
