@@ -286,6 +286,50 @@ Table moe_table(const Context& ctx) {
 
 bool is_chain(const RunRecord& run) { return run.draft_shape == draft_shapes::chain; }
 
+// EAGLE-3 Figure 1 as a table: per (T, dataset) each head's speedup and τ beside what its training log says of it
+// (family, training tokens, the data, last validation top-1), ordered by family and training tokens.
+std::vector<Table> data_scaling_tables(const Context& ctx) {
+  struct Head {
+    std::string method, family = "–", data;
+    double tokens = NAN, top1 = NAN;
+  };
+  std::vector<Head> heads;
+  for (const std::string& m : ctx.methods) {
+    Head h;
+    h.method = m;
+    if (const auto it = ctx.results.training.find(m); it != ctx.results.training.end()) {
+      const auto& attrs = it->second.attributes;
+      auto attr = [&](const char* key) { const auto a = attrs.find(key); return a == attrs.end() ? "" : a->second; };
+      if (!attr("family").empty()) h.family = attr("family");
+      if (!attr("train_tokens").empty()) h.tokens = std::stod(attr("train_tokens"));
+      h.data = attr("data");
+      if (const auto* acc = it->second.metric("accuracy"); acc && !acc->empty()) h.top1 = acc->back().front();
+    }
+    heads.push_back(h);
+  }
+  std::stable_sort(heads.begin(), heads.end(), [](const Head& a, const Head& b) {
+    return a.family != b.family ? a.family < b.family : a.tokens < b.tokens;
+  });
+  std::vector<Table> tables;
+  for (double t : ctx.temperatures)
+    for (const std::string& d : ctx.datasets) {
+      Table table;
+      table.title = dataset_display_name(d) + ", T = " + temperature_text(t);
+      table.columns = {"Head", "Family", "Training tokens", "Validation top-1", "Speedup", "τ"};
+      for (const Head& h : heads) {
+        const int i = ctx.find(h.method, d, t);
+        if (i < 0) continue;
+        table.rows.push_back({Cell(h.method), Cell(h.family), Cell(fixed(h.tokens, 0)), Cell(fixed(h.top1, 3)),
+                              Cell(ctx.speedup(i)), Cell(ctx.tau(i))});
+      }
+      for (const Head& h : heads)
+        if (!h.data.empty()) table.notes.push_back(h.method + ": " + h.data + ".");
+      for (const std::string& n : speed_notes(ctx, t)) table.notes.push_back(n);
+      tables.push_back(table);
+    }
+  return tables;
+}
+
 // EAGLE Table 5 layout: per dataset and temperature, τ (and speedup) of each method; tree methods show their
 // gain over the first chain method.
 Table tree_vs_chain_table(const Context& ctx) {
@@ -513,6 +557,12 @@ const std::vector<ExperimentTables>& experiment_tables() {
        [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
       {"eagle3", "EAGLE-3 Table 1", "EAGLE-2 beside EAGLE-3 at the same tree settings: speedup and τ per dataset",
        [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
+      {"ablate-eagle3", "EAGLE-3 Table 2", "EAGLE-2 head, TTT with the top-layer feature only, TTT + fusion",
+       [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
+      {"data-scaling", "EAGLE-3 Figure 1", "speedup and τ of heads trained on more and more data",
+       [](const Context& ctx, const std::string&) { return data_scaling_tables(ctx); }},
+      {"eagle3-alpha", "EAGLE-3 Figure 7", "acceptance rate n-α of 8-token chains, EAGLE-2 head vs EAGLE-3 head",
+       [](const Context& ctx, const std::string&) { return std::vector<Table>{alpha_table(ctx, false, 7)}; }},
       {"ablate-eagle2", "EAGLE-2 Table 3", "ablation of value and reranking",
        [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
       {"train-data", "EAGLE Table 6", "speedup and τ by the head's training data",

@@ -4,8 +4,9 @@
     /usr/bin/python3 analysis/plot.py RESULTS.h5 --out DIR [--figure NAME ...]
 
 `draftlab plot` runs this. Without --figure it draws the figures of the file's experiment (calibration ->
-reliability, positions -> positions, speed -> speed, sweep -> sweep, ablate-* / tree-vs-chain / train-data /
-alpha -> ablation) and the training curves when the file has /training groups.
+reliability, positions -> positions, speed / eagle3 -> speed, sweep -> sweep, ablate-* / tree-vs-chain /
+train-data / alpha -> ablation, eagle3-alpha -> n_alpha, data-scaling -> scaling) and the training curves when
+the file has /training groups.
 
 Every figure is one function `figure_NAME(results)` returning a matplotlib Figure; scripts/export_notebooks.py
 copies these functions and the loading helpers into notebooks_export/*.ipynb, so keep each function
@@ -56,6 +57,7 @@ def load_results(path):
         for label, g in (f["training"].items() if "training" in f else []):
             curves = {}
             g.visit(lambda key: curves.__setitem__(key, g[key][()]) if isinstance(g[key], h5py.Dataset) else None)
+            curves["attrs"] = {k: text(v) for k, v in g.attrs.items()}  # command line, family, train_tokens, ...
             training[label] = curves
     return {"attrs": attrs, "runs": runs, "training": training}
 
@@ -337,6 +339,61 @@ def figure_ablation(results):
     return fig
 
 
+def figure_n_alpha(results, max_n=7):
+    """n-alpha against n, one line per method (EAGLE-3 Figure 7: chains with the EAGLE-2 and the EAGLE-3 head)."""
+    import matplotlib.pyplot as plt
+    runs = [r for r in results["runs"] if not is_baseline(r)]
+    groups = list(dict.fromkeys((r["dataset"], r["temperature"]) for r in runs))
+    fig, axes = plt.subplots(1, max(len(groups), 1), figsize=(6.5 * max(len(groups), 1), 4), squeeze=False)
+    for ax, (dataset, t) in zip(axes[0], groups):
+        for k, r in enumerate(r for r in runs if r["dataset"] == dataset and r["temperature"] == t):
+            ax.plot(range(max_n + 1), n_alpha(r, max_n), "o-", color=f"C{k}", label=f"{r['method']} (τ {tau(r):.2f})")
+        ax.set(xlabel="n (draft tokens before this one)", ylabel="n-α", ylim=(0, 1.05),
+               title=f"{DATASET_NAMES.get(dataset, dataset)}, T = {t:g}")
+        ax.set_xticks(range(max_n + 1))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower left")
+    fig.suptitle(textwrap.fill(machine_caption(results), width=130), fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def figure_scaling(results):
+    """Speedup and tau against each head's training tokens (its training log), one line per head family and data
+    source (EAGLE-3 Figure 1)."""
+    import matplotlib.pyplot as plt
+    runs = [r for r in results["runs"] if not is_baseline(r)]
+    groups = list(dict.fromkeys((r["dataset"], r["temperature"]) for r in runs))
+    fig, axes = plt.subplots(len(groups), 2, figsize=(12, 3.8 * max(len(groups), 1)), squeeze=False)
+
+    def head(r):  # (line label, training tokens) from the head's training log
+        attrs = results["training"].get(r["method"], {}).get("attrs", {})
+        data = attrs.get("data", "")
+        source = "generated" if "(tokens)" in data else "corpus"
+        return f"{attrs.get('family', '?')} head, {source}", float(attrs.get("train_tokens", "nan"))
+
+    for row, (dataset, t) in zip(axes, groups):
+        lines = {}
+        for r in runs:
+            if r["dataset"] == dataset and r["temperature"] == t:
+                label, tokens = head(r)
+                lines.setdefault(label, []).append((tokens, speedup(results, r), tau(r)))
+        for k, (label, points) in enumerate(sorted(lines.items())):
+            points.sort()
+            x = [p[0] for p in points]
+            for ax, j in zip(row, (1, 2)):
+                ax.plot(x, [p[j] for p in points], "o-", color=f"C{k}", label=label)
+        title = f"{DATASET_NAMES.get(dataset, dataset)}, T = {t:g}"
+        for ax, name in zip(row, ("speedup vs vanilla", "τ (tokens per cycle)")):
+            ax.set_xscale("log", base=2)
+            ax.set(xlabel="training tokens (the head's training split)", ylabel=name, title=title)
+            ax.grid(alpha=0.3)
+        row[1].legend(fontsize=8)
+    fig.suptitle(textwrap.fill(machine_caption(results), width=150), fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def figure_training(results):
     """Training curves of every /training group: train and eval loss, learning rate, eval accuracy and n-alpha."""
     import matplotlib.pyplot as plt
@@ -403,11 +460,13 @@ def figure_batch(results):
 
 
 FIGURES = {"reliability": figure_reliability, "positions": figure_positions, "speed": figure_speed,
-           "sweep": figure_sweep, "ablation": figure_ablation, "training": figure_training, "batch": figure_batch}
+           "sweep": figure_sweep, "ablation": figure_ablation, "training": figure_training, "batch": figure_batch,
+           "n_alpha": figure_n_alpha, "scaling": figure_scaling}
 BY_EXPERIMENT = {"calibration": ["reliability"], "positions": ["positions"], "speed": ["speed"],
                  "eagle3": ["speed"], "sweep": ["sweep"], "alpha": ["ablation"], "ablate-eagle2": ["ablation"],
                  "ablate-inputs": ["ablation"], "tree-vs-chain": ["ablation"], "train-data": ["ablation"],
-                 "moe": ["ablation"], "batch": ["batch"]}
+                 "moe": ["ablation"], "batch": ["batch"], "ablate-eagle3": ["ablation"], "eagle3-alpha": ["n_alpha"],
+                 "data-scaling": ["scaling"]}
 
 
 def main(argv=None):

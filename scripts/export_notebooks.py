@@ -35,9 +35,16 @@ NOTEBOOKS = {
     "sweep": ("figure_sweep", "sweep", "τ and speedup against total tokens (sweep)",
               "One line per (depth, top_k, dataset, T) of the grid; the fastest point starred. Input: "
               "`draftlab exp sweep` (merged shards)."),
-    "ablations": ("figure_ablation", "ablate-eagle2", "Ablations (EAGLE-2 Table 3, EAGLE Tables 5/6, Figure 8)",
+    "ablations": ("figure_ablation", "ablate-eagle2", "Ablations (EAGLE-2 Table 3, EAGLE-3 Table 2, EAGLE Tables 5/6, "
+                  "Figure 8)",
                   "Speedup, τ and 0-α..4-α per method, one panel per dataset and temperature. Input: "
-                  "`draftlab exp ablate-eagle2|ablate-inputs|tree-vs-chain|train-data|alpha`."),
+                  "`draftlab exp ablate-eagle2|ablate-eagle3|ablate-inputs|tree-vs-chain|train-data|alpha`."),
+    "n_alpha": ("figure_n_alpha", "eagle3-alpha", "n-α against n (EAGLE-3 Figure 7)",
+                "The acceptance rate of the n-th draft token of a chain whose earlier tokens were accepted, one line "
+                "per method (EAGLE-2 head vs EAGLE-3 head). Input: `draftlab exp eagle3-alpha`."),
+    "scaling": ("figure_scaling", "data-scaling", "Speedup and τ against training data (EAGLE-3 Figure 1)",
+                "One line per head family and data source, x = the training tokens each head's log records. Input: "
+                "`draftlab exp data-scaling` (heads from scripts/train_scaling_heads.sh)."),
     "training": ("figure_training", "speed", "Training curves",
                  "Loss, learning rate, eval accuracy and n-α of every /training group of the file."),
 }

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Reproduces the papers' tables and figures on the reference zoo (data/models/README.md): one experiment per
 # argument, each writing RESULTS_DIR/NAME.h5 (docs/results-schema.md), NAME.md (draftlab table) and NAME/ (plots).
-#   bash scripts/reproduce.sh [NAME ...]     names: speed alpha calibration positions ablate-eagle2
-#                                             tree-vs-chain sweep ablate-inputs train-data moe moe-dense
-#                                             quantized batch (default: all)
+#   bash scripts/reproduce.sh [NAME ...]     names: speed eagle3 eagle3-alpha ablate-eagle3 data-scaling alpha
+#                                             calibration positions ablate-eagle2 tree-vs-chain sweep
+#                                             ablate-inputs train-data moe moe-dense quantized batch (default: all)
 # Environment: RESULTS_DIR (default results), MODEL (default data/models/ts-target), HEAD, MEDUSA_HEADS,
 # HYDRA_HEADS (default MODEL-eagle-head, -medusa, -hydra; speed runs those present), MOE_MODEL (default
 # data/models/ts-moe, with MOE_MODEL-eagle-head), DRAFT, QUESTIONS
 # (questions per dataset, default 10; batch: BATCH_QUESTIONS, default 24), NEW_TOKENS (default 64), THREADS (default 2; measure on an idle machine).
-# ablate-inputs and train-data need heads trained by scripts/train_ablation_heads.sh (VARIANT_HEADS_DIR).
+# EAGLE3_HEAD (default MODEL-eagle3-head). ablate-inputs, train-data and ablate-eagle3 need heads trained by
+# scripts/train_ablation_heads.sh (VARIANT_HEADS_DIR), data-scaling those of scripts/train_scaling_heads.sh
+# (SCALING_HEADS_DIR, default ../zoo/scaling-heads: every head folder in it).
 # Then docs/results.md: bash scripts/results_doc.sh [RESULTS_DIR] (or: bash scripts/reproduce.sh && bash scripts/results_doc.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,9 +25,10 @@ Q=${QUESTIONS:-10}
 N=${NEW_TOKENS:-64}
 THREADS=${THREADS:-2}
 HEADS=${VARIANT_HEADS_DIR:-../zoo/ablation-heads}
+EAGLE3_HEAD=${EAGLE3_HEAD:-${MODEL}-eagle3-head}
 mkdir -p "$OUT"
 MOE=${MOE_MODEL:-data/models/ts-moe}
-NAMES=("$@"); [ ${#NAMES[@]} = 0 ] && NAMES=(speed eagle3 alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense quantized batch)
+NAMES=("$@"); [ ${#NAMES[@]} = 0 ] && NAMES=(speed eagle3 eagle3-alpha ablate-eagle3 data-scaling alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense quantized batch)
 
 # The reference targets are story models: on chat questions they often end at once, so every driver generates
 # a fixed number of tokens (--ignore-eos), as serving benchmarks do.
@@ -42,7 +45,18 @@ for name in "${NAMES[@]}"; do
         -s "eagle2:label=eagle2 (tt=4 d=4 k=1),total_tokens=4,depth=4,top_k=1" \
         -o "$OUT/speed.h5" --jsonl "$OUT/spec-bench" ;;
     eagle3)  # EAGLE-3 Table 1: eagle2 with the EAGLE head beside eagle3 with the EAGLE-3 head, same tree settings
-      $DL exp eagle3 "${COMMON[@]}" --head "$HEAD" --head "${EAGLE3_HEAD:-${MODEL}-eagle3-head}" -o "$OUT/eagle3.h5" ;;
+      $DL exp eagle3 "${COMMON[@]}" --head "$HEAD" --head "$EAGLE3_HEAD" -o "$OUT/eagle3.h5" ;;
+    eagle3-alpha)  # EAGLE-3 Figure 7: n-alpha of 8-token chains, EAGLE-2 head vs EAGLE-3 head
+      $DL exp eagle3-alpha "${COMMON[@]}" --head "$HEAD" --head "$EAGLE3_HEAD" -o "$OUT/eagle3-alpha.h5" ;;
+    ablate-eagle3)  # EAGLE-3 Table 2: the EAGLE-2 head, TTT with the top layer's feature only, TTT + fusion
+      $DL exp ablate-eagle3 "${COMMON[@]}" --head "EAGLE-2 head=$HEAD" --head "TTT, top layer=$HEADS/eagle3-top" \
+        --head "TTT + fusion (EAGLE-3)=$EAGLE3_HEAD" -o "$OUT/ablate-eagle3.h5" ;;
+    data-scaling)  # EAGLE-3 Figure 1: every head of scripts/train_scaling_heads.sh, labelled by its folder
+      args=()
+      for dir in "${SCALING_HEADS_DIR:-../zoo/scaling-heads}"/*/; do
+        [ -f "$dir/model.safetensors" ] && args+=(--head "$(basename "$dir")=$dir")
+      done
+      $DL exp data-scaling "${COMMON[@]}" "${args[@]}" -o "$OUT/data-scaling.h5" ;;
     alpha|calibration|positions|ablate-eagle2|tree-vs-chain)
       $DL exp "$name" "${COMMON[@]}" --head "$HEAD" -o "$OUT/$name.h5" ;;
     sweep) $DL exp sweep "${COMMON[@]}" --head "$HEAD" --total-tokens 4,6,10,20,60 --depth 3,4,6 --top-k 1,2,4 \

@@ -13,7 +13,7 @@ DL=${DRAFTLAB:-./build/draftlab}
 DIR=${1:-results}
 DIR=${DIR%/}
 DOC=docs/results.md
-NAMES=(speed eagle3 alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense batch)
+NAMES=(speed eagle3 eagle3-alpha ablate-eagle3 data-scaling alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense batch)
 
 [ -x "$DL" ] || { echo "results_doc.sh: $DL not found (build first: bash scripts/setup.sh)" >&2; exit 1; }
 present=()
@@ -55,6 +55,9 @@ its Medusa and Hydra heads, ts-draft; ts-moe and its head for Table 3). Each wri
 \`\`\`sh
 bash scripts/reproduce.sh speed           # EAGLE-2 Table 1: its seven methods x six datasets x T in {0, 1}
 bash scripts/reproduce.sh eagle3          # EAGLE-3 Table 1: EAGLE-2 beside EAGLE-3, same trees, six sets, T 0 and 1
+bash scripts/reproduce.sh eagle3-alpha    # EAGLE-3 Figure 7: n-alpha, n = 0..7, EAGLE-2 head vs EAGLE-3 head
+bash scripts/train_scaling_heads.sh       # then: EAGLE-2 / EAGLE-3 heads on 1/8 .. all of the corpus
+bash scripts/reproduce.sh data-scaling    # EAGLE-3 Figure 1: speedup and tau against training data
 bash scripts/reproduce.sh alpha           # EAGLE Table 2: tau and 0-alpha .. 4-alpha of chain drafts
 bash scripts/reproduce.sh calibration     # EAGLE-2 Figure 6: acceptance per draft-confidence bin, ECE
 bash scripts/reproduce.sh positions       # EAGLE-2 Figure 5: acceptance of static-tree positions per query
@@ -64,6 +67,7 @@ bash scripts/reproduce.sh sweep           # total_tokens x depth x top_k: the be
 bash scripts/train_ablation_heads.sh      # then: heads per input variant + one on target-generated data
 bash scripts/reproduce.sh ablate-inputs   # EAGLE Figure 8
 bash scripts/reproduce.sh train-data      # EAGLE Table 6
+bash scripts/reproduce.sh ablate-eagle3   # EAGLE-3 Table 2: EAGLE-2 head / TTT, top layer only / TTT + fusion
 bash scripts/reproduce.sh moe moe-dense   # EAGLE Table 3: the mixture-of-experts ts-moe, then dense ts-target
 bash scripts/reproduce.sh quantized       # EAGLE Table 4: f32 / f16 / q8_0 / q4_0 (float and int8 dot) beside llama.cpp
 bash scripts/reproduce.sh batch           # EAGLE Table 7: batch sizes 1-4 and 8, speedup and throughput

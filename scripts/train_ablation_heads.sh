@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Trains the EAGLE heads the ablations compare (EAGLE Figure 8 and Table 6) for one target, all with the same
-# budget: one head per input variant on the fixed corpus, and one (EAGLE's input) on target-generated data.
+# budget: one head per input variant on the fixed corpus, and one (EAGLE's input) on target-generated data; and
+# the EAGLE-3 head without fusion (EAGLE-3 Table 2).
 #   bash scripts/train_ablation_heads.sh        MODEL (default data/models/ts-target), OUT (default
 #                                               ../zoo/ablation-heads), STEPS, BATCH, CONTEXT, LR, THREADS
-# scripts/reproduce.sh ablate-inputs train-data then measures them.
+# scripts/reproduce.sh ablate-inputs train-data ablate-eagle3 then measures them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DL=${DRAFTLAB:-./build/draftlab}
@@ -33,4 +34,10 @@ rm -f "$OUT/corpus-features.h5"
 [ -f "$OUT/generated.tokens" ] || $DL gen-head-data --model "$MODEL" --corpus "$CORPUS" --prompt-tokens 8 \
   --max-prompts "${GEN_PROMPTS:-4000}" -n 200 --batch 8 --threads "$THREADS" --out "$OUT/generated.tokens"
 [ -f "$OUT/generated/model.safetensors" ] || $DL train-head "${TRAIN[@]}" --data "$OUT/generated.tokens" --out "$OUT/generated"
+# EAGLE-3 Table 2's middle row: training-time test without fusion (the last layer's output three times), on
+# exactly the committed EAGLE-3 head's data and schedule (scripts/train_zoo.sh target-eagle3), so the two differ in
+# the fused layers only.
+[ -f "$OUT/eagle3-top/model.safetensors" ] || $DL train-head --kind eagle3 --feature-layers top --model "$MODEL" \
+  --corpus "$CORPUS" --out "$OUT/eagle3-top" --draft-vocab 1024 --ttt-steps 7 --batch 8 --context 256 --steps 1000 \
+  --lr 1e-3 --warmup 40 --seed 0 --threads "$THREADS" --eval-every 100 --log-every 20 --save-dtype float16
 echo "heads in $OUT"

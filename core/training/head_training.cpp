@@ -135,6 +135,9 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
     log.attributes = identity;
     log.attributes["command_line"] = o.command_line;
     log.attributes["date"] = utc_timestamp();
+    // How much data the head saw (EAGLE-3 Figure 1 plots against it): the training split's tokens.
+    log.attributes["train_tokens"] = std::to_string(data.train_tokens());
+    if (!o.data_description.empty()) log.attributes["data"] = o.data_description;
     write_training_log(o.out_dir + "/training_log.h5", log);
   };
   trainer.run(hooks);

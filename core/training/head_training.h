@@ -89,6 +89,7 @@ struct HeadTrainingOptions {
   std::string out_dir;
   bool resume = false;
   std::string command_line;
+  std::string data_description;  // the training log's `data` attribute: file, format, the fraction kept
   at::ScalarType save_dtype = at::kFloat;
   // Training windows' target features from an HDF5 cache (built on first use) instead of the target; empty path:
   // on the fly. A dataset with a loss mask passes it to the loss either way.

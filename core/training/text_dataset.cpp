@@ -1,5 +1,6 @@
 #include "core/training/text_dataset.h"
 
+#include <cmath>
 #include <cstdio>
 #include <random>
 
@@ -71,6 +72,13 @@ TextDataset::TextDataset(std::vector<int32_t> train, std::vector<int32_t> valida
         "TextDataset: a loss mask must have one entry per token (training " + std::to_string(train_mask_.size()) +
             " for " + std::to_string(train_.size()) + " tokens, validation " +
             std::to_string(validation_mask_.size()) + " for " + std::to_string(validation_.size()) + ")");
+}
+
+void TextDataset::keep_training_fraction(double fraction) {
+  check(fraction > 0 && fraction <= 1, "--data-fraction: expected a number in (0, 1], got " + std::to_string(fraction));
+  const auto keep = static_cast<size_t>(std::llround(fraction * static_cast<double>(train_.size())));
+  train_.resize(keep);
+  if (masked_) train_mask_.resize(keep);
 }
 
 std::vector<int64_t> TextDataset::train_offsets(int64_t batch, int64_t context, uint64_t seed, int64_t step) const {

@@ -43,6 +43,12 @@ class TextDataset {
   at::Tensor train_batch_mask(int64_t batch, int64_t context, uint64_t seed, int64_t step) const;
   at::Tensor validation_window_masks(int64_t context, int64_t max_windows) const;
 
+  // Keeps the first round(fraction x tokens) tokens of the training stream (and its mask), 0 < fraction <= 1; the
+  // validation split is untouched, so heads trained on different fractions are validated on the same windows.
+  // Nested: a smaller fraction's tokens are a prefix of a larger one's (EAGLE-3 Figure 1's data scaling).
+  // Throws Error naming --data-fraction when the fraction is out of range.
+  void keep_training_fraction(double fraction);
+
   // A hash (16 hex digits) of the token streams and masks: names the data a feature cache was built from.
   std::string fingerprint() const;
 

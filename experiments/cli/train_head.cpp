@@ -60,6 +60,7 @@ int run_train_head(int argc, char** argv) {
   std::string corpus, save_dtype = "float32", kind_name = "eagle";
   std::string data_path, data_format = "auto", chat_template = "plain", cache_dtype = "float32";
   int validation_every = 50;
+  double data_fraction = 1.0;
   EagleHeadTrainingOptions o;  // the EAGLE options, and the ones every kind shares
   o.context = 128;
   o.batch = 16;
@@ -105,6 +106,9 @@ int run_train_head(int argc, char** argv) {
       ("eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows), "validation windows per pass")
       ("validation-every", po::value(&validation_every)->default_value(validation_every),
        "every N-th story goes to the validation split")
+      ("data-fraction", po::value(&data_fraction)->default_value(data_fraction),
+       "train on the first F of the training split's tokens (0 < F <= 1; the validation split stays whole): data "
+       "scaling, EAGLE-3 Figure 1")
       ("resume", po::bool_switch(&o.resume), "continue from --out/training_state.safetensors")
       ("save-dtype", po::value(&save_dtype)->default_value(save_dtype),
        "dtype of model.safetensors: float32, float16 or bfloat16");
@@ -177,12 +181,32 @@ int run_train_head(int argc, char** argv) {
   o.save_dtype = parse_compute_dtype(save_dtype);
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "draftlab ") + std::string(argv[i]);
 
+  // --feature-layers' form now, its range (the target's layers) once the target is loaded.
+  if (!feature_layers.empty() && feature_layers != "top") {
+    std::stringstream list(feature_layers);
+    for (std::string v; std::getline(list, v, ',');) {
+      int64_t layer = 0;
+      check(parse_option_int(v, &layer) && layer >= 1,
+            "--feature-layers: expected three layer indices >= 1 or top, got '" + feature_layers + "'");
+      e3.feature_layers.push_back(layer);
+    }
+    check(e3.feature_layers.size() == 3, "--feature-layers: expected three layers, got '" + feature_layers + "'");
+  }
   check(corpus.empty() != data_path.empty(), "train-head: expected exactly one of --corpus and --data");
+  check(data_fraction > 0 && data_fraction <= 1,
+        "--data-fraction: expected a number in (0, 1], got " + std::to_string(data_fraction));
   const LoadedModel loaded = load_model_and_tokenizer(mo);
   const std::string source = corpus.empty() ? data_path : corpus;
   const HeadDataFormat format = corpus.empty() ? parse_head_data_format(data_format, data_path) : HeadDataFormat::Text;
-  const TextDataset data = load_head_data(source, format, *loaded.tokenizer, loaded.model->config().vocab_size,
-                                          parse_chat_template(chat_template), validation_every);
+  TextDataset data = load_head_data(source, format, *loaded.tokenizer, loaded.model->config().vocab_size,
+                                    parse_chat_template(chat_template), validation_every);
+  data.keep_training_fraction(data_fraction);
+  o.data_description = source + " (" + head_data_format_name(format) + ")";
+  if (data_fraction < 1) {
+    char fraction[32];
+    std::snprintf(fraction, sizeof fraction, "%g", data_fraction);
+    o.data_description += ", the first " + std::string(fraction) + " of its training split";
+  }
   if (!o.feature_cache.path.empty()) {
     check(cache_dtype == "float32" || cache_dtype == "float16",
           "--feature-cache-dtype: expected float32 or float16, got " + cache_dtype);
@@ -209,19 +233,10 @@ int run_train_head(int argc, char** argv) {
     static_cast<HeadTrainingOptions&>(e3) = o;
     e3.draft_vocab = o.draft_vocab;
     const int64_t L = loaded.model->config().num_hidden_layers;
-    if (feature_layers == "top") {
-      e3.feature_layers = {L, L, L};
-    } else if (!feature_layers.empty()) {
-      std::stringstream list(feature_layers);
-      for (std::string v; std::getline(list, v, ',');) {
-        int64_t layer = 0;
-        check(parse_option_int(v, &layer) && layer >= 1 && layer <= L,
-              "--feature-layers: expected three layer indices in 1.." + std::to_string(L) + " or top, got '" +
-                  feature_layers + "'");
-        e3.feature_layers.push_back(layer);
-      }
-      check(e3.feature_layers.size() == 3, "--feature-layers: expected three layers, got '" + feature_layers + "'");
-    }
+    if (feature_layers == "top") e3.feature_layers = {L, L, L};
+    for (int64_t layer : e3.feature_layers)
+      check(layer <= L, "--feature-layers: expected three layer indices in 1.." + std::to_string(L) +
+                            " (the target's layers) or top, got '" + feature_layers + "'");
     report(train_eagle3_head(*loaded.model, e3, data), o.out_dir);
   } else {
     report(train_eagle_head(*loaded.model, o, data), o.out_dir);

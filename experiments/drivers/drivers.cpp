@@ -142,6 +142,34 @@ std::vector<MethodSpec> one_method_per_head(const ExperimentConfig& c, const std
   return m;
 }
 
+// The EAGLE-2 tree strategy of a head's family: eagle2 for an EAGLE head, eagle3 for an EAGLE-3 head.
+const StrategyDescriptor& tree_strategy_of(const ExperimentConfig& c, const HeadSpec& h) {
+  const HeadFamily& family = head_family_of(h.path);
+  for (const StrategyDescriptor* s : {&eagle2_strategy(), &eagle3_strategy()})
+    if (s->head_family == family.name) return *s;
+  throw Error("exp " + c.experiment + ": --head " + h.label + "=" + h.path + ": expected an EAGLE or EAGLE-3 head, " +
+              "got " + family.title + " folder");
+}
+
+// One method per labelled head on EAGLE-2's tree with its family's strategy (data-scaling, ablate-eagle3): the
+// papers' tree, and with `small` the CPU-sized 4 / 4 / 1 as well.
+std::vector<MethodSpec> tree_method_per_head(const ExperimentConfig& c, const std::string& needs, bool small) {
+  check(!c.heads.empty(), "exp " + c.experiment + ": --head LABEL=DIR is required, once per " + needs);
+  std::vector<MethodSpec> m, cpu_sized;
+  for (const auto& h : c.heads) {
+    if (h.label.empty())
+      throw Error("exp " + c.experiment + ": expected every --head as LABEL=DIR (one per " + needs + "), got '" +
+                  h.path + "'");
+    const StrategyDescriptor& strategy = tree_strategy_of(c, h);
+    m.push_back(method(strategy, {{"head", h.path}}, h.label));
+    if (small)
+      cpu_sized.push_back(method(strategy, {{"total_tokens", "4"}, {"depth", "4"}, {"top_k", "1"}, {"head", h.path}},
+                                 h.label + " (tt=4 d=4 k=1)"));
+  }
+  m.insert(m.end(), cpu_sized.begin(), cpu_sized.end());
+  return m;
+}
+
 std::vector<MethodSpec> eagle2_grid(const ExperimentConfig& c) {
   const std::string head = require_head(c);
   check(!c.grid_total_tokens.empty() && !c.grid_depth.empty() && !c.grid_top_k.empty(),
@@ -214,6 +242,28 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
          return Methods{method(e2, with({}, eagle)), method(e3, with({}, eagle3)),
                         method(e2, with(small, eagle), e2.name + " (tt=4 d=4 k=1)"),
                         method(e3, with(small, eagle3), e3.name + " (tt=4 d=4 k=1)")};
+       }},
+      {"ablate-eagle3", "EAGLE-3 Table 2", "EAGLE-2 head / TTT with the top-layer feature only / TTT + fusion: "
+       "every --head LABEL=DIR (scripts/train_ablation_heads.sh) with its family's strategy (eagle2, eagle3) at "
+       "60 / 6 / 10 and 4 / 4 / 1", {"mt_bench", "gsm8k"}, {0.0},
+       [](const ExperimentConfig& c) { return tree_method_per_head(c, "head variant", true); }},
+      {"data-scaling", "EAGLE-3 Figure 1", "heads trained on more and more data (--head LABEL=DIR, repeated: "
+       "scripts/train_scaling_heads.sh), each with its family's strategy (eagle2, eagle3): speedup and tau against "
+       "the training tokens its log records", {"mt_bench"}, {0.0},
+       [](const ExperimentConfig& c) { return tree_method_per_head(c, "trained head", false); }},
+      {"eagle3-alpha", "EAGLE-3 Figure 7", "n-alpha for n = 0..7: 8-token chains (top_k 1, depth 8, total_tokens 9 "
+       "with the root) of eagle2 with the EAGLE head (--head) and eagle3 with the EAGLE-3 head (--head)", {"mt_bench"},
+       {0.0},
+       [](const ExperimentConfig& c) {
+         const std::vector<std::pair<std::string, std::string>> chain{
+             {"total_tokens", "9"}, {"depth", "8"}, {"top_k", "1"}};
+         auto with = [&](const std::string& head) {
+           auto o = chain;
+           o.emplace_back("head", head);
+           return o;
+         };
+         return Methods{method(eagle2_strategy(), with(require_head(c)), "eagle2 chain (EAGLE-2 head)"),
+                        method(eagle3_strategy(), with(require_head(c, "eagle3")), "eagle3 chain (EAGLE-3 head)")};
        }},
       {"alpha", "EAGLE Table 2", "EAGLE chain drafts of depth 5: tau and n-alpha", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) { return Methods{method(eagle_chain_strategy(), {{"depth", "5"}, {"head", require_head(c)}})}; }},

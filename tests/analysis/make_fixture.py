@@ -20,7 +20,8 @@ Content (every experiment gets the same runs; `sweep` replaces eagle2 with three
                see static_tree_cycle(); 1.6 s per question                                     1.25x
   EAGLE chain  5-node chains (confidence 0.98 - 0.1 * depth) accepting L = 3, 1, 2, 0 nodes in its 4 cycles per question, 1.25 s  tau 2.5, 1.60x
                0-a = 3/4, 1-a = 2/3, 2-a = 1/2, 3-a = 0/1, 4-a: none tested
-  /training/eagle-head: 10 train steps, 3 eval passes with accuracy and 0..4-alpha.
+  /training/eagle-head: 10 train steps, 3 eval passes with accuracy and 0..4-alpha (last top-1 0.62).
+  data-scaling also: /training/eagle2 (family eagle, 1000 training tokens) and /training/EAGLE chain (eagle3, 500).
 """
 import argparse
 import json
@@ -40,7 +41,8 @@ DTYPES = {"int8": np.int8, "int32": np.int32, "int64": np.int64, "float32": np.f
 DATASETS = {"mt_bench": [(81, 0, "writing"), (81, 1, "writing"), (82, 0, "roleplay"), (82, 1, "roleplay")],
             "gsm8k": [(1, 0, ""), (2, 0, ""), (3, 0, ""), (4, 0, "")]}
 EXPERIMENTS = ["speed", "eagle3", "alpha", "calibration", "positions", "ablate-eagle2", "ablate-inputs",
-               "tree-vs-chain", "train-data", "moe", "batch", "sweep", "compare"]
+               "tree-vs-chain", "train-data", "moe", "batch", "sweep", "compare", "ablate-eagle3", "eagle3-alpha",
+               "data-scaling"]
 # The node columns the *_cycle() rows fill, in the order of their tuples (d, i, p, r, c, value, accepted).
 NODE_FIELDS = ["depth", "tree_index", "parent", "sibling_rank", "confidence", "value", "accepted"]
 
@@ -128,7 +130,7 @@ def write_run(group, method, strategy, draft_shape, dataset, temperature, wall, 
     group.attrs["tau"] = float(sum(cycles["accept_length"]) / len(cycles["accept_length"]))
 
 
-def write_training(group):
+def write_training(group, family=None, train_tokens=None, data=None):
     steps = np.arange(1, 11, dtype=np.int64)
     group.create_dataset("train/step", data=steps)
     group.create_dataset("train/loss", data=3.0 * np.exp(-steps / 4.0) + 0.5)
@@ -140,6 +142,9 @@ def write_training(group):
                                                       [0.7, 0.6, 0.55, 0.5, 0.5]]))
     group.attrs["command_line"] = "draftlab train-head --fixture"
     group.attrs["seed"] = "1"
+    for key, value in (("family", family), ("train_tokens", train_tokens), ("data", data)):
+        if value is not None:
+            group.attrs[key] = value
 
 
 def main():
@@ -194,6 +199,10 @@ def write_fixture(out, experiment):
                 run("static-tree", "static-tree", DRAFT_SHAPE_STATIC_TREE, dataset, t, 1.6, static_tree_cycle, 4, {})
                 run("EAGLE chain", "eagle-chain", DRAFT_SHAPE_CHAIN, dataset, t, 1.25, chain_cycle, 4, {"depth": "5"})
         write_training(f.create_group("training/eagle-head"))
+        if experiment == "data-scaling":  # the heads' logs, under their methods' labels as the driver writes them
+            write_training(f.create_group("training/eagle2"), "eagle", "1000", "corpus.txt (text)")
+            write_training(f.create_group("training/EAGLE chain"), "eagle3", "500",
+                           "corpus.txt (text), the first 0.5 of its training split")
     os.replace(tmp, out)
 
 

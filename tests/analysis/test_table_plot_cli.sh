@@ -18,7 +18,8 @@ has() {  # name, file, fixed string
 }
 
 # 1. Tables: exit 0 and the expected rows (numbers built into the fixture, see make_fixture.py).
-for e in speed alpha calibration positions ablate-eagle2 ablate-inputs tree-vs-chain train-data sweep; do
+for e in speed alpha calibration positions ablate-eagle2 ablate-inputs tree-vs-chain train-data sweep ablate-eagle3 \
+         eagle3-alpha data-scaling; do
   formats=md
   case $e in speed | sweep) formats="md latex" ;; esac  # LaTeX shares the table model: two files check it
   for format in $formats; do
@@ -45,6 +46,12 @@ has "tree-vs-chain: the tree's gain" "$TMP/tree-vs-chain.md" "| MT-bench | 0 | 4
 has "sweep: best point bold" "$TMP/sweep.md" "| **40** | **5** | **8** |"
 has "sweep: best named" "$TMP/sweep.md" "total_tokens=40, depth=5, top_k=8 (2.00x"
 has "ablate-inputs: 0-α and 1-α" "$TMP/ablate-inputs.md" "| T | Dataset | Method | Speedup | τ | 0-α | 1-α |"
+has "eagle3-alpha: 0-α .. 7-α" "$TMP/eagle3-alpha.md" "| 0 | MT-bench | EAGLE chain | 2.50 | 0.75 | 0.67 | 0.50 | 0.00 | – | – | – | – |"
+has "ablate-eagle3: EAGLE-3 Table 2" "$TMP/ablate-eagle3.md" "EAGLE-3 Table 2"
+has "data-scaling: eagle head, 1000 tokens" "$TMP/data-scaling.md" "| eagle2 | eagle | 1000 | 0.620 | 2.00x | 4.00 |"
+has "data-scaling: eagle3 head, 500 tokens" "$TMP/data-scaling.md" "| EAGLE chain | eagle3 | 500 | 0.620 | 1.60x | 2.50 |"
+has "data-scaling: head without a log" "$TMP/data-scaling.md" "| static-tree | – | – | – | 1.25x | 2.88 |"
+has "data-scaling: the data named" "$TMP/data-scaling.md" "EAGLE chain: corpus.txt (text), the first 0.5 of its training split."
 for by in category subtask; do
   "$BIN" table "$TMP/fixture-speed.h5" --by $by --format text >"$TMP/by-$by" 2>&1 && grep -q "Speedup" "$TMP/by-$by" \
     && ok "table --by $by" || bad "table --by $by: $(cat "$TMP/by-$by")"
@@ -55,7 +62,7 @@ has "--ci adds intervals" "$TMP/ci.md" "| eagle2 | 2.00x [2.00, 2.00] | 4.00 [4.
 # 2. Figures as PNG (magic bytes) and SVG: every figure from the sweep fixture (it has confidences, a static tree,
 #    a grid and training curves) in one run; the default choice for a speed file is its bars + training curves.
 "$BIN" plot "$TMP/fixture-sweep.h5" --out "$TMP/fig-all" --figure all >"$TMP/out" 2>&1 || bad "plot --figure all: $(tail -5 "$TMP/out")"
-for f in reliability positions speed sweep ablation training; do
+for f in reliability positions speed sweep ablation training n_alpha scaling; do
   if [ -s "$TMP/fig-all/$f.png" ] && [ -s "$TMP/fig-all/$f.svg" ] && [ "$(head -c 4 "$TMP/fig-all/$f.png" | tail -c 3)" = "PNG" ] &&
      grep -q "<svg" "$TMP/fig-all/$f.svg"; then ok "plot: $f.png and .svg"; else bad "plot: $f missing or not PNG/SVG"; fi
 done

@@ -15,6 +15,7 @@
 #include "analysis/run_metrics.h"
 #include "core/base/sha256.h"
 #include "core/model/llama_model.h"
+#include "core/model/eagle3_head.h"
 #include "core/model/medusa_heads.h"
 #include "core/text/tokenizer.h"
 #include "experiments/drivers/drivers.h"
@@ -266,6 +267,59 @@ TEST(Drivers, LabelledHeadDriversRunOneMethodPerHead) {
   EXPECT_EQ(methods_of(r), (std::set<std::string>{"vanilla", "feature", "feature & shifted token"}));
 }
 
+// The EAGLE-3 drivers: each labelled head drives the EAGLE-2 tree strategy of its own family (eagle2 / eagle3), at
+// the papers' tree and (ablate-eagle3) the CPU-sized one; eagle3-alpha runs 8-token chains of both heads.
+TEST(Drivers, EagleThreeDriversPickEachHeadsStrategy) {
+  const std::string eagle3 = testing::temp_dir() + "/drivers-eagle3-head";
+  fs::create_directories(eagle3);
+  Eagle3Head::random(*tiny().target, 5)->save(eagle3);
+  auto strategies = [](const std::vector<MethodSpec>& methods) {
+    std::map<std::string, std::string> by_label;
+    for (const MethodSpec& m : methods) by_label[m.label] = m.strategy;
+    return by_label;
+  };
+  ExperimentConfig c = tiny_config("ablate-eagle3");
+  c.heads = {{"EAGLE-2 head", head_dir()}, {"TTT + fusion", eagle3}};
+  EXPECT_EQ(strategies(experiment_methods(c)),
+            (std::map<std::string, std::string>{{"vanilla", "vanilla"},
+                                                {"EAGLE-2 head", "eagle2"},
+                                                {"TTT + fusion", "eagle3"},
+                                                {"EAGLE-2 head (tt=4 d=4 k=1)", "eagle2"},
+                                                {"TTT + fusion (tt=4 d=4 k=1)", "eagle3"}}));
+  c.experiment = "data-scaling";
+  EXPECT_EQ(strategies(experiment_methods(c)),
+            (std::map<std::string, std::string>{
+                {"vanilla", "vanilla"}, {"EAGLE-2 head", "eagle2"}, {"TTT + fusion", "eagle3"}}));
+  c.heads = {{"", head_dir()}};
+  expect_error([&] { experiment_methods(c); }, {"exp data-scaling", "LABEL=DIR"});
+  const std::string medusa = testing::temp_dir() + "/drivers-scaling-medusa";
+  fs::create_directories(medusa);
+  MedusaHeads::random(*tiny().target, 2)->save(medusa);
+  c.heads = {{"medusa", medusa}};
+  expect_error([&] { experiment_methods(c); }, {"--head medusa=", "expected an EAGLE or EAGLE-3 head", "Medusa"});
+
+  c = tiny_config("eagle3-alpha");
+  c.heads = {{"", head_dir()}, {"", eagle3}};
+  const std::vector<MethodSpec> chains = experiment_methods(c);
+  ASSERT_EQ(chains.size(), 3u);
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_EQ(chains[i].strategy, i == 1 ? "eagle2" : "eagle3");
+    EXPECT_EQ(chains[i].option("top_k"), "1");
+    EXPECT_EQ(chains[i].option("depth"), "8");
+    EXPECT_EQ(chains[i].option("total_tokens"), "9");  // the root and 8 draft tokens: n-alpha for n = 0..7
+    EXPECT_EQ(chains[i].option("head"), i == 1 ? head_dir() : eagle3);
+  }
+
+  // A whole run: the trained tiny EAGLE head under two labels (data-scaling's loop; the random EAGLE-3 head
+  // drafts nothing acceptable). Its training log comes along under each label with the tokens it saw.
+  DRAFTLAB_REQUIRE_SHARED("data/bench/mt_bench/question.jsonl");
+  c = tiny_config("data-scaling");
+  c.heads = {{"small", head_dir()}, {"large", head_dir()}};
+  const ResultsFile r = run_and_check(c);
+  EXPECT_EQ(methods_of(r), (std::set<std::string>{"vanilla", "small", "large"}));
+  EXPECT_TRUE(r.training.count("small") && r.training.count("large"));
+}
+
 TEST(Drivers, SweepShardsMergedCoverTheGridExactlyOnce) {
   DRAFTLAB_REQUIRE_SHARED("data/bench/mt_bench/question.jsonl");
   ExperimentConfig c = tiny_config("sweep");
@@ -331,7 +385,7 @@ TEST(Drivers, BadConfigurationsAreClearErrors) {
   c.heads.clear();
   expect_error([&] { experiment_methods(c); }, {"exp alpha", "--head"});
   c.experiment = "speedy";
-  expect_error([&] { apply_driver_defaults(c); }, {"speedy", "speed, eagle3, alpha"});
+  expect_error([&] { apply_driver_defaults(c); }, {"speedy", "speed, eagle3, ablate-eagle3"});
   c = tiny_config("train-data");
   c.heads = {{"fixed", head_dir()}};
   expect_error([&] { experiment_methods(c); }, {"generated=DIR"});
