@@ -407,8 +407,7 @@ std::shared_ptr<const FeatureHead> make_eagle_head(const StrategyContext& contex
     throw Error("option head=" + path + ": a " + found.title + ", but this strategy drafts with an " +
                 find_head_family(family).title + (found.name == "eagle3" ? " (run it with -s eagle3)"
                                                   : found.name == "eagle" ? " (run it with -s eagle2)" : ""));
-  if (family == "eagle3") return Eagle3Head::load(path, context.target);
-  return EagleHead::load(path, context.target);
+  return found.load_feature_head(path, context.target);
 }
 
 }  // namespace

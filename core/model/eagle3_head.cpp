@@ -581,6 +581,9 @@ const HeadFamily& eagle3_head_family() {
             if (a.is_string() && a.get<std::string>().find("Eagle3") != std::string::npos) return true;
         return config.contains(kLayersKey) ||
                (config.contains("draft_vocab_size") && !config.contains("draftlab_eagle_input"));
+      },
+      [](const std::string& path, const LlamaModel& target) {
+        return std::shared_ptr<const FeatureHead>(Eagle3Head::load(path, target));
       }};
   return f;
 }

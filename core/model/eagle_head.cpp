@@ -505,7 +505,10 @@ const HeadFamily& eagle_head_family() {
   static const HeadFamily f{"eagle", "EAGLE head",
                             "EAGLE-1/2: fc(2d -> d) over [embedding; feature] and one decoder layer, predicting the "
                             "target's next feature for the target's LM head",
-                            {}};  // the fallback: a plain one-layer Llama config, as the published heads have
+                            {},  // the fallback: a plain one-layer Llama config, as the published heads have
+                            [](const std::string& path, const LlamaModel& target) {
+                              return std::shared_ptr<const FeatureHead>(EagleHead::load(path, target));
+                            }};
   return f;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,12 +23,19 @@
 
 namespace draftlab {
 
+class FeatureHead;
+class LlamaModel;
+
 struct HeadFamily {
   std::string name;     // "eagle", "eagle3", "medusa", "hydra"
   std::string title;    // "EAGLE head", ... (README's strategies table, messages)
   std::string summary;  // one line: what the head is
   // True when a folder's config.json (a JSON object) is of this family; empty for the fallback family.
   std::function<bool(const nlohmann::json& config)> recognises;
+  // Families the EAGLE strategies draft with (feature_head.h): loads a trained folder of this family for a target
+  // (throws Error naming the file and field). Empty for the others (Medusa, Hydra).
+  std::function<std::shared_ptr<const FeatureHead>(const std::string& path, const LlamaModel& target)> load_feature_head =
+      {};
 };
 
 #define DRAFTLAB_DECLARE_HEAD_FAMILY(file) const HeadFamily& file##_family();

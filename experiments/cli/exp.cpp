@@ -114,7 +114,7 @@ ExperimentRun run_experiment_from_cli(ExperimentConfig& c, const ModelOptions& m
 int run_exp(int argc, char** argv) {
   ModelOptions model_opts;
   ExperimentConfig c;
-  std::vector<std::string> heads, datasets, temperatures, batch_sizes, total_tokens, depth, top_k;
+  std::vector<std::string> heads, datasets, temperatures, batch_sizes, total_tokens, depth, top_k, grid;
   std::string out_path, jsonl_dir, shard = "0/1";
   int64_t seed = 0;
   std::string names;
@@ -160,6 +160,9 @@ int run_exp(int argc, char** argv) {
       ("total-tokens", po::value(&total_tokens)->composing(), "sweep: comma-separated total_tokens values (20,40,60)")
       ("depth", po::value(&depth)->composing(), "sweep: comma-separated depths (4,6)")
       ("top-k", po::value(&top_k)->composing(), "sweep: comma-separated top_k values (4,8)")
+      ("grid", po::value(&grid)->composing(),
+       "sweep: KEY=V1,V2,... another axis over any eagle2 option (e.g. rank_by=value,confidence; total_tokens=auto,20), "
+       "or new values for one of the three above (repeatable)")
       ("shard", po::value(&shard)->default_value(shard), "sweep: run grid points with index % n == i")
       ("jsonl", po::value(&jsonl_dir), "also write Spec-Bench answer files DIR/<dataset>/<method>.jsonl");
   po::positional_options_description positional;
@@ -178,9 +181,21 @@ int run_exp(int argc, char** argv) {
   c.datasets = split_list(datasets);
   c.temperatures = parse_numbers<double>(temperatures, "--temperatures");
   c.batch_sizes = parse_numbers<int64_t>(batch_sizes, "--batch-sizes");
-  if (!total_tokens.empty()) c.grid_total_tokens = parse_numbers<int64_t>(total_tokens, "--total-tokens");
-  if (!depth.empty()) c.grid_depth = parse_numbers<int64_t>(depth, "--depth");
-  if (!top_k.empty()) c.grid_top_k = parse_numbers<int64_t>(top_k, "--top-k");
+  // Every grid value is checked against eagle2's option table here, before the model loads.
+  auto join = [](const std::vector<std::string>& parts) {
+    std::string all;
+    for (const auto& p : parts) all += (all.empty() ? "" : ",") + p;
+    return all;
+  };
+  if (!total_tokens.empty())
+    set_grid_axis(c.grid, parse_grid_axis("--total-tokens", "total_tokens", join(total_tokens)));
+  if (!depth.empty()) set_grid_axis(c.grid, parse_grid_axis("--depth", "depth", join(depth)));
+  if (!top_k.empty()) set_grid_axis(c.grid, parse_grid_axis("--top-k", "top_k", join(top_k)));
+  for (const std::string& g : grid) {
+    const size_t eq = g.find('=');
+    check(eq != std::string::npos && eq > 0, "--grid: expected KEY=V1,V2,..., got '" + g + "'");
+    set_grid_axis(c.grid, parse_grid_axis("--grid", g.substr(0, eq), g.substr(eq + 1)));
+  }
   parse_shard(shard, c.shard_index, c.shard_count);
   const ResultsFile results = run_experiment_from_cli(c, model_opts, argc, argv, progress).results;
   write_results(out_path, results);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "core/base/error.h"
@@ -99,6 +100,35 @@ HeadSpec parse_head_spec(const std::string& text) {
   return {text.substr(0, eq), text.substr(eq + 1)};
 }
 
+GridAxis parse_grid_axis(const std::string& flag, const std::string& option, const std::string& values) {
+  GridAxis axis{option, {}};
+  std::string item;
+  std::stringstream list(values);
+  while (std::getline(list, item, ','))
+    if (!item.empty()) axis.values.push_back(item);
+  check(!axis.values.empty(), flag + ": expected comma-separated values of " + option + ", got '" + values + "'");
+  check(option != "head", flag + ": the head is --head, not a grid axis");
+  for (const std::string& v : axis.values) {
+    StrategyOptions given;
+    given.set(option, v);
+    try {
+      resolve_options(eagle2_strategy(), given);
+    } catch (const Error& e) {
+      throw Error(flag + ": " + e.what());
+    }
+  }
+  return axis;
+}
+
+void set_grid_axis(std::vector<GridAxis>& grid, GridAxis axis) {
+  for (GridAxis& a : grid)
+    if (a.option == axis.option) {
+      a = std::move(axis);
+      return;
+    }
+  grid.push_back(std::move(axis));
+}
+
 void parse_shard(const std::string& text, int& index, int& count) {
   const auto slash = text.find('/');
   try {
@@ -170,25 +200,52 @@ std::vector<MethodSpec> tree_method_per_head(const ExperimentConfig& c, const st
   return m;
 }
 
+// A grid value as the results file's `grid` attribute holds it: a number when the option read it as one.
+nlohmann::ordered_json grid_value(const std::string& text) {
+  int64_t i = 0;
+  if (parse_option_int(text, &i)) return i;
+  return text;
+}
+
+// The short names of the sweep's usual axes in method labels ("eagle2 tt=20 d=4 k=8").
+std::string axis_label(const std::string& option) {
+  if (option == "total_tokens") return "tt";
+  if (option == "depth") return "d";
+  if (option == "top_k") return "k";
+  return option;
+}
+
 std::vector<MethodSpec> eagle2_grid(const ExperimentConfig& c) {
   const std::string head = require_head(c);
-  check(!c.grid_total_tokens.empty() && !c.grid_depth.empty() && !c.grid_top_k.empty(),
-        "exp sweep: --total-tokens, --depth and --top-k need at least one value each");
+  check(!c.grid.empty(), "exp sweep: expected at least one grid axis (--total-tokens, --depth, --top-k, --grid)");
+  int64_t points = 1;
+  for (const GridAxis& axis : c.grid) {
+    check(!axis.values.empty(), "exp sweep: the axis " + axis.option + " needs at least one value");
+    points *= static_cast<int64_t>(axis.values.size());
+  }
   std::vector<MethodSpec> m;
-  int64_t index = 0;
-  for (int64_t tt : c.grid_total_tokens)
-    for (int64_t d : c.grid_depth)
-      for (int64_t k : c.grid_top_k) {
-        if (index % c.shard_count == c.shard_index) {
-          MethodSpec s = method(eagle2_strategy(),
-                                {{"total_tokens", std::to_string(tt)}, {"depth", std::to_string(d)},
-                                 {"top_k", std::to_string(k)}, {"head", head}},
-                                "eagle2 tt=" + std::to_string(tt) + " d=" + std::to_string(d) + " k=" + std::to_string(k));
-          s.grid_json = nlohmann::ordered_json{{"index", index}, {"total_tokens", tt}, {"depth", d}, {"top_k", k}}.dump();
-          m.push_back(std::move(s));
-        }
-        ++index;
-      }
+  for (int64_t index = 0; index < points; ++index) {
+    if (index % c.shard_count != c.shard_index) continue;
+    std::vector<std::pair<std::string, std::string>> options;
+    nlohmann::ordered_json grid{{"index", index}};
+    std::string label = "eagle2";
+    int64_t rest = index;  // mixed radix, the last axis fastest
+    std::vector<size_t> pick(c.grid.size());
+    for (size_t a = c.grid.size(); a-- > 0;) {
+      pick[a] = static_cast<size_t>(rest % static_cast<int64_t>(c.grid[a].values.size()));
+      rest /= static_cast<int64_t>(c.grid[a].values.size());
+    }
+    for (size_t a = 0; a < c.grid.size(); ++a) {
+      const std::string& value = c.grid[a].values[pick[a]];
+      options.emplace_back(c.grid[a].option, value);
+      grid[c.grid[a].option] = grid_value(value);
+      label += " " + axis_label(c.grid[a].option) + "=" + value;
+    }
+    options.emplace_back("head", head);
+    MethodSpec s = method(eagle2_strategy(), options, label);
+    s.grid_json = grid.dump();
+    m.push_back(std::move(s));
+  }
   return m;
 }
 
@@ -314,7 +371,8 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
       {"train-data", "EAGLE Table 6", "heads trained on fixed vs target-generated data (--head fixed=DIR "
        "--head generated=DIR)", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) { return one_method_per_head(c, {"fixed", "generated"}); }},
-      {"sweep", "", "EAGLE-2 over --total-tokens x --depth x --top-k; --shard i/n splits the grid", {"mt_bench"},
+      {"sweep", "", "EAGLE-2 over --total-tokens x --depth x --top-k (and any option: --grid KEY=V1,V2); --shard "
+       "i/n splits the grid", {"mt_bench"},
        {0.0}, eagle2_grid},
       {"compare", "", "the methods given with -s beside the baseline (draftlab compare)", {}, {0.0},
        [](const ExperimentConfig&) { return Methods{}; }},
@@ -431,7 +489,10 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
     const HeadSpec& h = c.heads[i];
     models[keys[i]] = {{"path", h.path}, {"sha256", model_weights_sha256(h.path)}};
     const std::string log = h.path + "/training_log.h5";
-    if (is_file(log)) out.training[keys[i] == "head" ? "head" : keys[i].substr(5)] = read_training_log(log);
+    if (!is_file(log)) continue;
+    TrainingCurves& curves = out.training[keys[i] == "head" ? "head" : keys[i].substr(5)] = read_training_log(log);
+    // Logs written before the trainers recorded the family: the folder says it.
+    if (!curves.attributes.count("family")) curves.attributes["family"] = head_family_of(h.path).name;
   }
   if (!c.draft_path.empty())
     models["draft"] = {{"path", c.draft_path}, {"sha256", model_weights_sha256(c.draft_path)}};
@@ -448,7 +509,11 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
     jm.push_back({{"label", m.label}, {"strategy", m.strategy}, {"options", nlohmann::ordered_json::parse(m.options_json())}});
   settings["methods"] = jm;
   if (std::any_of(methods.begin(), methods.end(), [](const MethodSpec& m) { return !m.grid_json.empty(); }))
-    settings["grid"] = {{"total_tokens", c.grid_total_tokens}, {"depth", c.grid_depth}, {"top_k", c.grid_top_k}};
+    for (const GridAxis& axis : c.grid) {
+      nlohmann::ordered_json values = nlohmann::ordered_json::array();
+      for (const std::string& v : axis.values) values.push_back(grid_value(v));
+      settings["grid"][axis.option] = values;
+    }
   a["settings"] = settings.dump();
 
   // Every question set first (cheap), so that progress knows the whole run's size.

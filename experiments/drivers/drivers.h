@@ -20,6 +20,18 @@ struct HeadSpec {
   std::string path;
 };
 
+// One axis of `exp sweep`: an eagle2 option and its values, kept as the option table reads them ("20", "auto").
+struct GridAxis {
+  std::string option;
+  std::vector<std::string> values;
+};
+
+// The axis of `flag` ("--total-tokens", "--grid"): OPTION and its comma-separated VALUES, each value checked against
+// eagle2's option table now, before any model loads. Throws Error naming the flag, option and value.
+GridAxis parse_grid_axis(const std::string& flag, const std::string& option, const std::string& values);
+// Sets (or adds, after the others) the axis of its option.
+void set_grid_axis(std::vector<GridAxis>& grid, GridAxis axis);
+
 struct ExperimentConfig {
   std::string experiment;      // driver name
   std::string target_path;     // recorded with its checksum
@@ -34,8 +46,8 @@ struct ExperimentConfig {
   RunnerSettings runner;
   std::vector<std::string> strategy_specs;  // --strategy NAME:k=v,... (add, or override a preset method of that label)
   std::string head_strategy;                // ablate-inputs, train-data: the strategy each head drives ("": EAGLE-2)
-  // sweep
-  std::vector<int64_t> grid_total_tokens{20, 40, 60}, grid_depth{4, 6}, grid_top_k{4, 8};
+  // sweep: the grid's axes in loop order (the last varies fastest), each an eagle2 option with its values
+  std::vector<GridAxis> grid{{"total_tokens", {"20", "40", "60"}}, {"depth", {"4", "6"}}, {"top_k", {"4", "8"}}};
   int shard_index = 0, shard_count = 1;
   std::string command_line;
 };

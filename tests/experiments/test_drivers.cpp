@@ -317,7 +317,8 @@ TEST(Drivers, EagleThreeDriversPickEachHeadsStrategy) {
   c.heads = {{"small", head_dir()}, {"large", head_dir()}};
   const ResultsFile r = run_and_check(c);
   EXPECT_EQ(methods_of(r), (std::set<std::string>{"vanilla", "small", "large"}));
-  EXPECT_TRUE(r.training.count("small") && r.training.count("large"));
+  ASSERT_TRUE(r.training.count("small") && r.training.count("large"));
+  EXPECT_EQ(r.training.at("small").attributes.at("family"), "eagle");  // the table's Family column
 }
 
 TEST(Drivers, SweepShardsMergedCoverTheGridExactlyOnce) {
@@ -330,9 +331,7 @@ TEST(Drivers, SweepShardsMergedCoverTheGridExactlyOnce) {
                                  R"({"question_id": 2, "turns": ["Tom had a red ball. One day, he went to the park"]})"
                                  "\n");
   c.datasets = {stories};
-  c.grid_total_tokens = {6, 10};
-  c.grid_depth = {2, 3};
-  c.grid_top_k = {2};
+  c.grid = {{"total_tokens", {"6", "10"}}, {"depth", {"2", "3"}}, {"top_k", {"2"}}};
   std::vector<std::string> paths;
   for (int shard = 0; shard < 2; ++shard) {
     c.shard_index = shard;
@@ -363,6 +362,28 @@ TEST(Drivers, SweepShardsMergedCoverTheGridExactlyOnce) {
   EXPECT_EQ(vanilla, 2);  // one baseline per shard (process)
   for (const auto& run : merged.runs) EXPECT_EQ(run.dataset, "stories");
   EXPECT_NE(summary_table(merged).find("x*"), std::string::npos);  // the fastest grid point
+}
+
+// A grid axis is any eagle2 option; its values are checked against the option table when parsed (before a model
+// loads), and reach the strategy and the results file's `grid` in one form.
+TEST(Drivers, GridAxesAreEagle2OptionsCheckedWhenParsed) {
+  expect_error([] { parse_grid_axis("--depth", "depth", "4,0"); }, {"--depth", "depth", "0"});
+  expect_error([] { parse_grid_axis("--grid", "totl_tokens", "4"); }, {"--grid", "totl_tokens"});
+  expect_error([] { parse_grid_axis("--grid", "rank_by", "value,size"); }, {"--grid", "rank_by", "size"});
+  expect_error([] { parse_grid_axis("--top-k", "top_k", ","); }, {"--top-k", "values"});
+  ExperimentConfig c = tiny_config("sweep");
+  set_grid_axis(c.grid, parse_grid_axis("--total-tokens", "total_tokens", "auto,10"));
+  set_grid_axis(c.grid, parse_grid_axis("--grid", "rank_by", "value,confidence"));
+  c.grid.erase(c.grid.begin() + 1);  // depth: its default
+  ASSERT_EQ(c.grid.size(), 3u);      // total_tokens, top_k, rank_by
+  const std::vector<MethodSpec> m = experiment_methods(c);
+  ASSERT_EQ(m.size(), 1u + 2 * 2 * 2);
+  EXPECT_EQ(m[1].label, "eagle2 tt=auto k=4 rank_by=value");
+  EXPECT_EQ(m[8].label, "eagle2 tt=10 k=8 rank_by=confidence");
+  EXPECT_EQ(m[8].option("rank_by"), "confidence");
+  const auto g = nlohmann::json::parse(m[1].grid_json);
+  EXPECT_EQ(g["total_tokens"], "auto");  // a number where the value is one, else the text
+  EXPECT_EQ(nlohmann::json::parse(m[8].grid_json)["total_tokens"], 10);
 }
 
 TEST(Drivers, OverlongPromptsAreCutFromTheLeftToLeaveRoomForTheAnswer) {
