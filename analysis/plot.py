@@ -387,6 +387,7 @@ def figure_scaling(results):
         for ax, name in zip(row, ("speedup vs vanilla", "τ (tokens per cycle)")):
             ax.set_xscale("log", base=2)
             ax.set(xlabel="training tokens (the head's training split)", ylabel=name, title=title)
+            ax.set_ylim(bottom=0)  # from zero: a flat curve must look flat, not magnified noise
             ax.grid(alpha=0.3)
         row[1].legend(fontsize=8)
     fig.suptitle(textwrap.fill(machine_caption(results), width=150), fontsize=7)
