@@ -360,16 +360,15 @@ def figure_n_alpha(results, max_n=7):
 
 def figure_scaling(results):
     """Speedup and tau against each head's training tokens (its training log), one line per head family and data
-    source (EAGLE-3 Figure 1)."""
+    file (EAGLE-3 Figure 1)."""
     import matplotlib.pyplot as plt
     runs = [r for r in results["runs"] if not is_baseline(r)]
     groups = list(dict.fromkeys((r["dataset"], r["temperature"]) for r in runs))
     fig, axes = plt.subplots(len(groups), 2, figsize=(12, 3.8 * max(len(groups), 1)), squeeze=False)
 
-    def head(r):  # (line label, training tokens) from the head's training log
+    def head(r):  # (line label, training tokens) from the head's training log: one line per family and data file
         attrs = results["training"].get(r["method"], {}).get("attrs", {})
-        data = attrs.get("data", "")
-        source = "generated" if "(tokens)" in data else "corpus"
+        source = os.path.basename(attrs.get("data", "").split(" (")[0]) or "data not recorded"
         return f"{attrs.get('family', '?')} head, {source}", float(attrs.get("train_tokens", "nan"))
 
     for row, (dataset, t) in zip(axes, groups):

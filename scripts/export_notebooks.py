@@ -43,7 +43,7 @@ NOTEBOOKS = {
                 "The acceptance rate of the n-th draft token of a chain whose earlier tokens were accepted, one line "
                 "per method (EAGLE-2 head vs EAGLE-3 head). Input: `draftlab exp eagle3-alpha`."),
     "scaling": ("figure_scaling", "data-scaling", "Speedup and τ against training data (EAGLE-3 Figure 1)",
-                "One line per head family and data source, x = the training tokens each head's log records. Input: "
+                "One line per head family and data file, x = the training tokens each head's log records. Input: "
                 "`draftlab exp data-scaling` (heads from scripts/train_scaling_heads.sh)."),
     "training": ("figure_training", "speed", "Training curves",
                  "Loss, learning rate, eval accuracy and n-α of every /training group of the file."),

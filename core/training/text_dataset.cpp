@@ -74,8 +74,12 @@ TextDataset::TextDataset(std::vector<int32_t> train, std::vector<int32_t> valida
             std::to_string(validation_mask_.size()) + " for " + std::to_string(validation_.size()) + ")");
 }
 
-void TextDataset::keep_training_fraction(double fraction) {
+void check_training_fraction(double fraction) {
   check(fraction > 0 && fraction <= 1, "--data-fraction: expected a number in (0, 1], got " + std::to_string(fraction));
+}
+
+void TextDataset::keep_training_fraction(double fraction) {
+  check_training_fraction(fraction);
   const auto keep = static_cast<size_t>(std::llround(fraction * static_cast<double>(train_.size())));
   train_.resize(keep);
   if (masked_) train_mask_.resize(keep);

@@ -46,7 +46,7 @@ class TextDataset {
   // Keeps the first round(fraction x tokens) tokens of the training stream (and its mask), 0 < fraction <= 1; the
   // validation split is untouched, so heads trained on different fractions are validated on the same windows.
   // Nested: a smaller fraction's tokens are a prefix of a larger one's (EAGLE-3 Figure 1's data scaling).
-  // Throws Error naming --data-fraction when the fraction is out of range.
+  // Throws check_training_fraction's Error when the fraction is out of range.
   void keep_training_fraction(double fraction);
 
   // A hash (16 hex digits) of the token streams and masks: names the data a feature cache was built from.
@@ -66,6 +66,9 @@ class TextDataset {
   int64_t stories_ = 0;
   bool masked_ = false;
 };
+
+// Throws Error naming --data-fraction unless 0 < fraction <= 1 (train-head checks it before the target loads).
+void check_training_fraction(double fraction);
 
 // One tokenized sequence (a story, a conversation, a prompt and its continuation) with its 0/1 loss mask.
 struct MaskedSequence {

@@ -156,7 +156,8 @@ int run_exp(int argc, char** argv) {
        "NAME:key=value,... adds a method; NAME = a preset method's label overrides its options; "
        "label=TEXT names it (a new method, or the preset it overrides) (repeatable)")
       ("head-strategy", po::value(&c.head_strategy),
-       "ablate-inputs, train-data: the strategy each head drives (one that needs an EAGLE head; default EAGLE-2)")
+       "ablate-inputs, train-data, ablate-eagle3, data-scaling: the strategy each head drives (one that needs an EAGLE "
+       "head; default: the head family's EAGLE-2 tree strategy, eagle2 or eagle3)")
       ("total-tokens", po::value(&total_tokens)->composing(), "sweep: comma-separated total_tokens values (20,40,60)")
       ("depth", po::value(&depth)->composing(), "sweep: comma-separated depths (4,6)")
       ("top-k", po::value(&top_k)->composing(), "sweep: comma-separated top_k values (4,8)")

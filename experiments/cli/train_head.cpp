@@ -193,8 +193,7 @@ int run_train_head(int argc, char** argv) {
     check(e3.feature_layers.size() == 3, "--feature-layers: expected three layers, got '" + feature_layers + "'");
   }
   check(corpus.empty() != data_path.empty(), "train-head: expected exactly one of --corpus and --data");
-  check(data_fraction > 0 && data_fraction <= 1,
-        "--data-fraction: expected a number in (0, 1], got " + std::to_string(data_fraction));
+  check_training_fraction(data_fraction);
   const LoadedModel loaded = load_model_and_tokenizer(mo);
   const std::string source = corpus.empty() ? data_path : corpus;
   const HeadDataFormat format = corpus.empty() ? parse_head_data_format(data_format, data_path) : HeadDataFormat::Text;

@@ -147,31 +147,6 @@ void parse_shard(const std::string& text, int& index, int& count) {
 
 namespace {
 
-// One method per labelled head (ablate-inputs, train-data), each driving --head-strategy.
-std::vector<MethodSpec> one_method_per_head(const ExperimentConfig& c, const std::vector<std::string>& labels) {
-  const StrategyDescriptor& strategy = c.head_strategy.empty() ? eagle2_strategy() : find_strategy(c.head_strategy);
-  check(strategy.needs == StrategyNeeds::Head,
-        "--head-strategy: expected a strategy that drafts with an EAGLE head, got '" + c.head_strategy + "'");
-  std::vector<MethodSpec> m;
-  if (labels.empty()) {  // every head, each labelled
-    for (const auto& h : c.heads) {
-      if (h.label.empty())
-        throw Error("exp " + c.experiment + ": expected every --head as LABEL=DIR (one per input variant), got '" +
-                    h.path + "'");
-      m.push_back(method(strategy, {{"head", h.path}}, h.label));
-    }
-    check(!c.heads.empty(), "exp " + c.experiment + ": --head LABEL=DIR is required, once per input variant");
-  }
-  for (const auto& label : labels) {
-    const HeadSpec* h = find_head(c, label);
-    if (!h)
-      throw Error("exp " + c.experiment + ": --head " + label + "=DIR is required (heads trained on fixed and on " +
-                  "target-generated data)");
-    m.push_back(method(strategy, {{"head", h->path}}, label));
-  }
-  return m;
-}
-
 // The EAGLE-2 tree strategy of a head's family: eagle2 for an EAGLE head, eagle3 for an EAGLE-3 head.
 const StrategyDescriptor& tree_strategy_of(const ExperimentConfig& c, const HeadSpec& h) {
   const HeadFamily& family = head_family_of(h.path);
@@ -181,16 +156,32 @@ const StrategyDescriptor& tree_strategy_of(const ExperimentConfig& c, const Head
               "got " + family.title + " folder");
 }
 
-// One method per labelled head on EAGLE-2's tree with its family's strategy (data-scaling, ablate-eagle3): the
-// papers' tree, and with `small` the CPU-sized 4 / 4 / 1 as well.
-std::vector<MethodSpec> tree_method_per_head(const ExperimentConfig& c, const std::string& needs, bool small) {
-  check(!c.heads.empty(), "exp " + c.experiment + ": --head LABEL=DIR is required, once per " + needs);
+// One method per labelled head (ablate-inputs, train-data, ablate-eagle3, data-scaling): the heads named in
+// `labels`, or every head when it is empty (each must be labelled; `needs` says what one head stands for). Each
+// drives --head-strategy, else its family's EAGLE-2 tree strategy; with `small` also at the CPU-sized 4 / 4 / 1.
+std::vector<MethodSpec> one_method_per_head(const ExperimentConfig& c, const std::vector<std::string>& labels,
+                                            const std::string& needs, bool small = false) {
+  const StrategyDescriptor* chosen = c.head_strategy.empty() ? nullptr : &find_strategy(c.head_strategy);
+  check(!chosen || chosen->needs == StrategyNeeds::Head,
+        "--head-strategy: expected a strategy that drafts with an EAGLE head, got '" + c.head_strategy + "'");
+  std::vector<HeadSpec> heads;
+  if (labels.empty()) {
+    check(!c.heads.empty(), "exp " + c.experiment + ": --head LABEL=DIR is required, once per " + needs);
+    for (const auto& h : c.heads) {
+      if (h.label.empty())
+        throw Error("exp " + c.experiment + ": expected every --head as LABEL=DIR (one per " + needs + "), got '" +
+                    h.path + "'");
+      heads.push_back(h);
+    }
+  }
+  for (const auto& label : labels) {
+    const HeadSpec* h = find_head(c, label);
+    if (!h) throw Error("exp " + c.experiment + ": --head " + label + "=DIR is required (" + needs + ")");
+    heads.push_back(*h);
+  }
   std::vector<MethodSpec> m, cpu_sized;
-  for (const auto& h : c.heads) {
-    if (h.label.empty())
-      throw Error("exp " + c.experiment + ": expected every --head as LABEL=DIR (one per " + needs + "), got '" +
-                  h.path + "'");
-    const StrategyDescriptor& strategy = tree_strategy_of(c, h);
+  for (const HeadSpec& h : heads) {
+    const StrategyDescriptor& strategy = chosen ? *chosen : tree_strategy_of(c, h);
     m.push_back(method(strategy, {{"head", h.path}}, h.label));
     if (small)
       cpu_sized.push_back(method(strategy, {{"total_tokens", "4"}, {"depth", "4"}, {"top_k", "1"}, {"head", h.path}},
@@ -303,11 +294,11 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
       {"ablate-eagle3", "EAGLE-3 Table 2", "EAGLE-2 head / TTT with the top-layer feature only / TTT + fusion: "
        "every --head LABEL=DIR (scripts/train_ablation_heads.sh) with its family's strategy (eagle2, eagle3) at "
        "60 / 6 / 10 and 4 / 4 / 1", {"mt_bench", "gsm8k"}, {0.0},
-       [](const ExperimentConfig& c) { return tree_method_per_head(c, "head variant", true); }},
+       [](const ExperimentConfig& c) { return one_method_per_head(c, {}, "head variant", true); }},
       {"data-scaling", "EAGLE-3 Figure 1", "heads trained on more and more data (--head LABEL=DIR, repeated: "
        "scripts/train_scaling_heads.sh), each with its family's strategy (eagle2, eagle3): speedup and tau against "
        "the training tokens its log records", {"mt_bench"}, {0.0},
-       [](const ExperimentConfig& c) { return tree_method_per_head(c, "trained head", false); }},
+       [](const ExperimentConfig& c) { return one_method_per_head(c, {}, "trained head"); }},
       {"eagle3-alpha", "EAGLE-3 Figure 7", "n-alpha for n = 0..7: 8-token chains (top_k 1, depth 8, total_tokens 9 "
        "with the root) of eagle2 with the EAGLE head (--head) and eagle3 with the EAGLE-3 head (--head)", {"mt_bench"},
        {0.0},
@@ -362,7 +353,7 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
                         method(e, {{"rank_by", "confidence"}, {"rerank", "false"}, {"head", head}}, e.name + " w/o both")};
        }},
       {"ablate-inputs", "EAGLE Figure 8", "one head per input variant (--head LABEL=DIR, repeated)", {"mt_bench"},
-       {0.0}, [](const ExperimentConfig& c) { return one_method_per_head(c, {}); }},
+       {0.0}, [](const ExperimentConfig& c) { return one_method_per_head(c, {}, "input variant"); }},
       {"tree-vs-chain", "EAGLE Table 5", "static tree vs chain with the same head", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) {
          const std::string head = require_head(c);
@@ -370,7 +361,9 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
        }},
       {"train-data", "EAGLE Table 6", "heads trained on fixed vs target-generated data (--head fixed=DIR "
        "--head generated=DIR)", {"mt_bench"}, {0.0},
-       [](const ExperimentConfig& c) { return one_method_per_head(c, {"fixed", "generated"}); }},
+       [](const ExperimentConfig& c) {
+         return one_method_per_head(c, {"fixed", "generated"}, "heads trained on fixed and on target-generated data");
+       }},
       {"sweep", "", "EAGLE-2 over --total-tokens x --depth x --top-k (and any option: --grid KEY=V1,V2); --shard "
        "i/n splits the grid", {"mt_bench"},
        {0.0}, eagle2_grid},

@@ -45,7 +45,7 @@ struct ExperimentConfig {
   std::vector<int64_t> batch_sizes;   // empty: the driver's default; runner.batch_size is set from each in turn
   RunnerSettings runner;
   std::vector<std::string> strategy_specs;  // --strategy NAME:k=v,... (add, or override a preset method of that label)
-  std::string head_strategy;                // ablate-inputs, train-data: the strategy each head drives ("": EAGLE-2)
+  std::string head_strategy;  // the labelled-head drivers: the strategy each head drives ("": its family's eagle2 / eagle3)
   // sweep: the grid's axes in loop order (the last varies fastest), each an eagle2 option with its values
   std::vector<GridAxis> grid{{"total_tokens", {"20", "40", "60"}}, {"depth", {"4", "6"}}, {"top_k", {"4", "8"}}};
   int shard_index = 0, shard_count = 1;

@@ -21,7 +21,9 @@
 #include "core/training/text_dataset.h"
 #include "core/training/training_log.h"
 #include "core/training/trainer.h"
+#include "finite_differences.h"
 #include "model_fixtures.h"
+#include "test_errors.h"
 #include "test_paths.h"
 
 namespace draftlab {
@@ -81,6 +83,27 @@ TEST(TextDataset, SplitsStoriesDeterministicallyAndSamplesBySeedAndStep) {
   EXPECT_THROW(data.train_batch(1, 10, 0, 0), Error);
 }
 
+// --data-fraction: the first round(F x n) training tokens (and their mask), the validation split untouched, so a
+// smaller fraction's windows come from a prefix of a larger one's stream.
+TEST(TextDataset, KeepsAPrefixOfTheTrainingSplitOnly) {
+  std::vector<int32_t> train(40);
+  for (int32_t i = 0; i < 40; ++i) train[i] = i;
+  TextDataset data(train, {50, 51, 52, 53, 54, 55}, std::vector<uint8_t>(40, 1), std::vector<uint8_t>(6, 1), 4);
+  const at::Tensor validation = data.validation_windows(2, 4);
+  data.keep_training_fraction(0.25);
+  EXPECT_EQ(data.train_tokens(), 10);
+  EXPECT_EQ(data.validation_tokens(), 6);
+  EXPECT_TRUE(at::equal(data.validation_windows(2, 4), validation));
+  for (int64_t step = 0; step < 20; ++step) {  // every window inside tokens 0..9, the mask cut with them
+    EXPECT_LE(data.train_batch(4, 3, 1, step).max().item<int64_t>(), 9);
+    EXPECT_EQ(data.train_batch_mask(4, 3, 1, step).numel(), 16);
+  }
+  data.keep_training_fraction(0.5);  // of what is left
+  EXPECT_EQ(data.train_tokens(), 5);
+  testing::expect_error([&] { data.keep_training_fraction(0); }, {"--data-fraction", "(0, 1]"});
+  testing::expect_error([] { check_training_fraction(1.5); }, {"--data-fraction", "1.5"});
+}
+
 // Autograd through the training forward against central differences, in float64, for a few entries of
 // every kind of parameter (MHA and GQA, tied and untied head).
 TEST(TrainingForward, GradientsMatchFiniteDifferences) {
@@ -106,31 +129,12 @@ TEST(TrainingForward, GradientsMatchFiniteDifferences) {
         p.add_(at::normal(0.0, name.find("norm") != std::string::npos ? 0.3 : 0.4, p.sizes(), gen,
                           at::TensorOptions().dtype(at::kDouble)));
     }
-    for (const auto& [name, p] : params) p.requires_grad_(true);
     const RotaryEmbedding rope(c, o);
     const auto windows = long_tensor({1, 5, 2, 9, 3, 3, 7, 0, 4, 10, 6, 2, 8, 1}).view({2, 7});
-    auto loss = next_token_loss(c, w, rope, windows);
-    loss.backward();
-
-    at::NoGradGuard no_grad;
-    for (const auto& [name, p] : params) {
-      for (int k = 0; k < 3; ++k) {
-        const int64_t i = at::randint(p.numel(), {1}, gen, at::TensorOptions().dtype(at::kLong)).item<int64_t>();
-        // Indexing (not view(-1)): the projection parameters are column-major views.
-        auto elem = p.dim() == 2 ? p[i / p.size(1)][i % p.size(1)] : p[i];
-        const double x0 = elem.item<double>(), h = 1e-6;
-        elem.fill_(x0 + h);
-        const double up = next_token_loss(c, w, rope, windows).item<double>();
-        elem.fill_(x0 - h);
-        const double down = next_token_loss(c, w, rope, windows).item<double>();
-        elem.fill_(x0);
-        const double numeric = (up - down) / (2 * h);
-        const double analytic = p.dim() == 2 ? p.grad()[i / p.size(1)][i % p.size(1)].item<double>()
-                                             : p.grad()[i].item<double>();
-        EXPECT_NEAR(analytic, numeric, 1e-7 + 1e-5 * std::abs(numeric))
-            << name << " entry " << i << " (kv_heads " << kv_heads << ", tied " << tied << ")";
-      }
-    }
+    SCOPED_TRACE("kv_heads " + std::to_string(kv_heads) + ", tied " + std::to_string(tied));
+    EXPECT_EQ(testing::expect_gradients_match_central_differences(
+                  params, [&] { return next_token_loss(c, w, rope, windows); }),
+              3 * static_cast<int>(params.size()));
   }
 }
 
