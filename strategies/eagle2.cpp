@@ -94,6 +94,7 @@ class Eagle2Strategy : public DraftStrategy {
         continue;
       }
       s.drafter_.start_tree(requests[i]);
+      g.sampled = s.o_.sample_tree && !requests[i].sampler.params().greedy();
       const int32_t cap = s.o_.auto_budget ? s.o_.max_auto_tokens - 1 : s.o_.total_tokens - 1;
       g.budget = std::min(cap, requests[i].max_nodes);  // drafted nodes (the root excluded)
       // A kept node needs all its ancestors kept, so layers deeper than the budget could never be verified.
@@ -115,7 +116,13 @@ class Eagle2Strategy : public DraftStrategy {
       if (growing.empty()) break;
       // One head forward for every frontier (none for a root: the sync forward predicted it).
       const auto logits = EagleDrafter::expand_batch(drafters, trees, frontiers);
-      for (size_t k = 0; k < growing.size(); ++k) strategies[growing[k]]->grow(growths[growing[k]], logits[k]);
+      for (size_t k = 0; k < growing.size(); ++k) {
+        Growth& g = growths[growing[k]];
+        if (g.sampled)
+          strategies[growing[k]]->grow_sampled(g, logits[k], requests[growing[k]].sampler);
+        else
+          strategies[growing[k]]->grow(g, logits[k]);
+      }
     }
     // Each sequence's share of the batch's drafting time (all of it alone).
     const double drafting = seconds_since(t0) / static_cast<double>(B);
@@ -124,6 +131,10 @@ class Eagle2Strategy : public DraftStrategy {
       Eagle2Strategy& s = *strategies[i];
       Growth& g = growths[i];
       if (g.depth <= 0) continue;
+      if (g.sampled) {  // no reranking: every sampled node was chosen before it was drawn (grow_sampled)
+        out[i] = std::move(g.tree);
+        continue;
+      }
       // `frontier` now holds the best of the last layer: part of the no-rerank draft, never expanded.
       std::vector<int32_t> keep = s.o_.rerank ? eagle2_rerank(g.tree, g.budget)
                                               : eagle2_rerank(g.tree, g.budget, g.expanded);
@@ -172,6 +183,7 @@ class Eagle2Strategy : public DraftStrategy {
     std::vector<int32_t> expanded;  // every node chosen for expansion (the draft without reranking)
     std::vector<int32_t> frontier{EagleDrafter::kRoot};
     int32_t budget = 0, depth = 0;  // depth 0: no draft this cycle
+    bool sampled = false;           // sample_tree at T > 0
   };
 
   // One layer: the frontier's top_k children each, then the next frontier (the layer's best top_k by value).
@@ -191,6 +203,49 @@ class Eagle2Strategy : public DraftStrategy {
                        g.frontier.end());
     }
     g.expanded.insert(g.expanded.end(), g.frontier.begin(), g.frontier.end());
+  }
+
+  // sample_tree at T > 0: one layer of children drawn without replacement from each frontier node's processed
+  // head distribution q. Reranking a drawn node by its own value would keep it depending on the token drawn, so it
+  // would no longer follow the q the verifier divides by (the output would be biased). Instead each layer is chosen
+  // BEFORE it is drawn: of the slots (frontier node f, rank r < top_k), the top_k by prior value(f) * q_f(r) (the
+  // r-th largest probability of q_f; confidence alone with rank_by=confidence) within the budget; f then gets that
+  // many draws, and every drawn node is expanded next layer. Lossless, and the tree still follows the context.
+  void grow_sampled(Growth& g, const at::Tensor& logits, Sampler& sampler) const {
+    struct Slot {
+      float prior;
+      size_t f;
+      int64_t r;
+    };
+    const size_t F = g.frontier.size();
+    std::vector<at::Tensor> q(F);
+    std::vector<Slot> slots;
+    for (size_t f = 0; f < F; ++f) {
+      q[f] = sampler.distribution(logits[static_cast<int64_t>(f)]);
+      const float parent = g.frontier[f] == EagleDrafter::kRoot ? 1.0f : g.tree.node(g.frontier[f]).value;
+      const at::Tensor top = std::get<0>(q[f].topk(std::min<int64_t>(o_.top_k, q[f].numel())));
+      for (int64_t r = 0; r < top.numel(); ++r) {
+        const float qr = top.data_ptr<float>()[r];
+        if (qr > 0.0f) slots.push_back({(o_.rank_by_value ? parent : 1.0f) * qr, f, r});
+      }
+    }
+    const auto take = static_cast<size_t>(
+        std::clamp<int64_t>(std::min(o_.top_k, g.budget - g.tree.size()), 0, static_cast<int64_t>(slots.size())));
+    std::partial_sort(slots.begin(), slots.begin() + static_cast<std::ptrdiff_t>(take), slots.end(),
+                      [](const Slot& a, const Slot& b) {
+                        if (a.prior != b.prior) return a.prior > b.prior;
+                        return a.f != b.f ? a.f < b.f : a.r < b.r;
+                      });
+    std::vector<int64_t> draws(F, 0);
+    for (size_t s = 0; s < take; ++s) ++draws[slots[s].f];
+    g.layer.clear();
+    for (size_t f = 0; f < F; ++f) {
+      if (draws[f] == 0) continue;
+      const int32_t qi = g.tree.add_distribution(q[f]);
+      for (int64_t token : sampler.sample_without_replacement(q[f], draws[f]))
+        g.layer.push_back(g.tree.add(token, g.frontier[f], q[f].data_ptr<float>()[token], qi, /*without_replacement=*/true));
+    }
+    g.frontier = g.layer;
   }
 
   // Of the reranked nodes, the best-valued prefix that maximises expected tokens per second (verify_cost.h).
@@ -254,13 +309,19 @@ StrategyDescriptor eagle2_descriptor_for(const std::string& name, const std::str
                integer_option("top_k", 10, 1, 100000, "nodes expanded per layer and children per node"),
                choice_option("rank_by", {"value", "confidence"}, "what picks the nodes to expand (confidence: "
                                                                  "ablation w/o value)"),
-               bool_option("rerank", true, "false: ablation w/o reranking")};
+               bool_option("rerank", true, "false: ablation w/o reranking"),
+               bool_option("sample_tree", false,
+                           "T > 0: children drawn without replacement from the head's distribution, each layer "
+                           "chosen by prior value before it is drawn (no reranking; not with total_tokens=auto)")};
   for (auto& o : eagle_head_options(family)) d.options.push_back(o);
   d.test_variants = {
       {"eagle2", {}},
       {"eagle2_small", {"total_tokens=12", "depth=4", "top_k=3"}},
       {"eagle2_ablations", {"rank_by=confidence", "rerank=false", "top_k=4", "depth=3"}},
-      {"eagle2_auto", {"total_tokens=auto", "max_auto_tokens=32"}},
+      {"eagle2_auto", {"total_tokens=auto", "max_auto_tokens=32"},
+       "total_tokens=auto decides from measured wall-clock costs whether drafting pays: on a fast or loaded machine it "
+       "drafts only now and then (174 real rejections in 3000 runs seen), too rarely for the control to be reliable"},
+      {"eagle2_sampled", {"sample_tree=true", "total_tokens=12", "depth=4", "top_k=3"}},
       // The head's input variants (EAGLE Figure 8) and a reduced draft vocabulary, on random heads.
       {"eagle2_feature_only", {"total_tokens=16", "depth=4", "top_k=4", "head_input=feature_only"}},
       {"eagle2_token_only", {"total_tokens=16", "depth=4", "top_k=4", "head_input=token_only"}},
@@ -278,6 +339,11 @@ StrategyDescriptor eagle2_descriptor_for(const std::string& name, const std::str
     o.top_k = static_cast<int32_t>(options.get_int("top_k"));
     o.rank_by_value = options.get_string("rank_by") == "value";
     o.rerank = options.get_bool("rerank");
+    o.sample_tree = options.get_bool("sample_tree");
+    if (o.sample_tree && (o.auto_budget || !o.rerank))
+      throw Error("strategy " + name + ": sample_tree=true chooses each layer before drawing it and never reranks; "
+                  "it does not combine with " + std::string(o.auto_budget ? "total_tokens=auto" : "rerank=false") +
+                  " (both cut the tree by the values of drawn nodes, which would bias the output)");
     return std::make_unique<Eagle2Strategy>(name, context.target, eagle_head_from_options(context, options, family),
                                             o);
   };

@@ -23,8 +23,11 @@
 //   rerank           false: ablation "w/o reranking": the draft is the nodes chosen for expansion at each layer
 //                    plus the top_k of the last layer (cut to the budget by value if larger).
 //   head, head_seed, head_input, draft_vocab   the EAGLE head (eagle_head_options() in eagle_drafter.h).
-// Every cycle also respects request.max_nodes (context room) and request.tokens_wanted. Drafts are deterministic
-// top-k choices (distribution -1), as the official EAGLE-2 treats its candidates at T > 0 too.
+//   sample_tree      T > 0: children drawn without replacement from the head's processed distribution (EAGLE-1's
+//                    sampled tree) instead of the top-k; each layer is chosen by prior value before it is drawn,
+//                    and nothing is reranked (see grow_sampled in eagle2.cpp for why that keeps it lossless).
+// Every cycle also respects request.max_nodes (context room) and request.tokens_wanted. By default drafts are
+// deterministic top-k choices (distribution -1), as the official EAGLE-2 treats its candidates at T > 0 too.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +48,7 @@ struct Eagle2Options {
   int32_t top_k = 0;
   bool rank_by_value = true;
   bool rerank = true;
+  bool sample_tree = false;
 };
 
 // The eagle2 descriptor named `name` for heads of `family` (head_family.h): the same tree, options and factory.

@@ -14,7 +14,10 @@ const StrategyDescriptor& eagle3_strategy() {
     d.summary = "EAGLE-3: EAGLE-2's dynamic tree drafted by an EAGLE-3 head (fused low/middle/high target features, "
                 "own draft vocabulary)";
     d.test_variants = {{"eagle3", {}},
-                       {"eagle3_chain", {"top_k=1", "depth=5"}},
+                       {"eagle3_chain", {"top_k=1", "depth=5"},
+                        "a random EAGLE-3 head drafts from its own random LM head: its one drafted token has near-zero "
+                        "target probability and is rejected in every run, so a wrong rule's bias p(x) (1 - p(x)) is "
+                        "too small to see"},
                        {"eagle3_draft_vocab", {"total_tokens=16", "depth=4", "top_k=4", "draft_vocab=6"}}};
     return d;
   }();

@@ -71,6 +71,9 @@ OptionSpec path_option(const std::string& key, bool required, const std::string&
 struct TestVariant {
   std::string label;  // unique over all strategies: the test name suffix
   std::vector<std::string> options;
+  // Why the T > 0 wrong-rule control (tests/decoding/test_lossless_sampling.cpp) cannot see a wrong acceptance rule in
+  // this variant's first two tokens; empty: it must, and the test fails when too few drafts are rejected.
+  std::string no_sampling_power = {};
 };
 
 using StrategyFactory = std::function<std::unique_ptr<DraftStrategy>(const StrategyContext&, const StrategyOptions&)>;

@@ -218,6 +218,7 @@ BatchResult BatchSpeculativeDecoder::generate(const std::vector<BatchSequence>& 
       s.stats.forward_seconds += observe_forward_share;
       s.stats.drafted = s.tree.size();
       s.stats.accepted = static_cast<int32_t>(verified[i].accepted_nodes.size());
+      s.stats.rejected = verified[i].rejections;
       s.stats.experts_read = static_cast<int32_t>(verified[i].experts_read);
       ++s.result.forwards;
       for (const auto& r : verified[i].records) {

@@ -6,13 +6,16 @@
 
 namespace draftlab {
 
-int32_t DraftTree::add(int64_t token, int32_t parent, float confidence, int32_t distribution) {
+int32_t DraftTree::add(int64_t token, int32_t parent, float confidence, int32_t distribution,
+                       bool without_replacement) {
   check(parent >= -1 && parent < size(), [&] {
     return "DraftTree::add: parent " + std::to_string(parent) + " must be -1 or an existing node (< " +
            std::to_string(size()) + ")";
   });
   check(distribution >= -1 && distribution < static_cast<int32_t>(distributions_.size()),
         [&] { return "DraftTree::add: distribution index " + std::to_string(distribution) + " was not added"; });
+  check(!without_replacement || distribution >= 0,
+        "DraftTree::add: a draw without replacement needs the distribution it was drawn from");
   DraftNode n;
   n.token = token;
   n.parent = parent;
@@ -20,13 +23,47 @@ int32_t DraftTree::add(int64_t token, int32_t parent, float confidence, int32_t 
   n.confidence = confidence;
   n.value = (parent < 0 ? 1.0f : nodes_[parent].value) * confidence;
   n.distribution = distribution;
+  n.without_replacement = without_replacement;
   std::vector<int32_t>& siblings = parent < 0 ? root_children_ : children_[parent];
   n.sibling_rank = static_cast<int32_t>(siblings.size());
   const int32_t index = size();
   siblings.push_back(index);
   nodes_.push_back(n);
   children_.emplace_back();
+  if (without_replacement) {
+    // The draw must have been possible: its token still has mass once the earlier siblings are removed.
+    const at::Tensor q = draft_distribution(index);
+    const bool possible = token >= 0 && token < q.numel() && q.data_ptr<float>()[token] > 0.0f;
+    if (!possible) {
+      siblings.pop_back();
+      nodes_.pop_back();
+      children_.pop_back();
+      throw Error("DraftTree::add: token " + std::to_string(token) + " under parent " + std::to_string(parent) +
+                  " cannot be drawn without replacement from distribution " + std::to_string(distribution) +
+                  " (no mass left for it: out of range, zero, or an earlier sibling's token)");
+    }
+  }
   return index;
+}
+
+at::Tensor DraftTree::draft_distribution(int32_t i) const {
+  const DraftNode& n = nodes_[i];
+  if (n.distribution < 0) return {};
+  const at::Tensor& q = distributions_[n.distribution];
+  if (!n.without_replacement) return q;
+  // Remove the tokens of the earlier siblings drawn without replacement from the same distribution.
+  const std::vector<int32_t>& siblings = n.parent < 0 ? root_children_ : children_[n.parent];
+  at::Tensor conditional;
+  for (int32_t s : siblings) {
+    if (s == i) break;
+    const DraftNode& earlier = nodes_[s];
+    if (earlier.distribution != n.distribution || !earlier.without_replacement) continue;
+    if (!conditional.defined()) conditional = q.clone();
+    conditional.data_ptr<float>()[earlier.token] = 0.0f;
+  }
+  if (!conditional.defined()) return q;
+  const double mass = conditional.sum().item<double>();
+  return mass > 0.0 ? conditional / mass : conditional;
 }
 
 int32_t DraftTree::add_extra_row(int64_t token, int32_t depth, std::vector<int32_t> sees_rows,
@@ -128,7 +165,17 @@ DraftTree DraftTree::subtree(const std::vector<int32_t>& keep_in) const {
     check(parent != -2, [&] {
       return "DraftTree::subtree: node " + std::to_string(old) + " kept without its parent " + std::to_string(n.parent);
     });
-    new_index[old] = out.add(n.token, parent, n.confidence, n.distribution);
+    if (n.without_replacement) {
+      // Dropping an earlier sibling drawn from the same distribution would change what this node was drawn from.
+      const std::vector<int32_t>& siblings = n.parent < 0 ? root_children_ : children_[n.parent];
+      for (int32_t s : siblings) {
+        if (s == old) break;
+        if (nodes_[s].without_replacement && nodes_[s].distribution == n.distribution && new_index[s] < 0)
+          throw Error("DraftTree::subtree: node " + std::to_string(old) + " was drawn without replacement after node " +
+                      std::to_string(s) + ", which is not kept (its draw distribution would change)");
+      }
+    }
+    new_index[old] = out.add(n.token, parent, n.confidence, n.distribution, n.without_replacement);
   }
   for (ExtraRow e : extra_rows_) {
     for (int32_t& i : e.sees_nodes) {

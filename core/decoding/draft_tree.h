@@ -33,6 +33,11 @@ struct DraftNode {
   // Which DraftTree::distributions entry this token was *sampled* from, or -1 when it was chosen
   // deterministically (argmax / top-k / lookup): the verifier then treats the draft as a point mass.
   int32_t distribution = -1;
+  // Sampled without replacement: drawn from `distribution` with the tokens of the earlier siblings drawn from it
+  // (also without replacement) removed, renormalised. EAGLE-1's sampled tree at T > 0: siblings are distinct, and
+  // the verifier divides by this conditional q (DraftTree::draft_distribution), as recursive rejection sampling
+  // without replacement requires. Its earlier such siblings must stay in the tree (subtree() refuses otherwise).
+  bool without_replacement = false;
 };
 
 // A row scored alongside the tree but never accepted (see above).
@@ -45,8 +50,10 @@ struct ExtraRow {
 
 class DraftTree {
  public:
-  // Appends a node and returns its flat index. parent must be -1 or an existing node. Throws Error otherwise.
-  int32_t add(int64_t token, int32_t parent, float confidence = 1.0f, int32_t distribution = -1);
+  // Appends a node and returns its flat index. parent must be -1 or an existing node; without_replacement needs a
+  // distribution that still gives the token mass once its earlier siblings are removed. Throws Error otherwise.
+  int32_t add(int64_t token, int32_t parent, float confidence = 1.0f, int32_t distribution = -1,
+              bool without_replacement = false);
 
   // Stores a draft distribution q (float32 [vocab], any device; moved to CPU) and returns its index.
   int32_t add_distribution(const at::Tensor& probs);
@@ -59,6 +66,10 @@ class DraftTree {
   const std::vector<DraftNode>& nodes() const { return nodes_; }
   const DraftNode& node(int32_t i) const { return nodes_[i]; }
   const at::Tensor& distribution(int32_t i) const { return distributions_[i]; }
+  // The distribution node i was drawn from, as the verifier divides by it: undefined for a deterministic draft (a
+  // point mass), distributions_[d] for an independent draw, and for a draw without replacement that distribution
+  // with its earlier siblings' tokens zeroed and renormalised.
+  at::Tensor draft_distribution(int32_t i) const;
   int32_t size() const { return static_cast<int32_t>(nodes_.size()); }
   bool empty() const { return nodes_.empty(); }  // no nodes (extra rows may still be there)
   const std::vector<ExtraRow>& extra_rows() const { return extra_rows_; }

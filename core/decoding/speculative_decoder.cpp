@@ -125,6 +125,7 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<int64_t>& promp
     stats.drafted = tree.size();
     stats.experts_read = static_cast<int32_t>(verified.experts_read);
     stats.accepted = static_cast<int32_t>(verified.accepted_nodes.size());
+    stats.rejected = verified.rejections;
     stats.draft_seconds = seconds(a, b) + seconds(c, d);
     stats.verify_seconds = seconds(b, c);
     for (const auto& r : verified.records) {

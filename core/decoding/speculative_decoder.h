@@ -20,6 +20,7 @@ struct CycleStats {
   double verify_seconds = 0.0;  // target forward + acceptance + cache compaction
   double forward_seconds = 0.0; // of draft + verify, the time inside model forwards (ForwardClock)
   int32_t experts_read = 0;     // mixture-of-experts target: (layer, expert) pairs the verification read
+  int32_t rejected = 0;         // T > 0: drafted nodes tried and rejected (VerifyResult::rejections)
 };
 
 struct SpeculativeResult : GenerationResult {

@@ -90,14 +90,17 @@ VerifyResult Verifier::accept(KvCache& cache, const DraftTree& tree, const Verif
       int32_t next = -1;
       for (int32_t c : children_of(node)) {
         const DraftNode& d = tree.node(c);
+        // q: what this sibling was drawn from (for a draw without replacement, given the siblings before it).
+        const at::Tensor q = tree.draft_distribution(c);
         const float px = p[d.token].item<float>();
-        const float qx = d.distribution < 0 ? 1.0f : tree.distribution(d.distribution)[d.token].item<float>();
+        const float qx = q.defined() ? q[d.token].item<float>() : 1.0f;
         if (qx > 0.0f && sampler_.uniform() < static_cast<double>(px) / qx) {
           next = c;
           break;
         }
         // Rejected: the next candidate (or the final sample) must come from the residual norm(max(0, p - q)).
-        p = on_rejection_(p, d.token, d.distribution < 0 ? at::Tensor() : tree.distribution(d.distribution));
+        ++result.rejections;
+        p = on_rejection_(p, d.token, q);
       }
       if (next < 0) {
         result.tokens.push_back(sampler_.sample_from(p));

@@ -6,8 +6,10 @@
 // T > 0: multi-round speculative sampling (EAGLE Algorithm 1, SpecInfer) at each node: p = the target's
 // processed distribution (Sampler::distribution: temperature, top-k, top-p, as vanilla decoding uses); try the
 // children in sibling order: accept child x with probability min(1, p(x) / q(x)), where q is the distribution
-// x was sampled from (a point mass on x for deterministic drafts); on rejection p <- norm(max(0, p - q)) and try
-// the next child; if all are rejected, sample the next token from what remains of p.
+// x was sampled from (a point mass on x for deterministic drafts; for siblings drawn without replacement, q with
+// the earlier siblings removed: DraftTree::draft_distribution); on rejection p <- norm(max(0, p - q)) and try the
+// next child; if all are rejected, sample the next token from what remains of p. (Lossless for any q that is the
+// law of the sibling given the ones before it: accepted with min(p, q), else the residual, by induction.)
 // Afterwards the target KV cache keeps only the root and the accepted nodes (one compaction call).
 // The tree's extra rows (draft_tree.h) run in the same forward after the tree rows; only their logits come back
 // (VerifyResult::extra_logits). They are never accepted and never stay in the cache, and since no tree row sees
@@ -50,6 +52,8 @@ struct VerifyResult {
   // tree had none.
   at::Tensor extra_logits;
   int64_t experts_read = 0;  // ForwardOutput::experts_read of the verification forward (mixture of experts)
+  // T > 0: drafted children the verifier actually tried and rejected (nodes below a rejection are never tried).
+  int32_t rejections = 0;
 };
 
 // T > 0: the distribution the verifier continues from after rejecting draft `token` (q: the distribution it was

@@ -86,14 +86,17 @@ int run_compare(int argc, char** argv) {
        "generate --max-new-tokens on every prompt, past end-of-sequence tokens (story models end chat questions "
        "at once)")
       ("temperature,t", po::value(&temperature)->default_value(0.0), "0 = greedy")
-      ("top-p", po::value(&c.runner.top_p)->default_value(1.0), "nucleus sampling mass")
       ("seed", po::value(&seed)->default_value(0), "random seed")
       ("repeats", po::value(&c.runner.repeats)->default_value(3), "timed runs per prompt and method (median)")
       ("warmup", po::value(&c.runner.warmup)->default_value(1), "untimed runs per prompt and method first")
       ("out,o", po::value(&out_path), "also write an HDF5 results file (docs/results-schema.md; draftlab table/plot)")
       ("json", po::value(&json_path), "also write the summary and environment to this JSON file");
+  SamplingFilterOptions filters;
+  add_sampling_filter_options(desc, filters);
+
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "compare", vm)) return 0;
+  apply_sampling_filters(filters, c.runner.filters);
   check(seed >= 0, "--seed: expected >= 0");
   check(!c.prompts.empty() || !benches.empty(), "no prompts: give --prompt TEXT or --bench SET");
   c.datasets = benches;

@@ -145,7 +145,6 @@ int run_exp(int argc, char** argv) {
       ("batch-sizes", po::value(&batch_sizes)->composing(),
        "comma-separated: questions decoded together, each size a run of every method beside batched vanilla "
        "(default: 1,2,3,4,8 for batch, 1 otherwise)")
-      ("top-p", po::value(&c.runner.top_p)->default_value(1.0), "nucleus sampling mass at T > 0")
       ("seed", po::value(&seed)->default_value(0), "base sampling seed")
       ("chat-template", po::value(&c.runner.chat_template)->default_value("plain"),
        "plain, vicuna, llama2-chat, llama3-instruct")
@@ -166,6 +165,8 @@ int run_exp(int argc, char** argv) {
        "or new values for one of the three above (repeatable)")
       ("shard", po::value(&shard)->default_value(shard), "sweep: run grid points with index % n == i")
       ("jsonl", po::value(&jsonl_dir), "also write Spec-Bench answer files DIR/<dataset>/<method>.jsonl");
+  SamplingFilterOptions filters;
+  add_sampling_filter_options(desc, filters, "sampling-top-k");  // --top-k is the sweep's tree axis
   po::positional_options_description positional;
   positional.add("experiment", 1);
   po::options_description hidden;
@@ -175,6 +176,7 @@ int run_exp(int argc, char** argv) {
 
   po::variables_map vm;
   if (!parse_command_line(all, argc, argv, "exp", vm, &positional, &desc)) return 0;
+  apply_sampling_filters(filters, c.runner.filters);
   check(!c.experiment.empty(), "exp: expected an experiment name (" + names + ") (see draftlab exp --help)");
   check(seed >= 0, "--seed: expected >= 0");
   c.runner.seed = static_cast<uint64_t>(seed);

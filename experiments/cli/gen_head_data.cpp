@@ -50,15 +50,17 @@ int run_gen_head_data(int argc, char** argv) {
       ("max-new-tokens,n", po::value(&gen.max_new_tokens)->default_value(gen.max_new_tokens),
        "tokens to generate per prompt at most (generation also stops at EOS and BOS)")
       ("temperature,t", po::value(&gen.sampling.temperature)->default_value(0.0), "0 = greedy")
-      ("top-k", po::value(&gen.sampling.top_k)->default_value(0), "keep the k most probable tokens (0 = off)")
-      ("top-p", po::value(&gen.sampling.top_p)->default_value(1.0), "nucleus sampling mass (1 = off)")
       ("seed", po::value(&gen.seed)->default_value(0), "random seed; prompt i samples with seed + i")
       ("batch", po::value(&batch)->default_value(batch),
        "prompts decoded together (one forward per step for all; the same continuations as one at a time)")
       ("quiet", po::bool_switch(&quiet), "no progress line");
 
+  SamplingFilterOptions filters;
+  add_sampling_filter_options(desc, filters);
+
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "gen-head-data", vm)) return 0;
+  apply_sampling_filters(filters, gen.sampling);
   check(prompts_path.empty() != corpus.empty(), "gen-head-data: expected exactly one of --prompts and --corpus");
   const bool text_out = format_name == "text" || (format_name == "auto" && out.size() >= 4 &&
                                                   out.compare(out.size() - 4, 4, ".txt") == 0);

@@ -44,16 +44,18 @@ int run_generate(int argc, char** argv) {
        "plain, vicuna, llama2-chat, llama3-instruct: wrap the prompt as one user turn")
       ("max-new-tokens,n", po::value(&gen.max_new_tokens)->default_value(128), "tokens to generate at most")
       ("temperature,t", po::value(&gen.sampling.temperature)->default_value(0.0), "0 = greedy")
-      ("top-k", po::value(&gen.sampling.top_k)->default_value(0), "keep the k most probable tokens (0 = off)")
-      ("top-p", po::value(&gen.sampling.top_p)->default_value(1.0), "nucleus sampling mass (1 = off)")
       ("seed", po::value(&gen.seed)->default_value(0), "random seed (runs with the same seed repeat exactly)")
       ("context", po::value(&gen.context_limit)->default_value(0), "context limit (0 = the model's)")
       ("strategy,s", po::value(&strategy_name), strategy_help().c_str())
       ("opt,o", po::value(&strategy_opts)->composing(), "strategy option key=value (repeatable), e.g. -o depth=6")
       ("print-ids", po::bool_switch(&print_ids), "print prompt and generated token ids after the text");
 
+  SamplingFilterOptions filters;
+  add_sampling_filter_options(desc, filters);
+
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "generate", vm)) return 0;
+  apply_sampling_filters(filters, gen.sampling);
   if (!strategy_opts.empty() && strategy_name.empty()) throw Error("--opt given without --strategy");
   // The strategy's name and options checked before the model loads (a misspelled key fails at once).
   if (!strategy_name.empty()) resolve_options(find_strategy(strategy_name), StrategyOptions::parse(strategy_opts));

@@ -13,6 +13,20 @@ namespace po = boost::program_options;
 
 namespace draftlab::cli {
 
+void add_sampling_filter_options(po::options_description& desc, SamplingFilterOptions& o, const char* top_k_flag) {
+  desc.add_options()
+      (top_k_flag, po::value(&o.top_k)->default_value(o.top_k), "T > 0: keep the k most probable tokens (0 = off)")
+      ("top-p", po::value(&o.top_p)->default_value(o.top_p), "T > 0: nucleus sampling mass (1 = off)")
+      ("sampling-order", po::value(&o.order)->default_value(o.order),
+       "when both are set: top_k,top_p (Hugging Face generate, llama.cpp) or top_p,top_k (the official EAGLE code)");
+}
+
+void apply_sampling_filters(const SamplingFilterOptions& o, SamplingParams& params) {
+  params.top_k = o.top_k;
+  params.top_p = o.top_p;
+  params.top_p_first = parse_sampling_order(o.order);
+}
+
 bool parse_command_line(const po::options_description& desc, int argc, char** argv, const std::string& command,
                         po::variables_map& vm, const po::positional_options_description* positional,
                         const po::options_description* shown_in_help) {

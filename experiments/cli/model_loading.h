@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/model/llama_model.h"
+#include "core/model/sampler.h"
 #include "core/text/tokenizer.h"
 
 namespace draftlab::cli {
@@ -24,6 +25,18 @@ struct ModelOptions {
   int threads = 0;  // 0: $OMP_NUM_THREADS if set, else libtorch's default (physical cores)
   bool verbose = false;
 };
+
+// --top-k (named by top_k_flag: exp's --top-k is a tree axis), --top-p and --sampling-order, for every command that
+// samples at T > 0; the temperature stays each command's own flag. Checked and applied by apply_sampling_order().
+struct SamplingFilterOptions {
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  std::string order = "top_k,top_p";
+};
+void add_sampling_filter_options(boost::program_options::options_description& desc, SamplingFilterOptions& o,
+                                 const char* top_k_flag = "top-k");
+// Copies them into params (top_k, top_p, top_p_first). Throws Error naming --sampling-order for a bad order.
+void apply_sampling_filters(const SamplingFilterOptions& o, SamplingParams& params);
 
 // Parses argv against desc (which should have --help). Returns false after printing help for --help; throws
 // Error naming the command for bad or missing options.

@@ -495,7 +495,9 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
       {"datasets", c.datasets},          {"questions", c.questions},
       {"max_new_tokens", runner.max_new_tokens}, {"warmup", runner.warmup},
       {"repeats", runner.repeats},       {"temperatures", c.temperatures}, {"batch_sizes", c.batch_sizes},
-      {"top_p", runner.top_p},           {"chat_template", runner.chat_template},
+      {"top_k", runner.filters.top_k},   {"top_p", runner.filters.top_p},
+      {"sampling_order", sampling_order_name(runner.filters.top_p_first)},
+      {"chat_template", runner.chat_template},
       {"seed", runner.seed},             {"ignore_eos", runner.ignore_eos}};
   nlohmann::ordered_json jm = nlohmann::ordered_json::array();
   for (const auto& m : methods)

@@ -140,8 +140,8 @@ std::vector<RunRecord> run_methods(const LlamaModel& target, const Tokenizer& to
 
   GenerationConfig gen;
   gen.max_new_tokens = settings.max_new_tokens;
+  gen.sampling = settings.filters;
   gen.sampling.temperature = temperature;
-  gen.sampling.top_p = settings.top_p;
   gen.sampling.validate();
   if (!settings.ignore_eos)
     for (int32_t eos : target.config().eos_token_ids) gen.stop_tokens.push_back(eos);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/model/llama_model.h"
+#include "core/model/sampler.h"
 #include "core/text/tokenizer.h"
 #include "experiments/drivers/bench_questions.h"
 #include "core/results/results_file.h"
@@ -42,7 +43,7 @@ struct RunnerSettings {
   int warmup = 1;
   int repeats = 3;
   uint64_t seed = 0;  // question turn r of a dataset samples with seed + r, the same for every method and repeat
-  double top_p = 1.0;
+  SamplingParams filters;  // top_k, top_p, their order; the temperature comes from each run
   std::string chat_template = "plain";
   std::string shard = "0/1";  // recorded on every run
   // Generate max_new_tokens on every question even past an end-of-sequence token (as serving benchmarks'

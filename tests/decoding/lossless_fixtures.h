@@ -22,6 +22,7 @@ struct StrategyConfig {
   std::string label;  // test name suffix
   std::string name;   // registry name
   std::vector<std::string> options;
+  std::string no_sampling_power;  // TestVariant::no_sampling_power
 };
 
 // gtest prints parameters in test names and failures: the label, not raw bytes.
@@ -41,7 +42,7 @@ inline std::vector<StrategyConfig> all_strategy_configs(const std::string& targe
   std::vector<StrategyConfig> configs;
   for (const StrategyDescriptor* s : strategy_table())
     for (const TestVariant& v : s->test_variants) {
-      StrategyConfig c{v.label, s->name, {}};
+      StrategyConfig c{v.label, s->name, {}, v.no_sampling_power};
       for (const auto& o : v.options) c.options.push_back(fill(o));
       configs.push_back(c);
     }

@@ -260,11 +260,24 @@ TEST_F(EagleStrategies, StaticTreeHasEagle1Shape) {
   EXPECT_EQ(shallow.max_depth(), 2);
   EXPECT_TRUE(propose(*s, 0, 5).empty());
 
-  // Deterministic drafts at T > 0 as well.
+  // T > 0 (sample_tree=true, the default, as EAGLE-1): the same shape, each node drawn without replacement from its
+  // parent's processed head distribution q, recorded for the verifier (siblings distinct: DraftTree::add checks).
   Sampler hot(SamplingParams{0.8, 0, 1.0}, 3);
   DraftTree sampled = propose(*s, 1000, 1000, &hot);
   ASSERT_EQ(sampled.size(), 25);
-  expect_valid_tree(sampled, "static-tree T>0");
+  for (int32_t i = 0; i < sampled.size(); ++i) {
+    const DraftNode& n = sampled.node(i);
+    EXPECT_EQ(n.parent, spec.parent[i]) << "node " << i;
+    ASSERT_GE(n.distribution, 0) << "node " << i;
+    EXPECT_TRUE(n.without_replacement) << "node " << i;
+    EXPECT_FLOAT_EQ(n.confidence, sampled.distribution(n.distribution)[n.token].item<float>()) << "node " << i;
+  }
+  // sample_tree=false: the deterministic top-k at T > 0 too (EAGLE-2's way).
+  auto top_k = started("static-tree", {"sample_tree=false"});
+  Sampler hot2(SamplingParams{0.8, 0, 1.0}, 3);
+  DraftTree ranked = propose(*top_k, 1000, 1000, &hot2);
+  ASSERT_EQ(ranked.size(), 25);
+  expect_valid_tree(ranked, "static-tree sample_tree=false T>0");
 }
 
 TEST_F(EagleStrategies, StaticTreeOtherShapesAndErrors) {
@@ -354,6 +367,38 @@ TEST_F(EagleStrategies, Eagle2SwitchesGiveValidTreesWithinBudget) {
 
 // The decoder's per-cycle forward time (ForwardClock): forwards add to it, nested scopes count once, and a cycle's
 // forwards never exceed the cycle.
+// sample_tree=true at T > 0: each layer's slots chosen by prior value before they are drawn, then drawn without
+// replacement; no reranking, so every node drawn stays. At T = 0 the option changes nothing.
+TEST_F(EagleStrategies, Eagle2SampledTreeLayersAreChosenBeforeTheyAreDrawn) {
+  const std::vector<std::string> opts{"sample_tree=true", "total_tokens=20", "depth=4", "top_k=5"};
+  auto s = started("eagle2", opts);
+  Sampler hot(SamplingParams{0.8, 0, 1.0}, 5);
+  DraftTree tree = propose(*s, 1000, 1000, &hot);
+  EXPECT_EQ(tree.size(), 19);  // budget 20 - 1: layers of 5, 5, 5, 4
+  std::map<int32_t, int> per_depth;
+  for (int32_t i = 0; i < tree.size(); ++i) {
+    const DraftNode& n = tree.node(i);
+    ++per_depth[n.depth];
+    ASSERT_GE(n.distribution, 0);
+    EXPECT_TRUE(n.without_replacement);
+    EXPECT_FLOAT_EQ(n.confidence, tree.distribution(n.distribution)[n.token].item<float>());
+    // Every node but the last layer's was expanded: its parent is in the previous layer, all of which grew.
+    if (n.parent >= 0) EXPECT_EQ(tree.node(n.parent).depth, n.depth - 1);
+  }
+  EXPECT_EQ(per_depth, (std::map<int32_t, int>{{1, 5}, {2, 5}, {3, 5}, {4, 4}}));
+  // Greedy: the deterministic reranked tree, as without the option.
+  auto plain = started("eagle2", {"total_tokens=20", "depth=4", "top_k=5"});
+  auto sampled_option = started("eagle2", opts);
+  const DraftTree a = propose(*plain), b = propose(*sampled_option);
+  ASSERT_EQ(a.size(), b.size());
+  for (int32_t i = 0; i < a.size(); ++i) EXPECT_EQ(a.node(i).token, b.node(i).token);
+  // Cutting by drawn values would bias the output: refused.
+  EXPECT_NE(error_of([&] { started("eagle2", {"sample_tree=true", "total_tokens=auto"}); }).find("total_tokens=auto"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { started("eagle2", {"sample_tree=true", "rerank=false"}); }).find("rerank=false"),
+            std::string::npos);
+}
+
 TEST_F(EagleStrategies, ForwardClockTimesEachCyclesForwards) {
   const double before = ForwardClock::seconds();
   KvCache cache = target->make_cache(64);

@@ -43,6 +43,22 @@ TEST(Sampler, TemperatureTopKTopPHandComputed) {
                {std::sqrt(0.5) / z, std::sqrt(0.3) / z, std::sqrt(0.15) / z, std::sqrt(0.05) / z});
 }
 
+// The order of top-k and top-p matters when both are set. p = (0.4, 0.3, 0.2, 0.1), k = 2, top_p = 0.5:
+// top-k first renormalises to (4/7, 3/7), whose mass before token 1 (4/7) already reaches 0.5 -> token 0 alone;
+// top-p first keeps {0, 1} of the full distribution (mass before token 2 is 0.7), then top-k keeps both.
+TEST(Sampler, TopKAndTopPOrderHandComputed) {
+  const auto logits = logits_of_probs({0.4f, 0.3f, 0.2f, 0.1f});
+  expect_probs(Sampler(SamplingParams{1.0, 2, 0.5, false}).distribution(logits), {1, 0, 0, 0});
+  expect_probs(Sampler(SamplingParams{1.0, 2, 0.5, true}).distribution(logits), {4.0 / 7, 3.0 / 7, 0, 0});
+  // Top-p keeping fewer than k tokens: top-k changes nothing after it.
+  expect_probs(Sampler(SamplingParams{1.0, 3, 0.35, true}).distribution(logits), {1, 0, 0, 0});
+  // Either order is the same when only one is set.
+  expect_probs(Sampler(SamplingParams{1.0, 2, 1.0, true}).distribution(logits), {4.0 / 7, 3.0 / 7, 0, 0});
+  EXPECT_TRUE(parse_sampling_order("top_p,top_k"));
+  EXPECT_FALSE(parse_sampling_order("top_k,top_p"));
+  EXPECT_THROW(parse_sampling_order("top_p"), Error);
+}
+
 TEST(Sampler, TopPMatchesANaiveReferenceOnRandomLogits) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
   for (int trial = 0; trial < 20; ++trial) {
