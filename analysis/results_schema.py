@@ -161,5 +161,6 @@ DRAFT_SHAPE_DYNAMIC_TREE = "dynamic_tree"
 TRAINING_METRICS = {
     "accuracy": (True, "top-1 agreement of the head's next-token prediction with the target's on the validation windows (EAGLE and EAGLE-3 heads)"),
     "alpha": (False, "chain acceptance n-alpha on the validation windows, one column per n = 0, 1, ... (EAGLE heads: 0..4; EAGLE-3 heads: 0..7)"),
+    "alpha_official": (False, "n-alpha as the official EAGLE code's getkacc counts it, one column per n = 0..4 (EAGLE heads): the fraction of start rows whose first n + 1 chain steps all agree, a start that failed earlier counting as a miss at every later n; starts and steps only where the window's token is the target's greedy choice (the head's own argmax is then the fed token)"),
     "head_accuracy": (False, "each parallel head's top-1 accuracy on the validation windows, one column per head (Medusa, Hydra)"),
 }

@@ -128,9 +128,18 @@ std::unique_ptr<HydraHeads> HydraHeads::load(const std::string& path, const Llam
   if (j.contains("hydra_head_arch") && j.at("hydra_head_arch") != "mlp")
     throw Error::in_file(folder.config_path, "hydra_head_arch", "\"mlp\" (prefix-mlp and cross-attn heads are not "
                          "implemented)", j.at("hydra_head_arch").dump());
+  // Ungrounded heads read no candidate tokens and have their own layout (hydra_mlp without the token input): not
+  // loadable by the Medusa loader either, so no advice to run them that way.
   if (j.contains("grounded_heads") && j.at("grounded_heads") != true)
-    throw Error::in_file(folder.config_path, "grounded_heads", "true (ungrounded Hydra heads are Medusa heads: run them "
-                         "with -s medusa)", j.at("grounded_heads").dump());
+    throw Error::in_file(folder.config_path, "grounded_heads",
+                         "true (ungrounded Hydra heads are not supported; `draftlab train-head --kind hydra` trains "
+                         "grounded ones)", j.at("grounded_heads").dump());
+  // The official code reads the base model's hidden states `hidden_state_offset` layers before the last; draftlab's
+  // heads read the final normed feature, so any other offset would silently read the wrong features.
+  if (j.contains("hidden_state_offset") && j.at("hidden_state_offset") != 0)
+    throw Error::in_file(folder.config_path, "hidden_state_offset",
+                         "0 (heads that read an earlier layer's hidden state are not supported)",
+                         j.at("hidden_state_offset").dump());
 
   SafetensorsFile file(folder.weights);
   std::string prefix;

@@ -34,12 +34,14 @@ EagleHeadWeights map_weights(const EagleHeadWeights& w, F f) {
 }
 
 // Which head rows count under a window loss mask [B, T + 1]: row i predicts the distribution of w_{i+2}, so it
-// counts iff mask[i + 2]; the last row's token lies past the window and takes mask[T]. Returns [B, T] float 0/1.
-at::Tensor row_mask(const at::Tensor& loss_mask, int64_t B, int64_t T) {
+// counts iff mask[i + 2]; the last row's token lies past the window and takes mask[T]. The official recipe counts
+// row i iff mask[i] (its train/main.py aligns the mask with the row's input). Returns [B, T] float 0/1.
+at::Tensor row_mask(const at::Tensor& loss_mask, int64_t B, int64_t T, bool official) {
   check(loss_mask.dim() == 2 && loss_mask.size(0) == B && loss_mask.size(1) == T + 1,
         "head loss: loss_mask must be [batch, length + 1] = [" + std::to_string(B) + ", " + std::to_string(T + 1) +
             "], got " + shape_string(loss_mask.sizes().vec()));
   const auto m = loss_mask.to(at::kCPU).ne(0).to(at::kFloat);
+  if (official) return m.narrow(1, 0, T).clone();
   if (T == 1) return m.narrow(1, 1, 1).clone();
   return at::cat({m.narrow(1, 2, T - 1), m.narrow(1, T, 1)}, 1);
 }
@@ -63,7 +65,10 @@ HeadTrainingModel::HeadTrainingModel(const LlamaModel& target, uint64_t seed, st
 }
 
 HeadTrainingModel::ChainAcceptance& HeadTrainingModel::ChainAcceptance::operator+=(const ChainAcceptance& o) {
-  for (int n = 0; n < kAlphaSteps; ++n) agreed[n] += o.agreed[n], tried[n] += o.tried[n];
+  for (int n = 0; n < kAlphaSteps; ++n) {
+    agreed[n] += o.agreed[n], tried[n] += o.tried[n];
+    official_hits[n] += o.official_hits[n], official_tries[n] += o.official_tries[n];
+  }
   return *this;
 }
 
@@ -131,7 +136,9 @@ HeadTrainingModel::Loss HeadTrainingModel::loss(const at::Tensor& windows_in, in
   auto inputs = f.narrow(1, 0, T);
   if (noise_seed >= 0) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(noise_seed));
-    auto noise = (at::rand(inputs.sizes(), gen, at::TensorOptions().dtype(at::kFloat)) - 0.5) * 0.2;
+    // U(-0.1, 0.1); the official recipe scales it by 512 / L (L: the sequence length, here the window's T).
+    const double scale = official_recipe_ ? 0.2 * 512.0 / static_cast<double>(T) : 0.2;
+    auto noise = (at::rand(inputs.sizes(), gen, at::TensorOptions().dtype(at::kFloat)) - 0.5) * scale;
     inputs = inputs + noise.to(inputs.device(), inputs.scalar_type());
   }
   auto predicted = forward(row_tokens(windows), inputs);
@@ -150,7 +157,7 @@ HeadTrainingModel::Loss HeadTrainingModel::loss(const at::Tensor& windows_in, in
     out.correct = top1().eq(target_top).sum().item<int64_t>();
     out.count = target_top.numel();
   } else {
-    const at::Tensor rows = row_mask(loss_mask, B, T).to(logits.device(), loss_type);  // [B, T] float 0/1
+    const at::Tensor rows = row_mask(loss_mask, B, T, official_recipe_).to(logits.device(), loss_type);  // [B, T] float 0/1
     const at::Tensor counted = rows.sum();
     const at::Tensor denominator = at::clamp_min(counted, 1.0);
     auto per_element = at::smooth_l1_loss(predicted.to(loss_type), expected.to(loss_type), at::Reduction::None);
@@ -194,9 +201,21 @@ HeadTrainingModel::ChainAcceptance HeadTrainingModel::chain_acceptance(const at:
   // is compared with target_top[r + 1].
   const auto target_top =
       at::matmul(f.to(w_.fc.scalar_type()), target_.weights().lm_head.t()).argmax(-1).to(at::kCPU);
-  const auto rows = (loss_mask.defined() ? row_mask(loss_mask, B, T) : at::ones({B, T})).ne(0);  // [B, T] bool
+  const auto rows = (loss_mask.defined() ? row_mask(loss_mask, B, T, official_recipe_) : at::ones({B, T})).ne(0);  // [B, T] bool
   const auto tokens = row_tokens(windows);
+  // greedy[b][r]: row r's window token w_{r+1} is the target's argmax from f_r (getkacc's condition to go on).
+  const auto greedy = target_top.narrow(1, 0, T).eq(windows.narrow(1, 1, T)).logical_and(rows);
   ChainAcceptance out;
+  // getkacc's counts from this step's agreement `hit` [m] of starts 0..m-1: `going` are the starts still running.
+  auto count_official = [&](int n, const at::Tensor& ok, const at::Tensor& hit, at::Tensor& going) {
+    const int64_t m = hit.size(0);
+    const auto tried = going.narrow(0, 0, m).logical_and(ok);
+    const auto missed = tried.logical_and(hit.logical_not()).sum().item<int64_t>();
+    out.official_tries[n] += tried.sum().item<int64_t>();
+    out.official_hits[n] += tried.logical_and(hit).sum().item<int64_t>();
+    for (int k = n + 1; k < kAlphaSteps; ++k) out.official_tries[k] += missed;  // a miss counts at every later step
+    going = tried.logical_and(hit);
+  };
   for (int64_t b = 0; b < B; ++b) {
     // Cache rows: the T true rows, then step n's rollout rows (one per start i = 0..T-1-n) at base[n] + i.
     std::vector<int64_t> base(kAlphaSteps, 0);
@@ -208,6 +227,8 @@ HeadTrainingModel::ChainAcceptance HeadTrainingModel::chain_acceptance(const at:
     at::Tensor alive = top.eq(target_top[b].narrow(0, 1, T)).logical_and(rows[b]);  // [T]: agreed so far
     out.tried[0] += rows[b].sum().item<int64_t>();
     out.agreed[0] += alive.sum().item<int64_t>();
+    at::Tensor going = at::ones({T}, at::kBool);
+    count_official(0, greedy[b], top.eq(target_top[b].narrow(0, 1, T)), going);
     for (int n = 1; n < kAlphaSteps && n < T; ++n) {
       const int64_t m = T - n, len = cache.length();  // starts i = 0..m-1 at positions i + n
       auto visible = at::zeros({m, len + m}, at::kBool);
@@ -225,6 +246,7 @@ HeadTrainingModel::ChainAcceptance HeadTrainingModel::chain_acceptance(const at:
       alive = tried.logical_and(top.eq(target_top[b].narrow(0, n + 1, m)));
       out.tried[n] += tried.sum().item<int64_t>();
       out.agreed[n] += alive.sum().item<int64_t>();
+      count_official(n, greedy[b].narrow(0, n, m), top.eq(target_top[b].narrow(0, n + 1, m)), going);
     }
   }
   return out;
@@ -260,13 +282,15 @@ const HeadFamily& HeadTrainingModel::family() const { return eagle_head_family()
 std::map<std::string, std::string> HeadTrainingModel::identity() const {
   return {{"head_config", config_.to_hf_json().dump()},
           {"input", input_variant_},
-          {"draft_vocab", std::to_string(d2t_.defined() ? d2t_.size(0) : 0)}};
+          {"draft_vocab", std::to_string(d2t_.defined() ? d2t_.size(0) : 0)},
+          {"recipe", official_recipe_ ? "official" : "paper"}};
 }
 
 std::string HeadTrainingModel::identity_default(const std::string& key) const {
   // States written before the input variants and draft vocabularies existed were the defaults.
   if (key == "input") return kEagleInputFeatureShiftedToken;
   if (key == "draft_vocab") return "0";
+  if (key == "recipe") return "paper";
   return "";
 }
 
@@ -282,7 +306,10 @@ HeadEvaluation HeadTrainingModel::evaluate(const HeadBatch& batch) const {
   HeadEvaluation e;
   e.loss = l.loss.item<double>();
   e.counts["accuracy"] = {{l.correct, l.count}};
-  for (int n = 0; n < kAlphaSteps; ++n) e.counts["alpha"].emplace_back(a.agreed[n], a.tried[n]);
+  for (int n = 0; n < kAlphaSteps; ++n) {
+    e.counts["alpha"].emplace_back(a.agreed[n], a.tried[n]);
+    e.counts["alpha_official"].emplace_back(a.official_hits[n], a.official_tries[n]);
+  }
   return e;
 }
 
@@ -307,7 +334,11 @@ HeadTrainingResult train_eagle_head(const LlamaModel& target, const EagleHeadTra
   const at::Tensor d2t = training_draft_vocabulary(data, o, target.config().vocab_size, o.draft_vocab);
   HeadTrainingModel model(target, o.seed, o.input, d2t);
   model.set_cls_weight(o.cls_weight);
-  return train_draft_head(target, model, o, data);
+  check(o.recipe == "paper" || o.recipe == "official", "--recipe: expected paper or official, got '" + o.recipe + "'");
+  model.set_official_recipe(o.recipe == "official");
+  EagleHeadTrainingOptions run = o;
+  run.trainer.clip_by_value = o.recipe == "official";
+  return train_draft_head(target, model, run, data);
 }
 
 }  // namespace draftlab

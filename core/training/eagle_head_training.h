@@ -24,6 +24,11 @@
 // among the start rows that agreed at steps 0..n-1 (and whose steps all lie inside the window and are unmasked).
 // 0-alpha is the top-1 accuracy; n >= 1 measures how the head copes with its own feature errors. On windows the
 // target generated greedily (token = the target's argmax), this is exactly chain-draft acceptance at T = 0.
+// Beside it, the official code's definition (train/main.py getkacc), logged as eval/alpha_official: from each
+// start row, steps continue while the row counts and its window token is the target's greedy choice (there the
+// official loop's fed token, the head's own argmax after agreeing, is the window's token, so one rollout serves
+// both); step n counts a try, and a hit when it agrees; a start that misses at step n also counts a try at every
+// later step. So it is cumulative, P(steps 0..n all agree), and not comparable with the conditional n-alpha above.
 //
 // Training runs through the pipeline every head family shares (head_training.h: data, features, feature cache,
 // Trainer, checkpoints, resume, log); HeadTrainingModel is the EAGLE family's TrainableHead. DIR after a run:
@@ -68,6 +73,8 @@ class HeadTrainingModel : public TrainableHead {
   HeadEvaluation evaluate(const HeadBatch& batch) const override;
   void save(const std::string& dir, at::ScalarType file_dtype) const override;
   void set_cls_weight(double weight) { cls_weight_ = weight; }
+  // The official recipe's loss mask alignment and noise (EagleHeadTrainingOptions::recipe); clipping is the Trainer's.
+  void set_official_recipe(bool official) { official_recipe_ = official; }
 
   // tokens [B, T] int64 (each row's token as the variant reads it: row_tokens()), features [B, T, d] ->
   // predicted next features [B, T, d]; positions 0..T-1, causal.
@@ -95,6 +102,8 @@ class HeadTrainingModel : public TrainableHead {
   struct ChainAcceptance {
     int64_t agreed[kAlphaSteps] = {};
     int64_t tried[kAlphaSteps] = {};
+    int64_t official_hits[kAlphaSteps] = {};   // getkacc's correct[n]
+    int64_t official_tries[kAlphaSteps] = {};  // getkacc's total[n]
     double alpha(int n) const { return tried[n] ? static_cast<double>(agreed[n]) / static_cast<double>(tried[n]) : 0.0; }
     ChainAcceptance& operator+=(const ChainAcceptance& o);
   };
@@ -114,6 +123,7 @@ class HeadTrainingModel : public TrainableHead {
   const LlamaModel& target_;
   uint64_t seed_ = 0;
   double cls_weight_ = 0.1;
+  bool official_recipe_ = false;
   ModelConfig config_;
   RotaryEmbedding target_rope_, rope_;
   EagleHeadWeights w_;  // row-major leaves
@@ -127,6 +137,10 @@ struct EagleHeadTrainingOptions : HeadTrainingOptions {
   double cls_weight = 0.1;
   std::string input = kEagleInputFeatureShiftedToken;  // the head's input variant
   int64_t draft_vocab = 0;                              // K most frequent training tokens; 0 = full vocabulary
+  // "paper" (default): the recipe documented at the top of this file. "official": as the official train/main.py:
+  // input noise U(-0.1, 0.1) * 512 / L (L = the window's length), row i counted iff mask[i], gradients clipped by
+  // value (+-grad_clip) instead of by global norm. The optimiser and schedule stay the flags'.
+  std::string recipe = "paper";
 };
 
 // The k most frequent ids of `tokens` (int64 tensors of any shape, ids in [0, vocab)), ties to the lower id,

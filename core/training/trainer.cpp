@@ -69,7 +69,12 @@ double Trainer::train_step(const std::function<at::Tensor()>& loss_fn) {
   loss.backward();
   std::vector<at::Tensor> ps;
   for (const auto& [name, p] : params_) ps.push_back(p);
-  clip_gradients(ps, options_.grad_clip);
+  if (options_.clip_by_value && options_.grad_clip > 0) {
+    for (const auto& p : ps)
+      if (p.grad().defined()) p.mutable_grad().clamp_(-options_.grad_clip, options_.grad_clip);
+  } else {
+    clip_gradients(ps, options_.grad_clip);
+  }
   optimizer_->step();
   ++step_;
   const double value = loss.item<double>();

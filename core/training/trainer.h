@@ -35,6 +35,8 @@ struct TrainerOptions {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double weight_decay = 0.1;   // applied to matrices (dim >= 2) only, not to norm gains
   double grad_clip = 1.0;      // max global L2 norm of the gradients; 0 = no clipping
+  bool clip_by_value = false;  // grad_clip clamps each gradient element to +-grad_clip instead (the official EAGLE
+                               // trainer's clip_grad_value_)
   int64_t eval_every = 100;    // validation every K steps (and before the first and after the last); 0 = never
   int64_t save_every = 0;      // checkpoint every N steps (and after the last); 0 = only after the last
   int64_t log_every = 50;      // plain progress line every N steps when stderr is not a terminal

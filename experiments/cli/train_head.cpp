@@ -117,7 +117,10 @@ int run_train_head(int argc, char** argv) {
       ("input", po::value(&o.input)->default_value(o.input),
        "the head's input (EAGLE Figure 8): feature_shifted_token (EAGLE), feature_unshifted_token, feature_only, "
        "token_only")
-      ("cls-weight", po::value(&o.cls_weight)->default_value(o.cls_weight, "0.1"), "weight of the soft cross-entropy");
+      ("cls-weight", po::value(&o.cls_weight)->default_value(o.cls_weight, "0.1"), "weight of the soft cross-entropy")
+      ("recipe", po::value(&o.recipe)->default_value(o.recipe),
+       "paper (noise U(-0.1, 0.1), row i counted iff mask[i + 2], clip by global norm) or official (the official "
+       "train/main.py: noise scaled by 512 / context, mask[i], clip each gradient by value)");
   po::options_description draft_vocab_desc("--kind eagle and --kind eagle3");
   draft_vocab_desc.add_options()
       ("draft-vocab", po::value(&o.draft_vocab)->default_value(o.draft_vocab),

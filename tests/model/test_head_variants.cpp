@@ -344,6 +344,18 @@ TEST(HeadVariants, ATinyHeadOfEachKindOverfitsATinyBatch) {
   }
 }
 
+// `steps` AdamW steps on one batch (lr 3e-3): a head between random and memorised, for the n-alpha counts.
+void train_a_little(HeadTrainingModel& model, const at::Tensor& windows, int64_t steps) {
+  TrainerOptions t;
+  t.steps = steps;
+  t.lr = 3e-3;
+  t.warmup = 5;
+  t.eval_every = 0;
+  t.quiet = true;
+  Trainer trainer(model.parameters(), t);
+  for (int64_t s = 0; s < t.steps; ++s) trainer.train_step([&] { return model.loss(windows, s).loss; });
+}
+
 TEST(HeadVariants, ChainAcceptanceMatchesANaiveRollout) {
   auto target = testing::tiny_model();
   const int64_t T = 10;
@@ -352,14 +364,7 @@ TEST(HeadVariants, ChainAcceptanceMatchesANaiveRollout) {
     SCOPED_TRACE(variant);
     HeadTrainingModel model(*target, 3, variant);
     // Train a little so that agreement is neither 0 nor 1 and the conditional counts say something.
-    TrainerOptions t;
-    t.steps = 60;
-    t.lr = 3e-3;
-    t.warmup = 5;
-    t.eval_every = 0;
-    t.quiet = true;
-    Trainer trainer(model.parameters(), t);
-    for (int64_t s = 0; s < t.steps; ++s) trainer.train_step([&] { return model.loss(windows, s).loss; });
+    train_a_little(model, windows, 60);
     at::NoGradGuard no_grad;
     // A mask that drops one position, to exercise the masked path too.
     auto mask = at::ones({2, T + 1}, at::kBool);
@@ -407,6 +412,104 @@ TEST(HeadVariants, ChainAcceptanceMatchesANaiveRollout) {
     const auto l = model.loss(windows, -1, 0.1, mask);
     EXPECT_EQ(got.agreed[0], l.correct);
     EXPECT_EQ(got.tried[0], l.count);
+  }
+}
+
+// The official definition (EAGLE train/main.py getkacc), transcribed literally: per start row, a fresh head forward
+// over the rows so far; go on only while the row counts and its window token is the target's argmax; feed the
+// head's own argmax token and its own predicted feature; a miss at step k counts a try at every later step.
+TEST(HeadVariants, OfficialChainAcceptanceMatchesGetkacc) {
+  auto target = testing::tiny_model();
+  const int64_t T = 12;
+  // Windows that follow the target's greedy choice except at a few planted tokens, so that starts run and stop.
+  auto windows = random_windows(2, T + 1, 97, 5);
+  {
+    at::NoGradGuard no_grad;
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t j = 1; j <= T; ++j) {
+        if (j == 4 + 3 * b || j == 9) continue;  // planted non-greedy tokens
+        KvCache cache = target->make_cache(T + 1);
+        const auto out = target->forward(cache, windows[b].narrow(0, 0, j), at::arange(j, at::kLong));
+        windows[b][j] = out.logits[j - 1].argmax().item<int64_t>();
+      }
+  }
+  HeadTrainingModel model(*target, 3);
+  train_a_little(model, windows, 12);  // partly trained: some chains run, some miss
+  at::NoGradGuard no_grad;
+  auto mask = at::ones({2, T + 1}, at::kBool);
+  mask[0][7] = false;
+  const auto got = model.chain_acceptance(windows, mask);
+
+  const auto head = model.to_head();
+  int64_t correct[5] = {}, total[5] = {};
+  for (int64_t b = 0; b < 2; ++b) {
+    KvCache tc = target->make_cache(T + 1);
+    const auto f = target->forward(tc, windows[b], at::arange(T + 1, at::kLong)).features;  // f_0..f_T
+    const auto top = at::matmul(f, target->weights().lm_head.t()).argmax(-1);              // argmax from f_j
+    for (int64_t j = 0; j < T; ++j) {  // start row j: rows 0..j read true pairs (w_{r+1}, f_r)
+      std::vector<int64_t> tokens;
+      for (int64_t r = 0; r <= j; ++r) tokens.push_back(windows[b][r + 1].item<int64_t>());
+      std::vector<at::Tensor> feats{f.narrow(0, 0, j + 1)};
+      for (int k = 0; k < 5; ++k) {
+        const int64_t row = j + k;
+        if (row >= T || !mask[b][std::min(row + 2, T)].item<bool>()) break;          // loss_mask (draftlab's rows)
+        if (top[row].item<int64_t>() != windows[b][row + 1].item<int64_t>()) break;  // target_in != tmp_token
+        KvCache cache = head->make_cache(T + 5);
+        const auto out = head->forward(cache, long_tensor(tokens), at::cat(feats, 0), at::arange(row + 1, at::kLong));
+        const auto last = out.narrow(0, row, 1);
+        const int64_t token = head->logits(last).argmax(-1).item<int64_t>();
+        ++total[k];
+        if (token != top[row + 1].item<int64_t>()) {
+          for (int kk = k + 1; kk < 5; ++kk) ++total[kk];
+          break;
+        }
+        ++correct[k];
+        tokens.push_back(token);  // the head's own token
+        feats.push_back(last);
+      }
+    }
+  }
+  for (int n = 0; n < 5; ++n) {
+    EXPECT_EQ(got.official_tries[n], total[n]) << n;
+    EXPECT_EQ(got.official_hits[n], correct[n]) << n;
+  }
+  for (int n = 0; n < 5; ++n) std::cout << n << ": " << correct[n] << " / " << total[n] << "\n";
+  EXPECT_GT(correct[1], 0);              // chains do run past the first step
+  EXPECT_LT(correct[0], total[0]);       // and some miss
+  EXPECT_GT(total[4], correct[4]);       // misses counted forward
+}
+
+// --recipe official: rows counted iff mask[i] (paper: mask[i + 2]), and gradients clipped element by element.
+TEST(HeadVariants, OfficialRecipeCountsRowsByMaskIAndClipsByValue) {
+  auto target = testing::tiny_model();
+  const int64_t T = 8;
+  const auto windows = random_windows(3, T + 1, 97, 9);
+  auto mask = at::zeros({3, T + 1}, at::kBool);
+  mask[0][0] = mask[0][1] = mask[1][5] = mask[2][T] = true;
+  HeadTrainingModel paper(*target, 1), official(*target, 1);
+  official.set_official_recipe(true);
+  // Paper: rows 0..T-2 by mask[2..T], the last row by mask[T] -> row 3 of window 1, rows 6 and 7 of window 2.
+  EXPECT_EQ(paper.loss(windows, -1, 0.1, mask).count, 3);
+  // Official: row i by mask[i] -> rows 0, 1 of window 0 and row 5 of window 1 (mask[T] has no row).
+  EXPECT_EQ(official.loss(windows, -1, 0.1, mask).count, 3);
+  mask[0][0] = false;
+  EXPECT_EQ(paper.loss(windows, -1, 0.1, mask).count, 3);
+  EXPECT_EQ(official.loss(windows, -1, 0.1, mask).count, 2);
+
+  // Clipping: one leaf whose gradient is (3, -0.2, 4); by value 0.5 -> (0.5, -0.2, 0.5), by norm 0.5 -> scaled.
+  for (bool by_value : {true, false}) {
+    auto w = at::zeros({3}, at::kFloat).requires_grad_(true);
+    TrainerOptions t;
+    t.steps = 1;
+    t.warmup = 0;
+    t.grad_clip = 0.5;
+    t.clip_by_value = by_value;
+    t.quiet = true;
+    Trainer trainer({{"w", w}}, t);
+    trainer.train_step([&] { return (w * at::tensor({3.0f, -0.2f, 4.0f})).sum(); });
+    const auto g = w.grad();
+    const auto expected = by_value ? at::tensor({0.5f, -0.2f, 0.5f}) : at::tensor({3.0f, -0.2f, 4.0f}) * (0.5 / std::sqrt(25.04));
+    EXPECT_TRUE(g.allclose(expected, 1e-4, 1e-5)) << by_value << ": " << g;
   }
 }
 

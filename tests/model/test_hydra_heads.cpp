@@ -163,7 +163,11 @@ TEST(HydraHeads, LoadErrorsNameFileFieldAndTensor) {
   with_config("\"mlp\"", "\"prefix-mlp\"");
   expect_error([&] { HydraHeads::load(dir, *target); }, {dir + "/config.json", "hydra_head_arch", "prefix-mlp"});
   with_config("\"grounded_heads\": true", "\"grounded_heads\": false");
-  expect_error([&] { HydraHeads::load(dir, *target); }, {dir + "/config.json", "grounded_heads", "-s medusa"});
+  expect_error([&] { HydraHeads::load(dir, *target); }, {dir + "/config.json", "grounded_heads", "not supported", "train-head --kind hydra"});
+  with_config("\"grounded_heads\": true", "\"grounded_heads\": true, \"hidden_state_offset\": 1");
+  expect_error([&] { HydraHeads::load(dir, *target); }, {dir + "/config.json", "hidden_state_offset", "0", "1"});
+  with_config("\"grounded_heads\": true", "\"grounded_heads\": true, \"hidden_state_offset\": 0");
+  EXPECT_NO_THROW(HydraHeads::load(dir, *target));
   with_config("\"draftlab_lm_head\": \"shared\"", "\"draftlab_lm_head\": \"own\"");
   expect_error([&] { HydraHeads::load(dir, *target); }, {"hydra_lm_head.0.weight", "not found", "draftlab_lm_head"});
   with_config("\"hydra_num_heads\": 2", "\"hydra_num_heads\": 2");
