@@ -11,6 +11,8 @@ APT_PACKAGES=(
   libtorch-dev libopenblas0-openmp
   libeigen3-dev libboost-program-options-dev libhdf5-dev nlohmann-json3-dev
   libgtest-dev
+  # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes (only Recommended by clang, so named here)
+  clang libclang-rt-14-dev
   # draftlab plot / notebooks_export (analysis/plot.py, tests/analysis): Depends alone are enough, including for
   # `jupyter nbconvert --execute` (nbclient and jupyter-client come with them, the python3 kernel with ipykernel)
   python3-matplotlib python3-h5py python3-numpy jupyter-nbconvert python3-nbformat python3-ipykernel

@@ -40,13 +40,22 @@ std::string read_text_file(const std::string& path);
 bool is_file(const std::string& path);
 bool is_directory(const std::string& path);
 
-// Writes `bytes` to `path` atomically: a temporary file beside it, then rename.
+// Writes `bytes` to `path` atomically: a temporary file beside it (PATH.tmp.PID), flushed to disk, then renamed.
 // A failed or interrupted write never leaves a partial file at `path`.
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
+// The temporary files of atomic writes. A process killed mid-write (SIGKILL, out of memory) leaves its
+// PATH.tmp.PID behind: remove_stale_temporaries(PATH) removes those whose process is no longer running, and
+// every atomic writer calls it before writing PATH, so the next write of a file clears what a killed one left.
+// sync_file(PATH) flushes a closed file's data to disk (fsync), so that a rename after it never puts an empty or
+// partial file under the final name after a power loss. Errors name the path.
+std::string temporary_path(const std::string& path);
+void remove_stale_temporaries(const std::string& path);
+void sync_file(const std::string& path);
+
 // The streaming form of write_file_atomically: writes go to a temporary file beside `target`, which commit()
-// renames into place and the destructor removes if commit() was never reached (an exception on the way).
-// Checkpoints can be gigabytes, so nothing is assembled in memory. Errors name `target`.
+// flushes to disk and renames into place and the destructor removes if commit() was never reached (an exception
+// on the way). Checkpoints can be gigabytes, so nothing is assembled in memory. Errors name `target`.
 class TemporaryFile {
  public:
   explicit TemporaryFile(const std::string& target);

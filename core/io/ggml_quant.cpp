@@ -6,8 +6,8 @@
 #include <string>
 
 #include "core/base/error.h"
+#include "core/base/half_precision.h"  // round to nearest even, as F16C does
 #include "core/io/gguf.h"
-#include "core/ops/packed_matrix.h"  // float_to_half / half_to_float (round to nearest even, as F16C does)
 
 namespace draftlab {
 

@@ -1,12 +1,6 @@
 // Reading torch.save() checkpoints (pytorch_model.bin), the format published EAGLE heads ship in, so that
 // `draftlab convert-head` can turn them into the safetensors folder EagleHead::load reads (keys unchanged).
-//
-// A torch.save() file is a zip archive: <name>/data.pkl (a pickle of the state dict, protocol 2, each tensor a
-// torch._utils._rebuild_tensor_v2 call over a persistent-id storage), <name>/data/<key> (each storage's raw
-// little-endian bytes) and <name>/version. libtorch's unpickler cannot be used: it turns collections.OrderedDict,
-// which is what a state_dict() is, into None. So this is a small reader of exactly that subset: stored (not
-// deflated) zip entries, zip64 sizes, and the pickle opcodes torch.save emits for a dict of tensors. Anything else
-// (code objects, other globals) is refused by name: loading never executes anything.
+// The archive and its pickle are parsed without libtorch (core/io/torch_archive.h); this makes the tensors.
 #pragma once
 
 #include <ATen/ATen.h>

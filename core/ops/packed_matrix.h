@@ -34,6 +34,8 @@
 #include <string>
 #include <vector>
 
+#include "core/base/half_precision.h"  // float_to_half, half_to_float, ... (used by the kernels' callers too)
+
 namespace draftlab {
 
 enum class WeightStorage { Float32, Float16, BFloat16, Q8_0, Q4_0 };
@@ -71,12 +73,6 @@ struct QuantizedRows {
 };
 // x [n, in] (row stride ldx), in a multiple of 32 (std::invalid_argument otherwise).
 void quantize_rows(const float* x, int64_t ldx, int64_t n, int64_t in, QuantizedRows& out);
-
-// float32 <-> float16 / bfloat16, round to nearest even (what torch and numpy do); torch-free.
-uint16_t float_to_half(float f);
-float half_to_float(uint16_t h);
-uint16_t float_to_bfloat16(float f);
-float bfloat16_to_float(uint16_t b);
 
 class PackedMatrix {
  public:

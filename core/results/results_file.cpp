@@ -11,6 +11,8 @@
 #include <type_traits>
 
 #include "core/base/error.h"
+#include "core/results/hdf5_safe_read.h"
+#include "core/base/file_bytes.h"
 
 namespace draftlab {
 
@@ -268,7 +270,7 @@ struct Reader {
       return strings(g, name, where);
     } else {
       H5::DataSet set = dataset(g, name, where, H5Type<T>::cls, schema_type_name<T>(), sizeof(T));
-      std::vector<T> values(rows_1d(set, name, where));
+      std::vector<T> values(rows_1d(set, name, where));  // stored rows only (rows_1d)
       if (!values.empty()) set.read(values.data(), H5Type<T>::mem());
       return values;
     }
@@ -277,6 +279,7 @@ struct Reader {
   hsize_t rows_1d(const H5::DataSet& set, const std::string& name, const std::string& where) const {
     const hsize_t n = rows(set, 1);
     if (n == static_cast<hsize_t>(-1)) throw Error::in_file(path, where + "/" + name, "a 1-D dataset", "another rank");
+    check_values_stored(set, n, path, where + "/" + name);
     return n;
   }
 
@@ -302,14 +305,12 @@ struct Reader {
     if (H5Aexists(obj.getId(), name.c_str()) <= 0) throw Error::in_file(path, field, type_name, "none (missing)");
     H5::Attribute a = obj.openAttribute(name);
     if (a.getTypeClass() != cls) throw Error::in_file(path, field, type_name, "an attribute of another type");
+    check_single_value(a, path, field, type_name);  // read into one value below
     return a;
   }
 
   std::string string_attr(const H5::H5Object& obj, const std::string& name, const std::string& where) const {
-    H5::Attribute a = attribute(obj, name, where, H5T_STRING, "a string");
-    std::string value;
-    a.read(a.getStrType(), value);
-    return value;
+    return read_string_attribute(attribute(obj, name, where, H5T_STRING, "a string"));
   }
 
   int64_t int_attr(const H5::H5Object& obj, const std::string& name, const std::string& where) const {
@@ -332,9 +333,8 @@ struct Reader {
     for (int i = 0; i < obj.getNumAttrs(); ++i) {
       H5::Attribute a = obj.openAttribute(static_cast<unsigned>(i));
       if (a.getTypeClass() != H5T_STRING) continue;
-      std::string value;
-      a.read(a.getStrType(), value);
-      out[a.getName()] = value;
+      check_single_value(a, path, "attribute " + a.getName(), "a string");
+      out[a.getName()] = read_string_attribute(a);
     }
     return out;
   }
@@ -378,9 +378,10 @@ void validate_results(const ResultsFile& results, const std::string& source) {
 }
 
 void write_results(const std::string& path, const ResultsFile& results) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = temporary_path(path);
   validate_root(results, path);
   check_root_attributes_declared(results, path);
+  remove_stale_temporaries(path);  // what a run killed while writing this file left
   try {
     H5::Exception::dontPrint();  // errors become our Error below, not a stack dump on stderr
     {
@@ -402,7 +403,8 @@ void write_results(const std::string& path, const ResultsFile& results) {
         H5::Group training = file.createGroup("/training");
         for (const auto& [label, t] : results.training) write_training(training, label, t);
       }
-    }  // closed (and flushed) before the rename
+    }  // closed before the rename
+    sync_file(tmp);  // on disk before the rename: the name never points at a partial file, even after a power loss
   } catch (const H5::Exception& e) {
     std::remove(tmp.c_str());
     throw Error::at(path, "cannot write the results file (" + e.getFuncName() + ": " + e.getDetailMsg() + ")");

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/base/error.h"
+#include "core/base/file_bytes.h"
+#include "core/results/hdf5_safe_read.h"
 
 namespace draftlab {
 
@@ -134,6 +136,7 @@ std::vector<T> read_vector(const H5::Group& g, const std::string& name, const st
     throw Error::in_file(source, where + name, "a 1-D dataset", std::to_string(set.getSpace().getSimpleExtentNdims()) + " dimensions");
   hsize_t n = 0;
   set.getSpace().getSimpleExtentDims(&n);
+  check_values_stored(set, n, source, where + name);
   std::vector<T> values(n);
   if (n > 0) set.read(values.data(), h5_type<T>());
   return values;
@@ -148,7 +151,12 @@ std::vector<std::vector<double>> read_rows(const H5::Group& g, const std::string
                          std::to_string(rank) + " dimensions");
   hsize_t dims[2] = {0, 1};
   set.getSpace().getSimpleExtentDims(dims);
-  std::vector<double> flat(dims[0] * dims[1]);
+  hsize_t count = 0;
+  if (__builtin_mul_overflow(dims[0], dims[1], &count))
+    throw Error::in_file(source, where + name, "a [passes, columns] dataset of at most 2^64 values",
+                         std::to_string(dims[0]) + " x " + std::to_string(dims[1]));
+  check_values_stored(set, count, source, where + name);
+  std::vector<double> flat(count);
   if (!flat.empty()) set.read(flat.data(), H5::PredType::NATIVE_DOUBLE);
   std::vector<std::vector<double>> rows;
   for (hsize_t r = 0; r < dims[0]; ++r)
@@ -195,9 +203,8 @@ TrainingCurves read_training_group(const H5::Group& g, const std::string& source
   for (int i = 0; i < g.getNumAttrs(); ++i) {
     H5::Attribute a = g.openAttribute(static_cast<unsigned>(i));
     if (a.getTypeClass() != H5T_STRING) continue;
-    std::string value;
-    a.read(a.getStrType(), value);
-    c.attributes[a.getName()] = value.c_str();  // a stored empty string is one NUL
+    check_single_value(a, source, at + "attribute " + a.getName(), "a string");
+    c.attributes[a.getName()] = read_string_attribute(a).c_str();  // a stored empty string is one NUL
   }
   c.validate(source, at);
   return c;
@@ -212,10 +219,14 @@ void write_training_log(const std::string& path, const TrainingCurves& c) {
       H5::H5File file(tmp, H5F_ACC_TRUNC);
       H5::Group root = file.openGroup("/");
       write_training_group(root, c);
-    }  // closed (and flushed) before the rename
+    }  // closed before the rename
+    sync_file(tmp);  // on disk before the rename: the name never points at a partial file, even after a power loss
   } catch (const H5::Exception& e) {
     std::remove(tmp.c_str());
     throw Error::at(path, "cannot write the HDF5 training log (" + e.getDetailMsg() + ")");
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());

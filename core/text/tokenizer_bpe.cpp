@@ -424,7 +424,9 @@ BpeTokenizer::BpeTokenizer(BpeSpec spec) : spec_(std::move(spec)) {
 void BpeTokenizer::resolve_merges() {
   merges_.reserve(spec_.merges.size());
   for (size_t rank = 0; rank < spec_.merges.size(); ++rank) {
-    const auto& [left, right] = spec_.merges[rank];
+    // Named references, not a structured binding: lambdas may not capture those before C++20 (clang refuses).
+    const std::string& left = spec_.merges[rank].first;
+    const std::string& right = spec_.merges[rank].second;
     const std::string field = spec_.merges_field + "[" + std::to_string(rank) + "]";
     const auto lookup = [&](const std::string& piece) {
       const auto it = model_ids_.find(piece);

@@ -216,7 +216,8 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
       attrs["feature_dtype"] = feature_dtype == at::kHalf ? "float16" : "float32";
       attrs["date"] = utc_timestamp();
       for (const auto& [k, v] : attrs) write_attribute(root, k, v);
-    }  // closed and flushed before the rename
+    }  // closed before the rename
+    sync_file(tmp);  // on disk before the rename: the name never points at a partial file, even after a power loss
   } catch (const H5::Exception& e) {
     std::remove(tmp.c_str());
     throw Error::at(path, "cannot write the feature cache (" + e.getDetailMsg() + ")");

@@ -128,9 +128,9 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
                    metrics_line(values).c_str());
     return loss;
   };
+  // The training state last, as in train_language_model: once it holds step N, so does every other file.
   hooks.save = [&](int64_t) {
     head.save(o.out_dir, o.save_dtype);
-    trainer.save_state(state_path, identity);
     TrainingCurves log = trainer.curves();
     log.attributes = identity;
     log.attributes["command_line"] = o.command_line;
@@ -139,6 +139,7 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
     log.attributes["train_tokens"] = std::to_string(data.train_tokens());
     if (!o.data_description.empty()) log.attributes["data"] = o.data_description;
     write_training_log(o.out_dir + "/training_log.h5", log);
+    trainer.save_state(state_path, identity);
   };
   trainer.run(hooks);
 

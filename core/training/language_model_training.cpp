@@ -84,10 +84,11 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
     return language_model_training_loss(c, weights, rope, data.train_batch(o.batch, o.context, o.seed, step));
   };
   hooks.eval_loss = [&] { return validation_loss(c, weights, rope, val, o.batch); };
+  // The training state last: it is what --resume continues from, so once it holds step N every other file of
+  // the checkpoint holds step N too. (A run killed before it resumes from the previous state and writes the rest
+  // again; one killed after it has nothing left to write.)
   hooks.save = [&](int64_t) {
     if (!o.keep_best) save_model();
-    trainer.save_state(state_path, {{"config", config_text}, {"seed", std::to_string(o.seed)},
-                                    {"batch", std::to_string(o.batch)}, {"context", std::to_string(o.context)}});
     auto attrs = attributes;
     attrs["date"] = utc_timestamp();
     const Trainer::BestEval best = trainer.best_eval();
@@ -99,6 +100,8 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
     TrainingCurves log = trainer.curves();
     log.attributes = attrs;
     write_training_log(o.out_dir + "/training_log.h5", log);
+    trainer.save_state(state_path, {{"config", config_text}, {"seed", std::to_string(o.seed)},
+                                    {"batch", std::to_string(o.batch)}, {"context", std::to_string(o.context)}});
   };
   if (o.keep_best) hooks.save_best = [&](int64_t) { save_model(); };
   trainer.run(hooks);

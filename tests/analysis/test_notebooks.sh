@@ -8,9 +8,7 @@ PY=/usr/bin/python3
 source "$(dirname "$0")/../test_lib.sh"
 
 if ! $PY -c 'import h5py, matplotlib, numpy, nbformat, nbconvert, ipykernel' 2>/dev/null || ! command -v jupyter-nbconvert >/dev/null; then
-  echo "skipped: needs python3-h5py python3-matplotlib python3-nbformat jupyter-nbconvert python3-ipykernel"
-  echo "0 passed, 0 failed"
-  exit 0
+  skip_all "needs python3-h5py python3-matplotlib python3-nbformat jupyter-nbconvert python3-ipykernel"
 fi
 
 $PY "$SRC/scripts/export_notebooks.py" --check && ok "notebooks match analysis/plot.py" ||
@@ -47,5 +45,4 @@ PYEOF
     bad "$name carries outputs"
 done
 
-echo "$passes passed, $fails failed"
-[ $fails = 0 ]
+finish

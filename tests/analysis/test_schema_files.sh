@@ -52,5 +52,4 @@ else
   bad "analysis/results_schema.py does not import"
 fi
 
-echo "$passes passed, $fails failed"
-[ $fails = 0 ]
+finish

@@ -9,7 +9,7 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3
 source "$(dirname "$0")/../test_lib.sh"
 if ! $PY -c 'import h5py, matplotlib, numpy' 2>/dev/null; then
-  echo "skipped: needs /usr/bin/python3 with h5py, matplotlib, numpy"; echo "0 passed, 0 failed"; exit 0
+  skip_all "needs /usr/bin/python3 with h5py, matplotlib, numpy"
 fi
 $PY "$SRC/tests/analysis/make_fixture.py" --all "$TMP" || { echo "FAIL: make_fixture.py"; exit 1; }
 
@@ -90,5 +90,4 @@ expect_error "plot: other HDF5" "other.h5" "$BIN" plot "$TMP/other.h5" --out "$T
 DRAFTLAB_ANALYSIS_DIR=$TMP/nowhere expect_error "plot: script not found" "DRAFTLAB_ANALYSIS_DIR" \
   "$BIN" plot "$TMP/fixture-speed.h5" --out "$TMP/fig-x"
 
-echo "$passes passed, $fails failed"
-[ $fails = 0 ]
+finish

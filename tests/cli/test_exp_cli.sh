@@ -11,7 +11,7 @@ source "$(dirname "$0")/../test_lib.sh"
 MODEL=$SRC/data/models/ts-tiny
 HEAD=$SRC/data/models/ts-tiny-eagle-head
 if [ ! -f "$DRAFTLAB_SHARED/data/bench/mt_bench/question.jsonl" ]; then
-  echo "skipped: $DRAFTLAB_SHARED/data/bench missing (set DRAFTLAB_SHARED)"; echo "0 passed, 0 failed"; exit 0
+  skip_all "$DRAFTLAB_SHARED/data/bench missing (set DRAFTLAB_SHARED)"
 fi
 TINY=(--model "$MODEL" --questions 2 -n 8 --repeats 1 --warmup 0)
 
@@ -89,5 +89,4 @@ expect_error "merge of different experiments" "experiment" "$BIN" merge "$TMP/m2
 expect_error "merge of a non-results file" "config.json" "$BIN" merge "$TMP/m3.h5" "$MODEL/config.json"
 [ ! -e "$TMP/x.h5" ] && [ ! -e "$TMP/m2.h5" ] && ok "failed commands wrote nothing" || bad "a failed command left a file"
 
-echo "$passes passed, $fails failed"
-[ $fails = 0 ]
+finish

@@ -65,7 +65,7 @@ if [ -f "$MODEL" ]; then
     bad "export-gguf aidreams260K: $(cat "$TMP/export.err")"
   fi
 else
-  echo "skipped: $MODEL missing (set DRAFTLAB_SHARED)"
+  skip_part "$MODEL missing (set DRAFTLAB_SHARED)"
 fi
 
 # 3. llama.cpp runs the very same weights: its greedy text equals draftlab's, on ts-target (f32 and f16) and on
@@ -138,7 +138,9 @@ if [ -x "$PEER/llama-simple" ]; then
     fi
   fi
 else
-  echo "skipped: llama.cpp peer not built ($PEER/llama-simple; bash \$DRAFTLAB_SHARED/peers/build_llama_cpp.sh)"
+  # CI builds the peer and sets DRAFTLAB_REQUIRE_PEER=1: there a missing peer is a failure, not a skip.
+  msg="llama.cpp peer not built ($PEER/llama-simple; bash \$DRAFTLAB_SHARED/peers/build_llama_cpp.sh)"
+  if [ "${DRAFTLAB_REQUIRE_PEER:-0}" = 1 ]; then bad "$msg, but DRAFTLAB_REQUIRE_PEER=1"; else skip_part "$msg"; fi
 fi
 
 # 4. Bad input: exit 1 with a message naming the problem, and no output (nor temporary) file.
@@ -171,5 +173,4 @@ if [ -f "$TMP/tiny-default.gguf" ]; then
     "$BIN" generate --model "$TMP/cut.gguf" --prompt hi
 fi
 
-echo "$passes passed, $fails failed"
-[ $fails = 0 ]
+finish

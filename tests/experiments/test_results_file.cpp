@@ -359,13 +359,88 @@ TEST(ResultsFile, ReaderNamesFileAndFieldOfBadFiles) {
   edit_file(path, [](H5::H5File& file) {
     file.unlink("/runs/0000/cycles/drafted");
     const hsize_t dims[1] = {2};  // 6 cycles, only 2 rows
-    file.createDataSet("/runs/0000/cycles/drafted", H5::PredType::STD_I32LE, H5::DataSpace(1, dims));
+    const int32_t rows[2] = {1, 2};
+    file.createDataSet("/runs/0000/cycles/drafted", H5::PredType::STD_I32LE, H5::DataSpace(1, dims))
+        .write(rows, H5::PredType::NATIVE_INT32);
   });
   expect_error([&] { read_results(path); }, {path, "/runs/0000/cycles/drafted", "2 rows"});
 
   write_file_atomically(dir + "/text.h5", "not hdf5\n");
   expect_error([&] { read_results(dir + "/text.h5"); }, {dir + "/text.h5", "not an HDF5 file"});
   expect_error([&] { read_results(dir + "/none.h5"); }, {dir + "/none.h5", "cannot open"});
+}
+
+// Found by fuzzing (tests/fuzz/results_schema_fuzz.cpp, results_file_fuzz.cpp): HDF5 writes into the reader's
+// buffer whatever the file declares, so an attribute of many values overran the single value it was read into
+// (stack-buffer-overflow), a dataset declaring 2^40 rows without storing them (or a corrupt row count) had the reader
+// allocate terabytes, and a variable-length string attribute never written (a null value) crashed HDF5's C++ read.
+TEST(ResultsFile, ReaderRefusesSizesTheFileDoesNotHold) {
+  const std::string dir = fresh_dir("oversized");
+  const std::string path = dir + "/r.h5";
+  auto fresh = [&] { write_results(path, make_results("speed")); };
+  const hsize_t many[1] = {64};
+
+  fresh();
+  edit_file(path, [&](H5::H5File& file) {
+    H5::Group root = file.openGroup("/");
+    root.removeAttr("threads");
+    const std::vector<int64_t> values(64, 1);
+    root.createAttribute("threads", H5::PredType::STD_I64LE, H5::DataSpace(1, many))
+        .write(H5::PredType::NATIVE_INT64, values.data());
+  });
+  expect_error([&] { read_results(path); }, {path, "/ attribute threads", "an integer", "an attribute of 64 values"});
+
+  fresh();
+  edit_file(path, [&](H5::H5File& file) {
+    H5::Group run = file.openGroup("/runs/0000");
+    run.removeAttr("method");
+    H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
+    const std::vector<const char*> values(64, "eagle2");
+    run.createAttribute("method", t, H5::DataSpace(1, many)).write(t, values.data());
+  });
+  expect_error([&] { read_results(path); }, {path, "/runs/0000 attribute method", "an attribute of 64 values"});
+
+  fresh();
+  edit_file(path, [](H5::H5File& file) {
+    file.unlink("/runs/0000/questions/turn");
+    const hsize_t rows[1] = {hsize_t{1} << 40}, chunk[1] = {1024};
+    H5::DSetCreatPropList chunked;
+    chunked.setChunk(1, chunk);
+    file.createDataSet("/runs/0000/questions/turn", H5::PredType::STD_I32LE, H5::DataSpace(1, rows), chunked);
+  });
+  expect_error([&] { read_results(path); },
+               {path, "/runs/0000/questions/turn", "1099511627776 values stored in the file"});
+
+  const std::string corrupt = source_path("tests/fuzz/regressions/results_file/corrupt_row_count");  // 4294967300 rows
+  expect_error([&] { read_results(corrupt); },
+               {corrupt, "/runs/0000/questions/question_id", "more than a file of 19808 bytes can hold"});
+
+  fresh();
+  edit_file(path, [](H5::H5File& file) {  // created, never written: a null variable-length string
+    H5::Group root = file.openGroup("/");
+    root.removeAttr("schema");
+    root.createAttribute("schema", H5::StrType(H5::PredType::C_S1, H5T_VARIABLE), H5::DataSpace(H5S_SCALAR));
+  });
+  expect_error([&] { read_results(path); }, {path, "schema", "draftlab-results/3", "''"});
+
+  // The training log's reader (also that of /training/LABEL in a results file).
+  const std::string log = dir + "/log.h5";
+  write_training_log(log, make_results("speed").training.begin()->second);
+  edit_file(log, [](H5::H5File& file) {
+    file.unlink("/eval/loss");
+    const hsize_t rows[1] = {hsize_t{1} << 40}, chunk[1] = {1024};
+    H5::DSetCreatPropList chunked;
+    chunked.setChunk(1, chunk);
+    file.createDataSet("/eval/loss", H5::PredType::IEEE_F64LE, H5::DataSpace(1, rows), chunked);
+  });
+  expect_error([&] { read_training_log(log); }, {log, "eval/loss", "values stored in the file"});
+  write_training_log(log, make_results("speed").training.begin()->second);
+  edit_file(log, [&](H5::H5File& file) {
+    H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
+    const std::vector<const char*> values(64, "x");
+    file.openGroup("/").createAttribute("note", t, H5::DataSpace(1, many)).write(t, values.data());
+  });
+  expect_error([&] { read_training_log(log); }, {log, "attribute note", "an attribute of 64 values"});
 }
 
 TEST(ResultsFile, ReadsTheTrainingLogOfAModelInTheRepository) {

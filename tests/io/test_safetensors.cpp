@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -348,6 +349,30 @@ TEST(SafetensorsErrors, WriterRejectsInconsistentTensorsAndLeavesNoFile) {
   EXPECT_FALSE(testing::exists(path));
   EXPECT_FALSE(testing::exists(path + ".tmp." + std::to_string(::getpid())));
   draftlab::testing::expect_error([&] { write_safetensors(scratch("no/such/dir.safetensors"), {}); }, {"no/such/dir.safetensors"});
+}
+
+// A writer killed mid-write leaves PATH.tmp.PID behind (tests/cli/test_crash_safety.sh kills them): the next write
+// of PATH removes those whose process is gone, and keeps a running process's (it may be writing it now), other
+// files' temporaries and names that are not a temporary.
+TEST(Safetensors, WriteRemovesTheTemporariesOfKilledWriters) {
+  const std::string dir = testing::fresh_dir("stale_temporaries");
+  const std::string path = dir + "/model.safetensors";
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // reaped: no process has this id now
+  const std::string dead = path + ".tmp." + std::to_string(child);
+  const std::string running = path + ".tmp." + std::to_string(::getppid());
+  const std::string other_file = dir + "/other.safetensors.tmp." + std::to_string(child);
+  const std::string not_a_pid = path + ".tmp.x" + std::to_string(child);
+  for (const std::string& p : {dead, running, other_file, not_a_pid}) write_bytes(p, "partial");
+  const std::vector<float> w = {1, 2};
+  write_safetensors(path, {{"w", DType::F32, {2}, w.data(), 8}});
+  EXPECT_FALSE(testing::exists(dead));
+  EXPECT_TRUE(testing::exists(running));
+  EXPECT_TRUE(testing::exists(other_file));
+  EXPECT_TRUE(testing::exists(not_a_pid));
+  EXPECT_EQ(SafetensorsFile(path).tensors().size(), 1u);
 }
 
 }  // namespace
