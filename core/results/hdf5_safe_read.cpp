@@ -50,7 +50,12 @@ std::string read_string_attribute(const H5::Attribute& a) {
     return value;
   }
   char* value = nullptr;
-  a.read(type, &value);
+  try {
+    a.read(type, &value);
+  } catch (...) {  // a read failing after HDF5 allocated the string (a corrupt heap) still hands it over
+    H5free_memory(value);
+    throw;
+  }
   std::string out = value ? value : "";
   H5free_memory(value);
   return out;
