@@ -16,6 +16,21 @@ int32_t DraftTree::add(int64_t token, int32_t parent, float confidence, int32_t 
         [&] { return "DraftTree::add: distribution index " + std::to_string(distribution) + " was not added"; });
   check(!without_replacement || distribution >= 0,
         "DraftTree::add: a draw without replacement needs the distribution it was drawn from");
+  std::vector<int32_t>& siblings = parent < 0 ? root_children_ : children_[parent];
+  if (without_replacement) {
+    // The draw must have been possible: the token has mass in q and no earlier sibling drawn from q took it (then
+    // the conditional q gives it mass too).
+    const at::Tensor& q = distributions_[distribution];
+    bool possible = token >= 0 && token < q.numel() && q.data_ptr<float>()[token] > 0.0f;
+    for (int32_t s : siblings) {
+      const DraftNode& earlier = nodes_[s];
+      possible &= !(earlier.without_replacement && earlier.distribution == distribution && earlier.token == token);
+    }
+    if (!possible)
+      throw Error("DraftTree::add: token " + std::to_string(token) + " under parent " + std::to_string(parent) +
+                  " cannot be drawn without replacement from distribution " + std::to_string(distribution) +
+                  " (no mass left for it: out of range, zero, or an earlier sibling's token)");
+  }
   DraftNode n;
   n.token = token;
   n.parent = parent;
@@ -24,25 +39,11 @@ int32_t DraftTree::add(int64_t token, int32_t parent, float confidence, int32_t 
   n.value = (parent < 0 ? 1.0f : nodes_[parent].value) * confidence;
   n.distribution = distribution;
   n.without_replacement = without_replacement;
-  std::vector<int32_t>& siblings = parent < 0 ? root_children_ : children_[parent];
   n.sibling_rank = static_cast<int32_t>(siblings.size());
   const int32_t index = size();
   siblings.push_back(index);
   nodes_.push_back(n);
-  children_.emplace_back();
-  if (without_replacement) {
-    // The draw must have been possible: its token still has mass once the earlier siblings are removed.
-    const at::Tensor q = draft_distribution(index);
-    const bool possible = token >= 0 && token < q.numel() && q.data_ptr<float>()[token] > 0.0f;
-    if (!possible) {
-      siblings.pop_back();
-      nodes_.pop_back();
-      children_.pop_back();
-      throw Error("DraftTree::add: token " + std::to_string(token) + " under parent " + std::to_string(parent) +
-                  " cannot be drawn without replacement from distribution " + std::to_string(distribution) +
-                  " (no mass left for it: out of range, zero, or an earlier sibling's token)");
-    }
-  }
+  children_.emplace_back();  // may reallocate children_: `siblings` is not used after this
   return index;
 }
 

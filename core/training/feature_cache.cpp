@@ -15,6 +15,7 @@
 #include "core/base/file_bytes.h"
 #include "core/model/rope.h"
 #include "core/model/training_forward.h"
+#include "core/results/hdf5_safe_read.h"
 #include "core/training/training_log.h"
 
 namespace draftlab {
@@ -78,14 +79,15 @@ void write_attribute(H5::H5Object& object, const std::string& key, const std::st
   a.write(type, value.empty() ? std::string(1, '\0') : value);
 }
 
-std::map<std::string, std::string> read_attributes(const H5::H5File& file) {
+// The cache's identity attributes, read as the results reader reads its own (hdf5_safe_read.h): one value each, a
+// null string as "".
+std::map<std::string, std::string> read_attributes(const H5::H5File& file, const std::string& path) {
   std::map<std::string, std::string> out;
   H5::Group root = file.openGroup("/");
   for (int i = 0; i < root.getNumAttrs(); ++i) {
     H5::Attribute a = root.openAttribute(static_cast<unsigned>(i));
-    std::string value;
-    a.read(a.getStrType(), value);
-    out[a.getName()] = value.c_str();  // drop the NUL of an empty value
+    check_single_value(a, path, "attribute " + a.getName(), "a string");
+    out[a.getName()] = read_string_attribute(a).c_str();  // drop the NUL of an empty value
   }
   return out;
 }
@@ -239,7 +241,7 @@ std::unique_ptr<FeatureCache> FeatureCache::open(const std::string& path, const 
     H5::Exception::dontPrint();
     c->file_ = std::make_unique<File>();
     c->file_->file = H5::H5File(path, H5F_ACC_RDONLY);
-    c->attributes_ = read_attributes(c->file_->file);
+    c->attributes_ = read_attributes(c->file_->file, path);
   } catch (const H5::Exception& e) {
     throw Error::at(path, "not a readable HDF5 feature cache (" + e.getDetailMsg() + ")");
   }

@@ -374,6 +374,16 @@ TEST(ResultsFile, ReaderNamesFileAndFieldOfBadFiles) {
 // buffer whatever the file declares, so an attribute of many values overran the single value it was read into
 // (stack-buffer-overflow), a dataset declaring 2^40 rows without storing them (or a corrupt row count) had the reader
 // allocate terabytes, and a variable-length string attribute never written (a null value) crashed HDF5's C++ read.
+// Replaces a dataset by one declaring 2^40 rows, chunked and never written: no values stored, yet a size a naive
+// reader would allocate.
+void replace_by_unwritten_rows(H5::H5File& file, const std::string& name, const H5::PredType& type) {
+  file.unlink(name);
+  const hsize_t rows[1] = {hsize_t{1} << 40}, chunk[1] = {1024};
+  H5::DSetCreatPropList chunked;
+  chunked.setChunk(1, chunk);
+  file.createDataSet(name, type, H5::DataSpace(1, rows), chunked);
+}
+
 TEST(ResultsFile, ReaderRefusesSizesTheFileDoesNotHold) {
   const std::string dir = fresh_dir("oversized");
   const std::string path = dir + "/r.h5";
@@ -401,13 +411,7 @@ TEST(ResultsFile, ReaderRefusesSizesTheFileDoesNotHold) {
   expect_error([&] { read_results(path); }, {path, "/runs/0000 attribute method", "an attribute of 64 values"});
 
   fresh();
-  edit_file(path, [](H5::H5File& file) {
-    file.unlink("/runs/0000/questions/turn");
-    const hsize_t rows[1] = {hsize_t{1} << 40}, chunk[1] = {1024};
-    H5::DSetCreatPropList chunked;
-    chunked.setChunk(1, chunk);
-    file.createDataSet("/runs/0000/questions/turn", H5::PredType::STD_I32LE, H5::DataSpace(1, rows), chunked);
-  });
+  edit_file(path, [](H5::H5File& file) { replace_by_unwritten_rows(file, "/runs/0000/questions/turn", H5::PredType::STD_I32LE); });
   expect_error([&] { read_results(path); },
                {path, "/runs/0000/questions/turn", "1099511627776 values stored in the file"});
 
@@ -426,13 +430,7 @@ TEST(ResultsFile, ReaderRefusesSizesTheFileDoesNotHold) {
   // The training log's reader (also that of /training/LABEL in a results file).
   const std::string log = dir + "/log.h5";
   write_training_log(log, make_results("speed").training.begin()->second);
-  edit_file(log, [](H5::H5File& file) {
-    file.unlink("/eval/loss");
-    const hsize_t rows[1] = {hsize_t{1} << 40}, chunk[1] = {1024};
-    H5::DSetCreatPropList chunked;
-    chunked.setChunk(1, chunk);
-    file.createDataSet("/eval/loss", H5::PredType::IEEE_F64LE, H5::DataSpace(1, rows), chunked);
-  });
+  edit_file(log, [](H5::H5File& file) { replace_by_unwritten_rows(file, "/eval/loss", H5::PredType::IEEE_F64LE); });
   expect_error([&] { read_training_log(log); }, {log, "eval/loss", "values stored in the file"});
   write_training_log(log, make_results("speed").training.begin()->second);
   edit_file(log, [&](H5::H5File& file) {

@@ -4,6 +4,8 @@
 // masked tokens from the loss.
 #include <gtest/gtest.h>
 
+#include <H5Cpp.h>
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <filesystem>
@@ -201,6 +203,19 @@ TEST(FeatureCache, ACacheOfAnotherModelContextOrDataIsRefused) {
   auto tok = id;
   tok.tokenizer = "another";
   testing::expect_error([&] { FeatureCache::open(path, *target, tok); }, {path, "tokenizer", "'another'", "'tok'"});
+  // An identity attribute of many values (what overran the results reader's stack, found by fuzzing): an Error.
+  const std::string many = fresh("many_values.h5");
+  std::filesystem::copy_file(path, many);
+  {
+    H5::H5File file(many, H5F_ACC_RDWR);
+    H5::Group root = file.openGroup("/");
+    root.removeAttr("context");
+    H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
+    const std::vector<const char*> values(64, "16");
+    const hsize_t n[1] = {64};
+    root.createAttribute("context", t, H5::DataSpace(1, n)).write(t, values.data());
+  }
+  testing::expect_error([&] { FeatureCache::open(many, *target, id); }, {many, "attribute context", "an attribute of 64 values"});
   // Not a cache at all, and a cache that cannot be written: an Error, no file left behind.
   const std::string junk = testing::temp_dir() + "/junk.h5";
   std::ofstream(junk) << "not hdf5";
