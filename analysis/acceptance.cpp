@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <map>
+#include <unordered_map>
 
 #include "analysis/run_tables.h"
 #include "core/base/error.h"
@@ -25,6 +26,31 @@ std::vector<AlphaCount> n_alpha(const std::vector<const RunRecord*>& runs, int m
       if (n < 0 || n > max_n || nodes.sibling_rank[i] != 0 || !tested[i]) continue;
       out[n].tested += 1;
       out[n].accepted += nodes.accepted[i] ? 1 : 0;
+    }
+  }
+  return out;
+}
+
+std::vector<AlphaCount> cumulative_n_alpha(const std::vector<const RunRecord*>& runs, int max_n) {
+  check(max_n >= 0, "cumulative_n_alpha: max_n must be >= 0");
+  std::vector<AlphaCount> out(max_n + 1);
+  for (int n = 0; n <= max_n; ++n) out[n].n = n;
+  for (const RunRecord* run : runs) {
+    parent_accepted(*run);  // validates the cycles' node ranges and parents
+    const NodeRows& nodes = run->nodes;
+    const CycleRows& cycles = run->cycles;
+    std::unordered_map<int32_t, bool> on_chain;  // tree_index -> on the rank-0 chain, within one cycle
+    for (size_t c = 0; c < cycles.size(); ++c) {
+      on_chain.clear();
+      on_chain[0] = true;  // the root
+      for (int64_t i = cycles.node_offset[c]; i < cycles.node_offset[c] + cycles.drafted[c]; ++i) {
+        const bool chain = nodes.sibling_rank[i] == 0 && on_chain[nodes.parent[i]];
+        on_chain[nodes.tree_index[i]] = chain;
+        const int n = nodes.depth[i] - 1;
+        if (!chain || n < 0 || n > max_n) continue;
+        out[n].tested += 1;
+        out[n].accepted += nodes.accepted[i] ? 1 : 0;
+      }
     }
   }
   return out;

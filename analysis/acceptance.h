@@ -29,6 +29,14 @@ inline std::vector<AlphaCount> n_alpha(const RunRecord& run, int max_n = 4) {
   return n_alpha(std::vector<const RunRecord*>{&run}, max_n);
 }
 
+// Cumulative n-alpha, as the official EAGLE code's getkacc counts it: among the nodes at depth n + 1 of each cycle's
+// most probable chain (sibling rank 0 at every depth), the fraction accepted, i.e. the chance that the first n + 1
+// tokens of that chain are all accepted. For a chain draft it is the product of the conditional n-alphas above.
+std::vector<AlphaCount> cumulative_n_alpha(const std::vector<const RunRecord*>& runs, int max_n = 4);
+inline std::vector<AlphaCount> cumulative_n_alpha(const RunRecord& run, int max_n = 4) {
+  return cumulative_n_alpha(std::vector<const RunRecord*>{&run}, max_n);
+}
+
 // Per-question acceptance rate of each tree position (tree_index; P1 = 1): for static trees the position is a
 // fixed place in the tree, so its rate across questions shows how much acceptance depends on the context.
 struct PositionAcceptance {

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include <chrono>
+#include <cstdio>
 #include <optional>
 
 #include "core/base/error.h"
@@ -57,7 +58,9 @@ class Eagle2Strategy : public DraftStrategy {
  public:
   Eagle2Strategy(std::string name, const LlamaModel& target, std::shared_ptr<const FeatureHead> head,
                  Eagle2Options options)
-      : name_(std::move(name)), target_(target), drafter_(std::move(head)), o_(options) {}
+      : name_(std::move(name)), target_(target), drafter_(std::move(head)), o_(options) {
+    if (!o_.fixed_cost.empty()) fixed_cost_.emplace(o_.fixed_cost);
+  }
 
   std::string name() const override { return name_; }
   std::vector<int64_t> target_feature_layers() const override { return drafter_.head().target_feature_layers(); }
@@ -143,7 +146,8 @@ class Eagle2Strategy : public DraftStrategy {
         // The cost curve of this batch size, measured once per model and batch size: in a batch every sequence's
         // rows share the forward, so each sequence's budget shrinks as the batch grows.
         keep = s.auto_budget(g.tree, keep,
-                             VerifyCost::shared(s.target_, s.o_.max_auto_tokens, requests[i].batch_size));
+                             s.fixed_cost_ ? *s.fixed_cost_
+                                           : VerifyCost::shared(s.target_, s.o_.max_auto_tokens, requests[i].batch_size));
       }
       out[i] = g.tree.subtree(keep);
     }
@@ -259,7 +263,8 @@ class Eagle2Strategy : public DraftStrategy {
     });
     std::vector<float> values;
     for (int32_t i : kept) values.push_back(tree.node(i).value);
-    const int32_t m = best_budget(values, calibration_.alpha(), draft_seconds_, cost);
+    const int32_t m =
+        best_budget(values, calibration_.alpha(), fixed_cost_ ? o_.fixed_draft_seconds : draft_seconds_, cost);
     if (last_budget_ == 0) probe_every_ = m == 0 ? std::min(2 * probe_every_, kMaxProbeEvery) : kProbeEvery;
     last_budget_ = m;
     // Next cycle expands only nodes near or above this cycle's cut-off; none when the budget was not binding.
@@ -277,6 +282,7 @@ class Eagle2Strategy : public DraftStrategy {
   EagleDrafter drafter_;
   Eagle2Options o_;
   // total_tokens=auto state.
+  std::optional<VerifyCost> fixed_cost_;  // auto_cost=F/P/D
   AcceptanceCalibration calibration_;
   double predicted_ = 0.0;       // sum of the values of the last tree's nodes
   double expand_seconds_ = 0.0;  // this cycle's drafting time before the budget choice
@@ -305,6 +311,9 @@ StrategyDescriptor eagle2_descriptor_for(const std::string& name, const std::str
                               "verify cost and the observed acceptance")
                    .also("auto"),
                integer_option("max_auto_tokens", 128, 2, 100000, "total_tokens=auto: the most it picks"),
+               text_option("auto_cost", "measured",
+                           "total_tokens=auto: measured, or F/P/D in ms: verifying n tokens costs F + P n, drafting D "
+                           "per cycle (fixed: trees independent of the machine's speed)"),
                integer_option("depth", 6, 1, 100000, "layers of the tree"),
                integer_option("top_k", 10, 1, 100000, "nodes expanded per layer and children per node"),
                choice_option("rank_by", {"value", "confidence"}, "what picks the nodes to expand (confidence: "
@@ -318,9 +327,13 @@ StrategyDescriptor eagle2_descriptor_for(const std::string& name, const std::str
       {"eagle2", {}},
       {"eagle2_small", {"total_tokens=12", "depth=4", "top_k=3"}},
       {"eagle2_ablations", {"rank_by=confidence", "rerank=false", "top_k=4", "depth=3"}},
-      {"eagle2_auto", {"total_tokens=auto", "max_auto_tokens=32"},
+      // A fixed cost curve (verifying is cheap beside drafting's 0.1 ms): the budget follows the values, not the clock.
+      {"eagle2_auto", {"total_tokens=auto", "max_auto_tokens=32", "auto_cost=1/0.002/0.1"}},
+      {"eagle2_auto_measured", {"total_tokens=auto", "max_auto_tokens=32"},
        "total_tokens=auto decides from measured wall-clock costs whether drafting pays: on a fast or loaded machine it "
-       "drafts only now and then (174 real rejections in 3000 runs seen), too rarely for the control to be reliable"},
+       "drafts only now and then (174 real rejections in 3000 runs seen), too rarely for the control to be reliable",
+       "measured costs may show that no tree pays for its verification (a random head's values are tiny)",
+       /*timing_dependent=*/true},
       {"eagle2_sampled", {"sample_tree=true", "total_tokens=12", "depth=4", "top_k=3"}},
       // The head's input variants (EAGLE Figure 8) and a reduced draft vocabulary, on random heads.
       {"eagle2_feature_only", {"total_tokens=16", "depth=4", "top_k=4", "head_input=feature_only"}},
@@ -332,7 +345,20 @@ StrategyDescriptor eagle2_descriptor_for(const std::string& name, const std::str
     if (options.get_string("total_tokens") == "auto") {
       o.auto_budget = true;
       o.max_auto_tokens = static_cast<int32_t>(options.get_int("max_auto_tokens"));
+      const std::string cost = options.get_string("auto_cost");
+      if (cost != "measured") {
+        double f = 0, per = 0, draft = 0;
+        char s1 = 0, s2 = 0, rest = 0;
+        if (std::sscanf(cost.c_str(), "%lf%c%lf%c%lf%c", &f, &s1, &per, &s2, &draft, &rest) != 5 || s1 != '/' ||
+            s2 != '/' || !(f >= 0 && per >= 0 && draft >= 0 && f + per > 0))
+          throw Error("strategy " + name + ": auto_cost=" + cost +
+                      ": expected \"measured\" or F/P/D, three non-negative milliseconds (e.g. 1/0.002/0.1)");
+        o.fixed_cost = {{1, (f + per) * 1e-3}, {2, (f + 2 * per) * 1e-3}};  // linear, extrapolated
+        o.fixed_draft_seconds = draft * 1e-3;
+      }
     } else {
+      if (options.given("auto_cost"))
+        throw Error("strategy " + name + ": auto_cost applies to total_tokens=auto only");
       o.total_tokens = static_cast<int32_t>(options.get_int("total_tokens"));
     }
     o.depth = static_cast<int32_t>(options.get_int("depth"));

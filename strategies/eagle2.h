@@ -23,6 +23,8 @@
 //   rerank           false: ablation "w/o reranking": the draft is the nodes chosen for expansion at each layer
 //                    plus the top_k of the last layer (cut to the budget by value if larger).
 //   head, head_seed, head_input, draft_vocab   the EAGLE head (eagle_head_options() in eagle_drafter.h).
+//   auto_cost        total_tokens=auto: "measured" (default), or F/P/D in milliseconds: verify cost F + P n for n
+//                    tokens, drafting D per cycle, fixed (deterministic trees: the lossless tests use it).
 //   sample_tree      T > 0: children drawn without replacement from the head's processed distribution (EAGLE-1's
 //                    sampled tree) instead of the top-k; each layer is chosen by prior value before it is drawn,
 //                    and nothing is reranked (see grow_sampled in eagle2.cpp for why that keeps it lossless).
@@ -49,6 +51,11 @@ struct Eagle2Options {
   bool rank_by_value = true;
   bool rerank = true;
   bool sample_tree = false;
+  // total_tokens=auto with auto_cost=F/P/D (milliseconds): a forward of n tokens costs F + P n and drafting D per
+  // cycle, fixed instead of measured, so the budget and the trees do not depend on the machine's speed or load
+  // (tests, what-if studies). Empty: measured (VerifyCost::shared and the running drafting time).
+  std::vector<std::pair<int64_t, double>> fixed_cost;  // (n, seconds) points of the verify curve
+  double fixed_draft_seconds = 0.0;
 };
 
 // The eagle2 descriptor named `name` for heads of `family` (head_family.h): the same tree, options and factory.

@@ -133,23 +133,36 @@ namespace {
 
 class LookaheadStrategy : public DraftStrategy {
  public:
-  LookaheadStrategy(int32_t window, int32_t ngram, int32_t guesses, bool prompt_pool)
-      : ngram_(ngram), window_size_(window), prompt_pool_(prompt_pool), pool_(ngram, guesses), window_(window, ngram) {}
+  LookaheadStrategy(int32_t window, int32_t ngram, int32_t guesses, bool prompt_pool, bool ngram_bonus,
+                    bool prefill_step)
+      : ngram_(ngram), window_size_(window), prompt_pool_(prompt_pool), ngram_bonus_(ngram_bonus),
+        prefill_step_(prefill_step), pool_(ngram, guesses), window_(window, ngram) {}
 
   std::string name() const override { return "lookahead"; }
 
+  // prefill_step: the first Jacobi step runs on level 0 inside the prefill forward (the official code's first
+  // forward is prompt + level 0, causal), so the window fills a cycle earlier.
+  std::vector<int64_t> prefill_rows(const std::vector<int64_t>& prompt, int64_t max_rows) override {
+    prefilled_ = false;
+    if (!prefill_step_ || prompt.empty() || window_size_ + ngram_ - 3 > max_rows) return {};
+    prefilled_ = true;
+    return first_level(prompt, 0);
+  }
+
   void begin(const std::vector<int64_t>& prompt, const at::Tensor&, int64_t first) override {
-    // The official initialisation: level 0 drawn uniformly from the prompt's tokens. A fixed seed per sequence
-    // keeps runs repeatable; modulo rather than a std distribution keeps it the same on every standard library.
-    std::mt19937_64 rng(0x10ca4eadULL);
-    std::vector<int64_t> level0(static_cast<size_t>(window_size_ + ngram_ - 3));
-    const std::vector<int64_t> only_first{first};
-    const std::vector<int64_t>& source = prompt.empty() ? only_first : prompt;
-    for (int64_t& t : level0) t = source[static_cast<size_t>(rng() % source.size())];
-    window_.reset(std::move(level0));
+    window_.reset(first_level(prompt, first));
     pool_.clear();
     pooled_end_ = 0;
     pending_rows_ = 0;
+    first_ = first;
+  }
+
+  // Level 0's Jacobi step, as a warm-up step of one level: what observe() does with a window of level 0 alone.
+  void observe_prefill_rows(const at::Tensor& logits) override {
+    if (!prefilled_ || window_.filled_levels() != 1 || logits.size(0) != window_.rows())
+      throw Error("lookahead: expected the logits of its " + std::to_string(window_.rows()) + " prefill rows");
+    const at::Tensor argmax = logits.argmax(1).contiguous();
+    window_.advance(first_, argmax.data_ptr<int64_t>(), pool_);
   }
 
   DraftTree propose(const DraftRequest& request) override {
@@ -160,7 +173,11 @@ class LookaheadStrategy : public DraftStrategy {
     pending_rows_ = window_.rows() <= request.max_nodes && request.tokens_wanted > 1 ? window_.rows() : 0;
     if (pending_rows_ > 0) window_.add_rows(tree);
     pending_root_ = seq.back();
-    add_guess_trie(tree, pool_, pending_root_, std::min<int32_t>(ngram_ - 1, request.tokens_wanted),
+    // ngram_bonus=false: a guess is cut before its last token, so a full match yields N - 1 tokens with the
+    // verifier's own, at most what the official loop emits per step (its last guess token is checked, never
+    // followed by a bonus). Same output at T = 0, the same count of tokens per step.
+    const int32_t depth = ngram_bonus_ ? ngram_ - 1 : ngram_ - 2;
+    add_guess_trie(tree, pool_, pending_root_, std::min<int32_t>(depth, request.tokens_wanted),
                    request.max_nodes - pending_rows_);
     return tree;
   }
@@ -183,8 +200,22 @@ class LookaheadStrategy : public DraftStrategy {
     pooled_end_ = std::max(pooled_end_, length);
   }
 
+  // The official initialisation: level 0 drawn uniformly from the prompt's tokens. A fixed seed per sequence keeps
+  // runs repeatable (and prefill_rows() and begin() drawing the same); modulo rather than a std distribution keeps
+  // it the same on every standard library.
+  std::vector<int64_t> first_level(const std::vector<int64_t>& prompt, int64_t first) const {
+    std::mt19937_64 rng(0x10ca4eadULL);
+    std::vector<int64_t> level0(static_cast<size_t>(window_size_ + ngram_ - 3));
+    const std::vector<int64_t> only_first{first};
+    const std::vector<int64_t>& source = prompt.empty() ? only_first : prompt;
+    for (int64_t& t : level0) t = source[static_cast<size_t>(rng() % source.size())];
+    return level0;
+  }
+
   int32_t ngram_, window_size_;
-  bool prompt_pool_;
+  bool prompt_pool_, ngram_bonus_, prefill_step_;
+  bool prefilled_ = false;  // prefill_rows() asked for level 0's rows this sequence
+  int64_t first_ = 0;
   NGramPool pool_;
   LookaheadWindow window_;
   int64_t pooled_end_ = 0;    // n-grams ending before here are pooled (prompt_pool)
@@ -210,7 +241,13 @@ const StrategyDescriptor& lookahead_strategy() {
     d.options = {integer_option("window", 2, 1, 64, "W: columns of the Jacobi window (future positions guessed)"),
                  integer_option("ngram", 3, 3, 16, "N: n-gram size; the window has N-1 levels, a guess N-1 tokens"),
                  integer_option("guesses", 1, 1, 64, "G: n-grams kept per first token, all verified when it is the root"),
-                 bool_option("prompt_pool", false, "also pool every n-gram of the prompt and of the generated text")};
+                 bool_option("prompt_pool", false, "also pool every n-gram of the prompt and of the generated text"),
+                 bool_option("ngram_bonus", true,
+                             "take the verifier's token after a fully matched n-gram (the official loop stops there)"),
+                 bool_option("prefill_step", false, "run the first Jacobi step inside the prefill forward (official)"),
+                 choice_option("setting", {"cpu", "official"},
+                               "official: the official MT-bench run's W 15, N 5, G 15, ngram_bonus=false, "
+                               "prefill_step=true; options given explicitly override it")};
     // Without prompt_pool the pool fills only from the Jacobi window, after its warm-up: no n-gram is verified
     // before the second token, so the wrong-rule control (first two tokens) sees no rejection. prompt_pool carries it.
     const std::string warming_up = "the pool fills from the Jacobi window after its warm-up: no n-gram is verified "
@@ -219,11 +256,24 @@ const StrategyDescriptor& lookahead_strategy() {
     d.test_variants = {{"lookahead", {}, warming_up},
                        {"lookahead_tiny", {"window=1", "ngram=3", "guesses=1"}, warming_up},
                        {"lookahead_wide", {"window=7", "ngram=5", "guesses=7"}, warming_up},
-                       {"lookahead_prompt_pool", {"window=3", "ngram=3", "guesses=3", "prompt_pool=true"}}};
+                       {"lookahead_prompt_pool", {"window=3", "ngram=3", "guesses=3", "prompt_pool=true"}},
+                       // The official setting's rules (N 5, no bonus, the prefill step) on a narrower window that fits
+                       // the tests' short contexts.
+                       {"lookahead_official", {"setting=official", "window=4", "guesses=4"}, warming_up},
+                       {"lookahead_official_pool", {"setting=official", "window=2", "ngram=3", "guesses=3", "prompt_pool=true"}}};
+    d.paper_setting = {{"setting", "official"}};
+    d.paper_setting_label = "W15 N5 G15";
     d.make = [](const StrategyContext&, const StrategyOptions& o) -> std::unique_ptr<DraftStrategy> {
-      return std::make_unique<LookaheadStrategy>(static_cast<int32_t>(o.get_int("window")),
-                                                 static_cast<int32_t>(o.get_int("ngram")),
-                                                 static_cast<int32_t>(o.get_int("guesses")), o.get_bool("prompt_pool"));
+      const bool official = o.get_string("setting") == "official";
+      auto number = [&](const char* key, int64_t official_value) {
+        return static_cast<int32_t>(official && !o.given(key) ? official_value : o.get_int(key));
+      };
+      auto flag = [&](const char* key, bool official_value) {
+        return official && !o.given(key) ? official_value : o.get_bool(key);
+      };
+      return std::make_unique<LookaheadStrategy>(number("window", 15), number("ngram", 5), number("guesses", 15),
+                                                 o.get_bool("prompt_pool"), flag("ngram_bonus", false),
+                                                 flag("prefill_step", true));
     };
     return d;
   }();

@@ -19,19 +19,23 @@
 // Start of a sequence, as the official code: level 0 gets W+N-3 tokens drawn from the prompt (a generator of the
 // strategy's own with a fixed seed, so runs repeat), the other levels fill during N-2 warm-up steps (each step
 // drops every level's first token and adds the argmaxes of the deepest level but the first as a new level); only
-// a full window harvests n-grams.
+// a full window harvests n-grams. With prefill_step the first warm-up step runs inside the prefill forward (level 0
+// after the prompt, causal, dropped from the cache: DraftStrategy::prefill_rows), as the official first forward
+// does; otherwise it takes the first cycle.
 //
 // The window reads argmaxes at every temperature (the official code asserts it too): this never touches the
 // decoding sampler, so at T > 0 the output keeps the target's distribution exactly. Verification is the verifier's
-// (greedy walk, or multi-round speculative sampling over the trie's point masses), which also takes the bonus
-// token after a fully matched n-gram (the official greedy path stops there). Also unlike the official code, the
+// (greedy walk, or multi-round speculative sampling over the trie's point masses). With ngram_bonus (default) it
+// also takes the verifier's token after a fully matched n-gram; the official loop stops there (at most N - 1 tokens
+// a step), which ngram_bonus=false reproduces by cutting each guess before its last token. Also unlike the official code, the
 // guesses are tried newest first (it goes oldest first; at T = 0 the order changes nothing), and at T > 0 end-of-
 // sequence tokens in the window are kept (its filter_window swaps them for prompt tokens).
 //
 // Options (defaults in lookahead_strategy()): window W, ngram N, guesses G (n-grams kept per first token, and so
 // verified per cycle), prompt_pool (also pool every n-gram of the committed sequence, prompt included, before each
 // proposal; the official POOL_FROM_PROMPT, off by default there too, pools the prompt's and then the last N
-// committed tokens per step).
+// committed tokens per step), ngram_bonus, prefill_step, and setting=official (W 15, N 5, G 15, ngram_bonus=false,
+// prefill_step=true: the official MT-bench run; options given explicitly override it).
 //
 // The defaults (W 2, N 3, G 1) are sized for a CPU, where every verified row costs: the GPU settings of the
 // official MT-bench script for Llama-2-7B are W 15, N 5, G 15 (applications/run_mtbench.sh). On ts-target

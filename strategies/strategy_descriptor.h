@@ -74,6 +74,11 @@ struct TestVariant {
   // Why the T > 0 wrong-rule control (tests/decoding/test_lossless_sampling.cpp) cannot see a wrong acceptance rule in
   // this variant's first two tokens; empty: it must, and the test fails when too few drafts are rejected.
   std::string no_sampling_power = {};
+  // Why this variant may rightly draft nothing on the greedy tests' peer models; empty: it must draft there.
+  std::string may_draft_nothing = {};
+  // Its trees depend on measured wall-clock time, so two runs (a batch and a sequence alone) may draft differently:
+  // same tokens at T = 0, but not the same cycles, nor the same random stream at T > 0.
+  bool timing_dependent = false;
 };
 
 using StrategyFactory = std::function<std::unique_ptr<DraftStrategy>(const StrategyContext&, const StrategyOptions&)>;
@@ -91,6 +96,10 @@ struct StrategyDescriptor {
   bool has_confidence = true;
   std::vector<OptionSpec> options;
   std::vector<TestVariant> test_variants;
+  // Where the defaults are sized for a CPU and differ from the method's own paper: the paper's option set, which
+  // `exp speed` (EAGLE-2 Table 1) runs beside the default, labelled "<name> (<paper_setting_label>)".
+  std::vector<std::pair<std::string, std::string>> paper_setting;
+  std::string paper_setting_label;
   // Builds it from validated options: every declared key reads its given value or default.
   StrategyFactory make;
 

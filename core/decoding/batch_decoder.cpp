@@ -106,33 +106,50 @@ BatchResult BatchSpeculativeDecoder::generate(const std::vector<BatchSequence>& 
   all_rows.feature_layers = feature_layers;
 
   // Prefill: every prompt in one forward; each first token from its prompt's last logits with its own sampler.
+  // A strategy's prefill rows (DraftStrategy::prefill_rows) follow its prompt; then every row's logits come back
+  // (Logits::Rows takes one sequence) and the caches drop those rows.
   {
     std::vector<SequenceRows> rows;
-    std::vector<std::vector<int64_t>> positions(B);
+    std::vector<std::vector<int64_t>> chains(B), positions(B);
+    std::vector<int64_t> extra(B, 0);
+    bool any_extra = false;
     for (size_t b = 0; b < B; ++b) {
-      const auto& prompt = slots[b]->sequence;
-      positions[b].resize(prompt.size());
-      for (size_t i = 0; i < prompt.size(); ++i) positions[b][i] = static_cast<int64_t>(i);
-      rows.push_back({&slots[b]->cache, prompt.data(), positions[b].data(), static_cast<int64_t>(prompt.size()),
+      Slot& s = *slots[b];
+      const auto P = static_cast<int64_t>(s.sequence.size());
+      chains[b] = s.sequence;
+      const std::vector<int64_t> more = s.strategy.prefill_rows(s.sequence, s.cache.capacity() - P);
+      extra[b] = static_cast<int64_t>(more.size());
+      if (extra[b] > s.cache.capacity() - P)
+        throw Error("strategy " + s.strategy.name() + " asked for " + std::to_string(extra[b]) +
+                    " prefill rows, but only " + std::to_string(s.cache.capacity() - P) + " fit the context");
+      any_extra = any_extra || extra[b] > 0;
+      chains[b].insert(chains[b].end(), more.begin(), more.end());
+      positions[b].resize(chains[b].size());
+      for (size_t i = 0; i < chains[b].size(); ++i) positions[b][i] = static_cast<int64_t>(i);
+      rows.push_back({&s.cache, chains[b].data(), positions[b].data(), static_cast<int64_t>(chains[b].size()),
                       nullptr});
     }
-    ForwardOptions last_only;
-    last_only.logits = ForwardOptions::Logits::Last;
-    last_only.feature_layers = feature_layers;
-    const auto out = target_.forward_batch(rows, last_only);
+    ForwardOptions prefill;
+    prefill.logits = any_extra ? ForwardOptions::Logits::All : ForwardOptions::Logits::Last;
+    prefill.feature_layers = feature_layers;
+    const auto out = target_.forward_batch(rows, prefill);
     batch.forwards = 1;
     batch.prefill_seconds = seconds(t_start, Clock::now());
     for (size_t b = 0; b < B; ++b) {
       Slot& s = *slots[b];
-      const int64_t first = s.sampler.sample(out[b].logits[0]);
+      const auto P = static_cast<int64_t>(s.sequence.size());
+      if (extra[b] > 0) s.cache.truncate(P);
+      const int64_t first = s.sampler.sample(out[b].logits[any_extra ? P - 1 : 0]);
       s.result.forwards = 1;
       s.result.prefill_seconds = batch.prefill_seconds;
       const std::vector<int64_t> prompt = s.sequence;
       s.sequence.push_back(first);
-      if (emit(s, first))
-        s.strategy.begin(prompt, out[b].features, first);
-      else
+      if (emit(s, first)) {
+        s.strategy.begin(prompt, extra[b] > 0 ? out[b].features.narrow(0, 0, P) : out[b].features, first);
+        if (extra[b] > 0) s.strategy.observe_prefill_rows(out[b].logits.narrow(0, P, extra[b]));
+      } else {
         finish(s);
+      }
     }
   }
 

@@ -60,6 +60,13 @@ class DraftStrategy {
   // tokens; first_token is the token decoded from the prompt, i.e. the first root.
   virtual void begin(const std::vector<int64_t>& prompt, const at::Tensor& prompt_features, int64_t first_token) = 0;
 
+  // Tokens to run after the prompt in the prefill forward, a causal chain at positions P, P + 1, ... (at most
+  // max_rows; called before begin()). The prompt's rows never see them, so the first token is unchanged; the cache
+  // drops them afterwards, and their logits [k, vocab] come to observe_prefill_rows() right after begin(). Lookahead
+  // decoding runs its first Jacobi step there, as the official code does. Read them without the decoding sampler.
+  virtual std::vector<int64_t> prefill_rows(const std::vector<int64_t>& /*prompt*/, int64_t /*max_rows*/) { return {}; }
+  virtual void observe_prefill_rows(const at::Tensor& /*logits*/) {}
+
   // Proposes a draft tree under request.sequence.back(). May be empty.
   virtual DraftTree propose(const DraftRequest& request) = 0;
 

@@ -86,7 +86,20 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<int64_t>& promp
   ForwardOptions last_only;
   last_only.logits = ForwardOptions::Logits::Last;
   last_only.feature_layers = feature_layers;
-  auto prefill = target_.forward_chain(cache, prompt, last_only);
+  // A strategy's own rows after the prompt (DraftStrategy::prefill_rows): logits of row P - 1 and of those rows.
+  const std::vector<int64_t> extra = strategy_.prefill_rows(prompt, cache.capacity() - P);
+  const auto k = static_cast<int64_t>(extra.size());
+  if (k > cache.capacity() - P)
+    throw Error("strategy " + strategy_.name() + " asked for " + std::to_string(k) + " prefill rows, but only " +
+                std::to_string(cache.capacity() - P) + " fit the context");
+  std::vector<int64_t> chain = prompt;
+  chain.insert(chain.end(), extra.begin(), extra.end());
+  if (k > 0) {
+    last_only.logits = ForwardOptions::Logits::Rows;
+    last_only.rows = at::arange(P - 1, P + k, at::kLong);
+  }
+  auto prefill = target_.forward_chain(cache, chain, last_only);
+  if (k > 0) cache.truncate(P);
   result.forwards = 1;
   const int64_t first = sampler.sample(prefill.logits[0]);
   auto t1 = Clock::now();
@@ -95,7 +108,10 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<int64_t>& promp
   std::vector<int64_t> sequence = prompt;
   sequence.push_back(first);
   bool going = emit(first);
-  if (going) strategy_.begin(prompt, prefill.features, first);
+  if (going) {
+    strategy_.begin(prompt, k > 0 ? prefill.features.narrow(0, 0, P) : prefill.features, first);
+    if (k > 0) strategy_.observe_prefill_rows(prefill.logits.narrow(0, 1, k));
+  }
 
   while (going) {
     if (cache.length() >= context) {  // the root cannot be fed: same bound as vanilla

@@ -259,10 +259,14 @@ std::vector<MethodSpec> every_strategy(const ExperimentConfig& c) {
   for (const StrategyDescriptor* s : strategy_table()) {
     if (s->shape == DraftShape::None) continue;  // the baseline comes first anyway
     const std::string model = model_for(c, *s);
-    if (s->needs == StrategyNeeds::Nothing)
-      m.push_back(method(*s));
-    else if (!model.empty())
-      m.push_back(method(*s, {{needs_option(s->needs), model}}));
+    if (s->needs != StrategyNeeds::Nothing && model.empty()) continue;
+    std::vector<std::pair<std::string, std::string>> options;
+    if (s->needs != StrategyNeeds::Nothing) options.emplace_back(needs_option(s->needs), model);
+    m.push_back(method(*s, options));
+    if (!s->paper_setting.empty()) {  // the paper's own setting beside the CPU-sized default
+      options.insert(options.end(), s->paper_setting.begin(), s->paper_setting.end());
+      m.push_back(method(*s, options, s->name + " (" + s->paper_setting_label + ")"));
+    }
   }
   return m;
 }
@@ -343,7 +347,7 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
        [](const ExperimentConfig& c) { return Methods{method(eagle2_strategy(), {{"head", require_head(c)}})}; }},
       {"positions", "EAGLE-2 Figure 5", "acceptance of each static-tree position", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) { return Methods{method(static_tree_strategy(), {{"head", require_head(c)}})}; }},
-      {"ablate-eagle2", "EAGLE-2 Table 3", "EAGLE-2 w/o value, w/o reranking, w/o both", {"mt_bench"}, {0.0},
+      {"ablate-eagle2", "EAGLE-2 Table 3", "EAGLE-2 w/o value, w/o reranking, w/o both", {"mt_bench", "gsm8k"}, {0.0},
        [](const ExperimentConfig& c) {
          const std::string head = require_head(c);
          const StrategyDescriptor& e = eagle2_strategy();

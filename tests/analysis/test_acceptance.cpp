@@ -36,7 +36,7 @@ TEST(NAlpha, ChainByHand) {
   EXPECT_TRUE(std::isnan(a[4].alpha()));
 }
 
-TEST(NAlpha, TreeCountsMostProbableChildrenOnly) {
+TEST(NAlpha, TreeCountsMostProbableChildrenOnlyBothWays) {
   // Root children: rank 0 rejected, rank 1 accepted; under the rank-1 node its rank-0 child is accepted.
   // 0-alpha sees only the rank-0 root child (0/1); 1-alpha the rank-0 child of an accepted parent (1/1).
   const RunRecord run = make_run("tree", "eagle2", "mt_bench", 0.0,
@@ -47,6 +47,31 @@ TEST(NAlpha, TreeCountsMostProbableChildrenOnly) {
   EXPECT_EQ(a[0].accepted, 0);
   EXPECT_EQ(a[1].tested, 1);  // node 3's parent was rejected: not tested
   EXPECT_EQ(a[1].accepted, 1);
+  // Cumulative: the rank-0 chain only, nodes 1 and 3, whatever their parents did; node 4 is off it (its parent has
+  // rank 1) although accepted. 0/1 at depth 1, 0/1 at depth 2.
+  const std::vector<AlphaCount> c = cumulative_n_alpha(run, 1);
+  EXPECT_EQ(c[0].tested, 1);
+  EXPECT_EQ(c[0].accepted, 0);
+  EXPECT_EQ(c[1].tested, 1);
+  EXPECT_EQ(c[1].accepted, 0);
+}
+
+TEST(CumulativeNAlpha, ChainByHand) {
+  // The chains above (2, 0 and 4 of 4 accepted): depth n + 1 drafted in all 3 cycles, all n + 1 accepted in
+  //   depth 1: 2 (2/3), depth 2: 2 (2/3), depth 3: 1 (1/3), depth 4: 1 (1/3); depth 5 never drafted.
+  // And for a chain it is the running product of the conditional n-alphas: 2/3, 2/3 * 1, 2/3 * 1 * 1/2, ...
+  const RunRecord run = make_run("chain", "eagle-chain", "mt_bench", 0.0, {{1, 0, 1.0, {chain(2), chain(0), chain(4)}}});
+  const std::vector<AlphaCount> c = cumulative_n_alpha(run, 4);
+  const std::vector<AlphaCount> a = n_alpha(run, 4);
+  const std::vector<int64_t> accepted{2, 2, 1, 1};
+  double product = 1;
+  for (int n = 0; n < 4; ++n) {
+    EXPECT_EQ(c[n].tested, 3) << n;
+    EXPECT_EQ(c[n].accepted, accepted[n]) << n;
+    product *= a[n].alpha();
+    EXPECT_NEAR(c[n].alpha(), product, 1e-12) << n;
+  }
+  EXPECT_TRUE(std::isnan(c[4].alpha()));
 }
 
 TEST(PositionAcceptance, PerQuestionByHand) {

@@ -1,9 +1,13 @@
 // Lookahead decoding's bookkeeping against examples worked by hand (the n-gram pool's LRU, the window's rows,
-// warm-up, n-gram harvest and shift, the guess trie, the strategy's proposals through make_strategy), and the
-// window's attention pattern against its meaning: each cell's logits equal a separate forward of the sequence
-// root, level 0 up to its column, its column's cells above it.
+// warm-up, n-gram harvest and shift, the guess trie, the strategy's proposals through make_strategy), the window's
+// attention pattern against its meaning (each cell's logits equal a separate forward of the sequence root, level 0
+// up to its column, its column's cells above it), and the official setting's rules: the first Jacobi step in the
+// prefill forward, no bonus after a full n-gram.
 #include <gtest/gtest.h>
 
+#include "core/decoding/batch_decoder.h"
+#include "core/decoding/speculative_decoder.h"
+#include "core/decoding/vanilla_decoder.h"
 #include "core/decoding/verifier.h"
 #include "model/model_fixtures.h"
 #include "strategies/lookahead.h"
@@ -279,6 +283,111 @@ TEST(LookaheadWindow, EachCellScoresItsOwnJacobiSequence) {
       EXPECT_TRUE(at::equal(r.extra_logits[row], out.logits[out.logits.size(0) - 1])) << "cell " << l << "," << c;
     }
   EXPECT_EQ(row, w.rows());
+}
+
+// setting=official: the first Jacobi step runs on level 0 in the prefill, so the first cycle proposes what a cold
+// start proposes in its second cycle after the same argmaxes.
+TEST(LookaheadStrategy, OfficialSettingTakesTheFirstJacobiStepInThePrefill) {
+  auto model = tiny_model();
+  const std::vector<std::string> shape{"window=2", "ngram=4", "guesses=2"};
+  std::vector<std::string> official = shape, cold = shape;
+  official.push_back("setting=official");
+  cold.push_back("setting=cpu");
+  auto a = make_strategy("lookahead", StrategyContext{*model}, StrategyOptions::parse(official));
+  auto b = make_strategy("lookahead", StrategyContext{*model}, StrategyOptions::parse(cold));
+  const std::vector<int64_t> prompt{3, 4, 5, 6};
+  EXPECT_TRUE(b->prefill_rows(prompt, 100).empty()) << "the CPU setting has no prefill step";
+  const std::vector<int64_t> rows = a->prefill_rows(prompt, 100);
+  ASSERT_EQ(rows.size(), 3u) << "level 0: W + N - 3 tokens";
+  EXPECT_TRUE(a->prefill_rows(prompt, 2).empty()) << "no room: a cold start";
+  ASSERT_EQ(a->prefill_rows(prompt, 100), rows) << "the same draw every time";
+  Sampler sampler(SamplingParams{});
+  std::vector<int64_t> seq{3, 4, 5, 6, 50};
+  auto one_hot_rows = [](const std::vector<int64_t>& argmax) {
+    at::Tensor l = at::zeros({static_cast<int64_t>(argmax.size()), 97});
+    for (size_t i = 0; i < argmax.size(); ++i) l[static_cast<int64_t>(i)][argmax[i]] = 1.0f;
+    return l;
+  };
+  a->begin(prompt, at::Tensor(), 50);
+  a->observe_prefill_rows(one_hot_rows({60, 61, 62}));
+  b->begin(prompt, at::Tensor(), 50);
+  const DraftTree cold1 = b->propose(DraftRequest{seq, 100, 100, sampler});
+  ASSERT_EQ(cold1.extra_size(), 3);
+  for (int32_t i = 0; i < 3; ++i) EXPECT_EQ(cold1.extra_rows()[i].token, rows[i]) << "the same level 0";
+  VerifyResult r;
+  r.extra_logits = one_hot_rows({60, 61, 62});
+  b->observe(r);
+  const DraftTree hot1 = a->propose(DraftRequest{seq, 100, 100, sampler});
+  const DraftTree cold2 = b->propose(DraftRequest{seq, 100, 100, sampler});
+  ASSERT_EQ(hot1.extra_size(), cold2.extra_size());
+  EXPECT_EQ(hot1.extra_size(), 2 + 3);  // level 0 [x, y], level 1 [60, 61, 62]
+  for (int32_t i = 0; i < hot1.extra_size(); ++i) {
+    EXPECT_EQ(hot1.extra_rows()[i].token, cold2.extra_rows()[i].token) << i;
+    EXPECT_EQ(hot1.extra_rows()[i].sees_rows, cold2.extra_rows()[i].sees_rows) << i;
+  }
+  expect_error([&] { a->observe_prefill_rows(one_hot_rows({1, 2})); }, {"prefill rows"});
+}
+
+// ngram_bonus=false (the official rule): a guess stops before its last token, so a full match yields N - 1 tokens
+// with the verifier's own.
+TEST(LookaheadStrategy, WithoutTheBonusAGuessIsCutBeforeItsLastToken) {
+  auto model = tiny_model();
+  const std::vector<int64_t> prompt{1, 2, 3, 4, 1};
+  Sampler sampler(SamplingParams{});
+  const std::vector<int64_t> seq{1, 2, 3, 4, 1, 1};
+  for (bool bonus : {true, false}) {
+    auto s = make_strategy("lookahead", StrategyContext{*model},
+                           StrategyOptions::parse({"window=2", "ngram=4", "guesses=2", "prompt_pool=true",
+                                                   std::string("ngram_bonus=") + (bonus ? "true" : "false")}));
+    s->begin(prompt, at::Tensor(), 1);
+    const DraftTree t = s->propose(DraftRequest{seq, 100, 100, sampler});  // key 1: 2 3 4
+    ASSERT_EQ(t.size(), bonus ? 3 : 2);
+    EXPECT_EQ(t.node(0).token, 2);
+    EXPECT_EQ(t.node(1).token, 3);
+  }
+}
+
+// Whatever a strategy runs in the prefill, each of its rows is scored as a causal continuation of the prompt, the
+// prompt's own rows are untouched (same first token and features as without), and the cache keeps the prompt only.
+class PrefillRowsSpy : public NoDraftStrategy {
+ public:
+  std::vector<int64_t> prefill_rows(const std::vector<int64_t>&, int64_t max_rows) override {
+    EXPECT_GE(max_rows, 3);
+    return {7, 8, 9};
+  }
+  void begin(const std::vector<int64_t>&, const at::Tensor& features, int64_t) override { feature_rows = features.size(0); }
+  void observe_prefill_rows(const at::Tensor& logits) override { seen = logits.clone(); }
+  at::Tensor seen;
+  int64_t feature_rows = 0;
+};
+
+TEST(PrefillRows, AreScoredAfterThePromptAndDroppedFromTheCache) {
+  auto model = tiny_model(at::kFloat, 2, 7, false, 97, CpuPath::Native);
+  const std::vector<int64_t> prompt{3, 14, 15, 92, 65};
+  std::vector<int64_t> chain = prompt;
+  chain.insert(chain.end(), {7, 8, 9});
+  KvCache fresh = model->make_cache(16);
+  const at::Tensor want = model->forward_chain(fresh, chain).logits.narrow(0, 5, 3);
+  GenerationConfig gen;
+  gen.max_new_tokens = 12;
+  const auto vanilla = generate_vanilla(*model, prompt, gen);
+
+  PrefillRowsSpy alone;
+  const auto got = SpeculativeDecoder(*model, alone).generate(prompt, gen);
+  EXPECT_EQ(got.tokens, vanilla.tokens);
+  EXPECT_EQ(alone.feature_rows, 5);
+  ASSERT_TRUE(alone.seen.defined());
+  EXPECT_TRUE(at::equal(alone.seen, want));
+
+  PrefillRowsSpy first, second;
+  const std::vector<int64_t> other{3, 14, 15};
+  const auto batch = BatchSpeculativeDecoder(*model, {&first, &second}).generate({{prompt, 0}, {other, 0}}, gen);
+  EXPECT_EQ(batch.sequences[0].tokens, vanilla.tokens);
+  EXPECT_EQ(batch.sequences[1].tokens, generate_vanilla(*model, other, gen).tokens);
+  EXPECT_EQ(first.feature_rows, 5);
+  EXPECT_EQ(second.feature_rows, 3);
+  ASSERT_TRUE(first.seen.defined());
+  EXPECT_TRUE(at::equal(first.seen, want));
 }
 
 }  // namespace

@@ -22,32 +22,59 @@ const char* kOther = "models/stories260K/stories260K.bin";  // same vocabulary s
 // kernels), so the tokens must be identical. The reference path (libtorch over OpenBLAS and the skinny GEMM) rounds
 // a row differently when the batch has another shape (SkinnyGemm.RowsOfALargerCallRoundDifferently shows it for
 // the projections), so a verification of n rows and vanilla's one-row steps may differ in the last bits, which
-// decide a greedy step only at a near tie of the top two logits. There the tokens must be identical up to the
-// first position where vanilla's own top-two margin is below kNearTie (checked on vanilla's logits, the
-// independent truth); what follows is another, equally greedy, run and is not compared. Returns whether the whole
-// output was compared.
+// decide a greedy step only at a near tie. There, where the outputs first differ, the two tokens actually emitted
+// must both be within kNearTie of the top logit of vanilla's own logits (the independent truth); the comparison
+// then goes on: vanilla is rerun from the prompt plus the speculative output up to and including the tie, and the
+// rest must equal that run, by the same rule. At most kMaxNearTies per output; the caller caps how many outputs
+// may have one. Returns the number of near ties passed (0: identical throughout).
 constexpr double kNearTie = 1e-4;
+constexpr int kMaxNearTies = 2;
 
-bool expect_greedy_equal(const LlamaModel& target, const std::vector<int64_t>& prompt, const std::vector<int64_t>& want,
-                         const std::vector<int64_t>& got, const std::string& what) {
-  size_t i = 0;
-  while (i < want.size() && i < got.size() && want[i] == got[i]) ++i;
-  if (i == want.size() && i == got.size()) return true;
-  if (target.native() != nullptr || i == want.size() || i == got.size()) {
-    EXPECT_EQ(got, want) << what;
-    return false;
+int expect_greedy_equal(const LlamaModel& target, const std::vector<int64_t>& prompt, const GenerationConfig& gen,
+                        const GenerationResult& vanilla, const GenerationResult& got, const std::string& what) {
+  std::vector<int64_t> context = prompt;  // what `want` continues
+  GenerationResult want = vanilla;
+  size_t offset = 0;  // got.tokens[offset + i] is compared with want.tokens[i]
+  for (int ties = 0;; ++ties) {
+    size_t i = 0;
+    while (offset + i < got.tokens.size() && i < want.tokens.size() && got.tokens[offset + i] == want.tokens[i]) ++i;
+    if (offset + i == got.tokens.size() && i == want.tokens.size()) {
+      EXPECT_EQ(got.stop_reason, want.stop_reason) << what;
+      return ties;
+    }
+    const std::vector<int64_t> rest(got.tokens.begin() + static_cast<std::ptrdiff_t>(offset), got.tokens.end());
+    if (target.native() != nullptr || offset + i == got.tokens.size() || i == want.tokens.size()) {
+      EXPECT_EQ(rest, want.tokens) << what << (ties > 0 ? " (after a near tie)" : "");
+      return ties;
+    }
+    if (ties == kMaxNearTies) {
+      ADD_FAILURE() << what << ": more than " << kMaxNearTies << " near ties in one output";
+      return ties;
+    }
+    context.insert(context.end(), want.tokens.begin(), want.tokens.begin() + static_cast<std::ptrdiff_t>(i));
+    KvCache cache = target.make_cache(static_cast<int64_t>(context.size()));
+    const at::Tensor logits = target.forward_chain(cache, context).logits[-1].to(at::kDouble);
+    const int64_t mine = got.tokens[offset + i], theirs = want.tokens[i];
+    const double top = logits.max().item<double>();
+    const double gap = top - std::min(logits[mine].item<double>(), logits[theirs].item<double>());
+    if (gap >= kNearTie) {
+      ADD_FAILURE() << what << ": token " << offset + i << " differs (" << mine << " instead of " << theirs
+                    << ") where vanilla's logits put them " << gap << " below the top, not a rounding-level tie";
+      return ties;
+    }
+    std::cout << what << ": reference path, a near tie (" << gap << ") at token " << offset + i
+              << " decided by rounding; compared on from there\n";
+    context.push_back(mine);
+    offset += i + 1;
+    GenerationConfig after = gen;
+    after.max_new_tokens = gen.max_new_tokens - static_cast<int64_t>(offset);
+    if (after.max_new_tokens == 0) {
+      want = GenerationResult{};
+      want.stop_reason = "max_new_tokens";
+    } else {
+      want = generate_vanilla(target, context, after);
+    }
   }
-  std::vector<int64_t> context = prompt;
-  context.insert(context.end(), want.begin(), want.begin() + static_cast<std::ptrdiff_t>(i));
-  KvCache cache = target.make_cache(static_cast<int64_t>(context.size()));
-  const at::Tensor logits = target.forward_chain(cache, context).logits[-1].to(at::kDouble);
-  const auto top = at::topk(logits, 2);
-  const double margin = (std::get<0>(top)[0] - std::get<0>(top)[1]).item<double>();
-  EXPECT_LT(margin, kNearTie) << what << ": token " << i << " differs (" << got[i] << " instead of " << want[i]
-                              << ") where vanilla's top-two margin is " << margin << ", not a rounding-level tie";
-  std::cout << what << ": reference path, a near tie (margin " << margin << ") at token " << i << " of " << want.size()
-            << " decided by rounding; identical before it\n";
-  return false;
 }
 
 class LosslessGreedy : public ::testing::TestWithParam<LosslessCase> {
@@ -76,22 +103,23 @@ TEST_P(LosslessGreedy, SameTokensAsVanillaOnBenchPrompts) {
   gen.max_new_tokens = 40;
   gen.stop_tokens = {1};  // llama2.c models end a text with BOS
   int64_t drafted = 0, accepted = 0;
+  size_t with_ties = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     auto want = generate_vanilla(*target, prompts[i], gen);
     SpeculativeDecoder decoder(*target, *strategy);
     auto got = decoder.generate(prompts[i], gen);
-    if (expect_greedy_equal(*target, prompts[i], want.tokens, got.tokens, "prompt " + std::to_string(i)))
-      ASSERT_EQ(got.stop_reason, want.stop_reason) << "prompt " << i;
+    if (expect_greedy_equal(*target, prompts[i], gen, want, got, "prompt " + std::to_string(i)) > 0) ++with_ties;
     for (const auto& c : got.cycles) {
       drafted += c.drafted;
       accepted += c.accepted;
     }
   }
+  // Rounding-level ties are rare: an output in ten with one would be a bug that the escape hides.
+  EXPECT_LE(with_ties, prompts.size() / 10) << "outputs passed only by the near-tie escape";
   // Report what was exercised (a strategy that drafts nothing proves little beyond "vanilla").
-  std::cout << GetParam().config.label << ": drafted " << drafted << ", accepted " << accepted << "\n";
-  // eagle2_auto may rightly draft nothing here: a random head's values are tiny, so no tree pays for its
-  // verification. (The sampling test's small-vocabulary model makes it draft, and its wrong-rule control fails.)
-  if (GetParam().config.name != "vanilla" && GetParam().config.label != "eagle2_auto") EXPECT_GT(drafted, 0);
+  std::cout << GetParam().config.label << ": drafted " << drafted << ", accepted " << accepted << ", near ties in "
+            << with_ties << " outputs\n";
+  if (GetParam().config.name != "vanilla" && GetParam().config.may_draft_nothing.empty()) EXPECT_GT(drafted, 0);
   if (GetParam().config.label == "chain_self_draft") EXPECT_EQ(accepted, drafted) << "the target drafting for itself";
 }
 
@@ -99,7 +127,7 @@ TEST_P(LosslessGreedy, StopTokenInsideADraft) {
   // Take the 6th token vanilla generates as the stop token: both loops must stop right before it, even when it
   // sits in the middle of an accepted draft.
   auto prompts = bench_prompts(*tokenizer, 16, 32);
-  int stopped = 0;
+  int stopped = 0, inside = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerationConfig gen;
     gen.max_new_tokens = 30;
@@ -112,8 +140,18 @@ TEST_P(LosslessGreedy, StopTokenInsideADraft) {
     ASSERT_EQ(got.tokens, want.tokens) << "prompt " << i;
     ASSERT_EQ(got.stop_reason, "stop_token");
     ++stopped;
+    // The cycles produced 1 (prefill) + sum(accepted + 1) tokens; two or more beyond those emitted means the stop
+    // token was an accepted draft node, not the verifier's own token.
+    int64_t produced = 1;
+    for (const auto& c : got.cycles) produced += c.accepted + 1;
+    if (produced - static_cast<int64_t>(got.tokens.size()) >= 2) ++inside;
   }
   EXPECT_GT(stopped, 3);
+  std::cout << GetParam().config.label << ": the stop token was an accepted draft node in " << inside << " of "
+            << stopped << " outputs\n";
+  // The target drafting for itself accepts everything: its chains must carry the stop token (test_oracle_drafts
+  // does the same for trees).
+  if (GetParam().config.label == "chain_self_draft") EXPECT_GT(inside, stopped / 3);
 }
 
 TEST_P(LosslessGreedy, EndOfContext) {
@@ -151,12 +189,14 @@ TEST_P(LosslessGreedyStories, SameTokensAsVanillaOnBenchPrompts) {
   auto prompts = bench_prompts(*tokenizer, 16, 48);  // 6 sets x 5 = 30 prompts
   GenerationConfig gen;
   gen.max_new_tokens = 40;
+  size_t with_ties = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     auto want = generate_vanilla(*target, prompts[i], gen);
     SpeculativeDecoder decoder(*target, *strategy);
     auto got = decoder.generate(prompts[i], gen);
-    expect_greedy_equal(*target, prompts[i], want.tokens, got.tokens, "prompt " + std::to_string(i));
+    if (expect_greedy_equal(*target, prompts[i], gen, want, got, "prompt " + std::to_string(i)) > 0) ++with_ties;
   }
+  EXPECT_LE(with_ties, prompts.size() / 10) << "outputs passed only by the near-tie escape";
 }
 
 // Over q8_0 weights met by int8 dot products (BlockDot::Int8), dense and mixture of experts. The peer models' MLP
