@@ -18,6 +18,29 @@ double parallel_head_weight(const ParallelHeadLossOptions& options, int64_t k) {
   return std::pow(options.decay, static_cast<double>(k + 1));
 }
 
+void apply_official_parallel_recipe(const std::string& kind, TrainerOptions& t, ParallelHeadLossOptions& loss) {
+  check(kind == "medusa" || kind == "hydra", "--recipe official: expected --kind medusa or hydra here, got " + kind);
+  loss.recipe = "official";
+  loss.decay = 1.0;
+  t.beta1 = 0.9;
+  t.beta2 = 0.999;
+  t.grad_clip = 1.0;
+  t.clip_by_value = false;
+  if (kind == "medusa") {
+    loss.target = ParallelHeadTarget::Tokens;
+    t.lr = 1e-3;
+    t.weight_decay = 0.0;
+    t.warmup = (t.steps + 9) / 10;  // warmup_ratio 0.1
+    t.min_lr_ratio = 0.0;
+  } else {
+    loss.target = ParallelHeadTarget::TargetDistribution;
+    t.lr = 5e-4;
+    t.weight_decay = 0.1;
+    t.warmup = 100;
+    t.min_lr_ratio = 0.33;
+  }
+}
+
 ParallelHeadLoss parallel_head_loss(const std::vector<at::Tensor>& logits, const at::Tensor& windows_in,
                                     const at::Tensor& loss_mask, const at::Tensor& features,
                                     const at::Tensor& target_lm_head, const ParallelHeadLossOptions& options) {
@@ -97,8 +120,11 @@ class ParallelTrainable : public TrainableHead {
     return {{"kind", heads_.family().name},
             {"heads_config", heads_.config_json()},
             {"decay", decay},
-            {"loss_target", loss_options_.target == ParallelHeadTarget::Tokens ? "tokens" : "target_distribution"}};
+            {"loss_target", loss_options_.target == ParallelHeadTarget::Tokens ? "tokens" : "target_distribution"},
+            {"recipe", loss_options_.recipe}};
   }
+  // States written before --recipe existed were the paper's.
+  std::string identity_default(const std::string& key) const override { return key == "recipe" ? "paper" : ""; }
   int64_t min_context() const override { return heads_.num_heads() + 1; }
   at::Tensor loss(const HeadBatch& b, int64_t) const override { return of(b).loss; }
   HeadEvaluation evaluate(const HeadBatch& b) const override {
@@ -125,6 +151,8 @@ class ParallelTrainable : public TrainableHead {
 HeadTrainingResult train_parallel_heads(const LlamaModel& target, TrainableParallelHeads& heads,
                                         const ParallelHeadTrainingOptions& o, const TextDataset& data) {
   check(o.loss.decay > 0 && o.loss.decay <= 1, "--decay: expected a number in (0, 1], got " + std::to_string(o.loss.decay));
+  check(o.loss.recipe == "paper" || o.loss.recipe == "official",
+        "--recipe: expected paper or official, got '" + o.loss.recipe + "'");
   ParallelTrainable trainable(target, heads, o.loss);
   return train_draft_head(target, trainable, o, data);
 }

@@ -65,7 +65,20 @@ enum class ParallelHeadTarget { Tokens, TargetDistribution };
 struct ParallelHeadLossOptions {
   double decay = 0.8;  // lambda_k = decay^(k+1)
   ParallelHeadTarget target = ParallelHeadTarget::Tokens;
+  std::string recipe = "paper";  // or "official" (apply_official_parallel_recipe); part of a run's identity
 };
+
+// --recipe official for Medusa and Hydra heads: the official trainers' settings, which differ from draftlab's
+// defaults (0.8^(k+1) head weights, AdamW beta2 0.95, lr 3e-4, clip by global norm 0.5, cosine to 0.1 lr).
+//   medusa: Medusa-1 (medusa/train/train_legacy.py, scripts/train_vicuna_7b.sh): the head losses summed unweighted,
+//           AdamW (0.9, 0.999), lr 1e-3, no weight decay, warm-up 10% of the steps, cosine to 0, clip by global
+//           norm 1 (Hugging Face's default).
+//   hydra:  Hydra++ (hydra/train/train.py with the README's launch): summed unweighted, the teacher loss only (the
+//           target's distribution of each label), AdamW (0.9, 0.999), lr 5e-4, weight decay 0.1, warm-up 100 steps,
+//           cosine to 0.33 lr, clip by global norm 1.
+// Not reproduced: their 2048-token conversations, batch sizes, bf16 parameters, Hydra++'s prefix layer and dropout.
+// Sets every field named above (and recipe); the caller keeps what the user gave explicitly.
+void apply_official_parallel_recipe(const std::string& kind, TrainerOptions& trainer, ParallelHeadLossOptions& loss);
 
 // lambda_k of the header comment.
 double parallel_head_weight(const ParallelHeadLossOptions& options, int64_t k);

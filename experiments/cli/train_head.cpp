@@ -117,10 +117,14 @@ int run_train_head(int argc, char** argv) {
       ("input", po::value(&o.input)->default_value(o.input),
        "the head's input (EAGLE Figure 8): feature_shifted_token (EAGLE), feature_unshifted_token, feature_only, "
        "token_only")
-      ("cls-weight", po::value(&o.cls_weight)->default_value(o.cls_weight, "0.1"), "weight of the soft cross-entropy")
+      ("cls-weight", po::value(&o.cls_weight)->default_value(o.cls_weight, "0.1"), "weight of the soft cross-entropy");
+  po::options_description recipe_desc("--kind eagle, medusa and hydra");
+  recipe_desc.add_options()
       ("recipe", po::value(&o.recipe)->default_value(o.recipe),
-       "paper (noise U(-0.1, 0.1), row i counted iff mask[i + 2], clip by global norm) or official (the official "
-       "train/main.py: noise scaled by 512 / context, mask[i], clip each gradient by value)");
+       "paper (the documented defaults) or official, the official trainer's settings: eagle (train/main.py) noise "
+       "scaled by 512 / context, row i iff mask[i], clip each gradient by value; medusa (Medusa-1) and hydra "
+       "(Hydra++) unweighted head sum, AdamW (0.9, 0.999), their lr, decay, warm-up and clipping, hydra the teacher "
+       "loss (docs/fidelity.md); optimiser flags given explicitly override it");
   po::options_description draft_vocab_desc("--kind eagle and --kind eagle3");
   draft_vocab_desc.add_options()
       ("draft-vocab", po::value(&o.draft_vocab)->default_value(o.draft_vocab),
@@ -158,13 +162,14 @@ int run_train_head(int argc, char** argv) {
        "ResBlocks per head (the first one reads the tokens; Hydra++ uses 4)")
       ("hydra-lm-head", po::value(&hydra_lm_head)->default_value(hydra_lm_head),
        "shared (the target's LM head) or own (a [vocab, d] copy with bias per head, as the official heads)");
-  desc.add(eagle).add(draft_vocab_desc).add(eagle3_desc).add(parallel_desc).add(medusa_desc).add(hydra_desc);
+  desc.add(eagle).add(recipe_desc).add(draft_vocab_desc).add(eagle3_desc).add(parallel_desc).add(medusa_desc).add(hydra_desc);
   add_trainer_options(desc, t);
 
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "train-head", vm)) return 0;
   const std::string kind = find_head_family(kind_name).name;
   if (kind != "eagle") check_kind_options(vm, eagle, "eagle", kind_name);
+  if (kind == "eagle3") check_kind_options(vm, recipe_desc, "eagle, medusa or hydra", kind_name);
   if (kind != "eagle" && kind != "eagle3") check_kind_options(vm, draft_vocab_desc, "eagle or eagle3", kind_name);
   if (kind != "eagle3") check_kind_options(vm, eagle3_desc, "eagle3", kind_name);
   if (kind != "medusa" && kind != "hydra") check_kind_options(vm, parallel_desc, "medusa or hydra", kind_name);
@@ -181,6 +186,26 @@ int run_train_head(int argc, char** argv) {
         "--hydra-heads / --hydra-layers: expected at least 1 head and 1 layer");
   hydra.own_lm_head = hydra_lm_head == "own";
   loss.target = teacher ? ParallelHeadTarget::TargetDistribution : ParallelHeadTarget::Tokens;
+  if ((kind == "medusa" || kind == "hydra") && o.recipe != "paper") {
+    check(o.recipe == "official", "--recipe: expected paper or official, got '" + o.recipe + "'");
+    TrainerOptions official = t;
+    ParallelHeadLossOptions official_loss = loss;
+    apply_official_parallel_recipe(kind, official, official_loss);
+    // The recipe's values where the flag was left at its default; --teacher, a switch, can only add the teacher.
+    auto unless_given = [&](const char* flag, auto& value, const auto& recipe_value) {
+      if (vm[flag].defaulted()) value = recipe_value;
+    };
+    unless_given("lr", t.lr, official.lr);
+    unless_given("min-lr-ratio", t.min_lr_ratio, official.min_lr_ratio);
+    unless_given("warmup", t.warmup, official.warmup);
+    unless_given("weight-decay", t.weight_decay, official.weight_decay);
+    unless_given("beta1", t.beta1, official.beta1);
+    unless_given("beta2", t.beta2, official.beta2);
+    unless_given("grad-clip", t.grad_clip, official.grad_clip);
+    unless_given("decay", loss.decay, official_loss.decay);
+    if (!teacher) loss.target = official_loss.target;
+    loss.recipe = official_loss.recipe;
+  }
   o.save_dtype = parse_compute_dtype(save_dtype);
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "draftlab ") + std::string(argv[i]);
 

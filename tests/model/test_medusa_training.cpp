@@ -206,6 +206,11 @@ TEST(MedusaTraining, AShortRunOnTsTinyLowersTheLossAndItsFolderLoadsAndResumes) 
   EXPECT_EQ(resumed.curves.train_loss, r.curves.train_loss);
   EXPECT_EQ(resumed.curves.eval_metrics, r.curves.eval_metrics);
 
+  ParallelHeadTrainingOptions official = split;
+  official.loss.recipe = "official";  // another recipe's state
+  MedusaTrainingModel fourth(*target, 0, c);
+  EXPECT_THROW(train_parallel_heads(*target, fourth, official, data), Error);
+
   MedusaConfig other = c;
   other.own_lm_head = true;  // another run's state
   MedusaTrainingModel third(*target, 0, other);
@@ -213,6 +218,38 @@ TEST(MedusaTraining, AShortRunOnTsTinyLowersTheLossAndItsFolderLoadsAndResumes) 
   split.resume = false;
   split.context = 3;  // head 2 would have no label
   EXPECT_THROW(train_parallel_heads(*target, second, split, data), Error);
+}
+
+// --recipe official: the settings of the official launch scripts (Medusa-1: scripts/train_vicuna_7b.sh with
+// train_legacy.py and Hugging Face's defaults; Hydra++: the Hydra README's command with hydra/train/train.py).
+TEST(ParallelHeadRecipe, OfficialIsTheOfficialTrainersSettings) {
+  TrainerOptions t;
+  t.steps = 1234;
+  ParallelHeadLossOptions loss;
+  apply_official_parallel_recipe("medusa", t, loss);
+  EXPECT_EQ(loss.recipe, "official");
+  EXPECT_EQ(loss.decay, 1.0);  // loss += loss_i
+  EXPECT_EQ(loss.target, ParallelHeadTarget::Tokens);
+  EXPECT_EQ(t.lr, 1e-3);
+  EXPECT_EQ(t.weight_decay, 0.0);
+  EXPECT_EQ(t.warmup, 124);  // warmup_ratio 0.1, rounded up as Hugging Face does
+  EXPECT_EQ(t.min_lr_ratio, 0.0);
+  EXPECT_EQ(t.beta2, 0.999);
+  EXPECT_EQ(t.grad_clip, 1.0);
+  EXPECT_FALSE(t.clip_by_value);
+
+  TrainerOptions h;
+  ParallelHeadLossOptions hydra;
+  apply_official_parallel_recipe("hydra", h, hydra);
+  EXPECT_EQ(hydra.decay, 1.0);
+  EXPECT_EQ(hydra.target, ParallelHeadTarget::TargetDistribution);  // --lm_loss_weight 0 --teacher_loss_weight 1
+  EXPECT_EQ(h.lr, 5e-4);
+  EXPECT_EQ(h.weight_decay, 0.1);
+  EXPECT_EQ(h.warmup, 100);
+  EXPECT_EQ(h.min_lr_ratio, 0.33);
+  EXPECT_EQ(h.beta2, 0.999);
+  EXPECT_EQ(h.grad_clip, 1.0);
+  EXPECT_THROW(apply_official_parallel_recipe("eagle3", h, hydra), Error);
 }
 
 }  // namespace
