@@ -43,7 +43,11 @@ AnswerQuestion parse_line(const std::string& line, const std::string& path, int 
   };
   AnswerQuestion q;
   try {
-    q.question_id = need(j, "question_id", "an integer").get<int64_t>();
+    // An integer only: get<int64_t>() of a float out of int64's range (1e20) is undefined behaviour (UBSan).
+    const nlohmann::json& id = need(j, "question_id", "an integer");
+    if (!id.is_number_integer())
+      throw Error::in_file(path, "line " + std::to_string(lineno) + " field question_id", "an integer", id.dump());
+    q.question_id = id.get<int64_t>();
     if (j.contains("category") && j["category"].is_string()) q.category = j["category"].get<std::string>();
     const nlohmann::json& choices = need(j, "choices", "a list with one choice");
     if (!choices.is_array() || choices.empty())

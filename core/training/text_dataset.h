@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/text/masked_sequence.h"
 #include "core/text/tokenizer.h"
 
 namespace draftlab {
@@ -69,12 +70,6 @@ class TextDataset {
 
 // Throws Error naming --data-fraction unless 0 < fraction <= 1 (train-head checks it before the target loads).
 void check_training_fraction(double fraction);
-
-// One tokenized sequence (a story, a conversation, a prompt and its continuation) with its 0/1 loss mask.
-struct MaskedSequence {
-  std::vector<int32_t> tokens;
-  std::vector<uint8_t> mask;  // one entry per token
-};
 
 // Concatenates sequences into a dataset with the corpus constructor's split (sequence i goes to validation when
 // i % validation_every == validation_every - 1). masked = false drops the masks (plain data, no loss mask).

@@ -65,6 +65,10 @@ TEST(SpecBenchAnswers, MalformedFilesNameFileLineAndField) {
   expect_error([&] { read_answer_folder(dir); }, {"a.jsonl", "line 3", "choices"});
   write(dir + "/set/a.jsonl", answers(1, 1, 1, "[[1], [2]]", "[1]"));  // per-turn lists: not Spec-Bench's layout
   expect_error([&] { read_answer_folder(dir); }, {"a.jsonl", "line 1", "accept_lengths", "flat"});
+  // A float question id: get<int64_t>() of 1e20 was undefined behaviour (tests/fuzz/regressions/spec_bench_answers).
+  write(dir + "/set/a.jsonl",
+        R"({"question_id": 1e20, "choices": [{"turns": [], "new_tokens": [1], "wall_time": [1]}]})" "\n");
+  expect_error([&] { read_answer_folder(dir); }, {"a.jsonl", "line 1", "question_id", "an integer"});
   write(dir + "/set/a.jsonl", "not json\n");
   expect_error([&] { read_answer_folder(dir); }, {"a.jsonl", "line 1", "not JSON"});
   expect_error([&] { read_answer_folder(dir + "/nothing"); }, {"nothing", "not a folder"});
