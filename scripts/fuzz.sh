@@ -38,7 +38,7 @@ done
 max_len() {
   case $1 in
     model_config) echo 2048 ;;
-    safetensors | tree_spec | bench_questions) echo 4096 ;;
+    safetensors | tree_spec | bench_questions | spec_bench_answers | chat_jsonl) echo 4096 ;;
     gguf) echo 16384 ;;
     results_file) echo 32768 ;;
     results_schema) echo 1024 ;;
@@ -47,7 +47,8 @@ max_len() {
 }
 dict() {
   case $1 in
-    safetensors | model_config | tokenizer_json | tree_spec | bench_questions) echo tests/fuzz/dicts/json.dict ;;
+    safetensors | model_config | tokenizer_json | tree_spec | bench_questions | spec_bench_answers | chat_jsonl)
+      echo tests/fuzz/dicts/json.dict ;;
     gguf) echo tests/fuzz/dicts/gguf.dict ;;
     torch_archive) echo tests/fuzz/dicts/torch_archive.dict ;;
   esac

@@ -5,9 +5,11 @@ parsers instead of at their first check. Made at run time (scripts/fuzz.sh), nev
   * from the real files, cut down: the repository's models (data/models: safetensors headers with small shapes,
     config.json, tokenizer.json with its first tokens and the merges among them), data/trees, and
     $DRAFTLAB_SHARED (GGUF vocabularies and tokenizer.model with their first pieces, llama2.c tokenizer.bin up to a
-    token boundary, question.jsonl first lines, a training_log.h5 and results file);
+    token boundary, question.jsonl first lines, and made from them Spec-Bench answer lines and chat conversations,
+    a training_log.h5 and results file);
   * hand-made where no small real file exists: tiny safetensors, GGUF with every metadata type and tensor type,
-    llama2.c checkpoints (tied and untied), a torch.save() archive (scripts/make_torch_checkpoint.py).
+    llama2.c checkpoints (tied and untied), a torch.save() archive (scripts/make_torch_checkpoint.py), Spec-Bench
+    answers and chat JSONL with their edge cases.
 
 usage: /usr/bin/python3 tests/fuzz/make_seeds.py OUT_DIR     (writes OUT_DIR/<target>/<seed>)
 """
@@ -302,6 +304,65 @@ with tempfile.TemporaryDirectory() as tmp:
 
 for path in sorted(glob.glob(os.path.join(SHARED, "data/bench/*/question.jsonl"))):
     put("bench_questions", os.path.basename(os.path.dirname(path)), b"".join(read(path).splitlines(True)[:3]))
+
+# ---- Spec-Bench answer JSONL, chat JSONL -------------------------------------------------------------------------
+
+
+def answer_line(qid, category, turns, accepts, method="eagle2"):
+    """One model_answer line as `exp --jsonl` writes it (experiments/results/spec_bench_jsonl.cpp)."""
+    steps = [len(a) for a in accepts]
+    choice = {"index": 0, "turns": turns, "decoding_steps": steps, "new_tokens": [sum(a) for a in accepts],
+              "wall_time": [0.001 + 0.002 * n for n in steps], "accept_lengths": [x for a in accepts for x in a]}
+    line = {"question_id": qid, "answer_id": "%s-%s" % (method, qid), "model_id": method, "choices": [choice],
+            "tstamp": 1.0}
+    if category is not None:
+        line["category"] = category
+    return json.dumps(line) + "\n"
+
+
+# The first questions of each real question file, answered with short made-up text and accept lengths.
+for path in sorted(glob.glob(os.path.join(SHARED, "data/bench/*/question.jsonl"))):
+    lines = [json.loads(x) for x in read(path).splitlines()[:3]]
+    put("spec_bench_answers", os.path.basename(os.path.dirname(path)), "".join(
+        answer_line(q["question_id"], q.get("category"), [t[:40] for t in q["turns"]],
+                    [[(i + k) % 4 + 1 for k in range(3)] for i in range(len(q["turns"]))]) for q in lines))
+put("spec_bench_answers", "mixed-categories", "".join([  # MT-bench categories and others: every grouping differs
+    answer_line(81, "writing", ["a", "b"], [[1, 2], [3]]), answer_line(111, "math", ["c"], [[4, 1, 1]]),
+    answer_line(5, "translation", ["d"], [[2]]), answer_line(6, None, ["e"], [[1]])]))
+put("spec_bench_answers", "edge-values", "".join([  # no accepts, no time, an empty turn, a blank line
+    answer_line(1, "qa", [""], [[]]), "\n",
+    json.dumps({"question_id": 2, "choices": [{"turns": ["x"], "new_tokens": [0], "wall_time": [0]}]}) + "\n",
+    answer_line(3, "qa", ["\u00e9\u2581", "y"], [[1], [5, 5]])]))
+
+# Chat JSONL (core/text/chat_jsonl.h): conversations made from the real questions (user turns) and their
+# references where the file has them, and hand-made ones in both shapes with every role and template edge.
+for path in sorted(glob.glob(os.path.join(SHARED, "data/bench/*/question.jsonl"))):
+    out = ""
+    for i, q in enumerate(json.loads(x) for x in read(path).splitlines()[:3]):
+        answers = [r[:120] for r in q.get("reference") or []] or ["Sure."] * len(q["turns"])
+        turns = []
+        for k, t in enumerate(q["turns"]):
+            turns.append((t[:160], answers[k % len(answers)]))
+        if i % 2 == 0:
+            conv = [{"from": f, "value": v} for u, a in turns for f, v in (("human", u), ("gpt", a))]
+            out += json.dumps({"id": str(q["question_id"]), "conversations": conv}, ensure_ascii=False) + "\n"
+        else:
+            msgs = [{"role": "system", "content": "Answer briefly."}]
+            msgs += [{"role": r, "content": c} for u, a in turns for r, c in (("user", u), ("assistant", a))]
+            out += json.dumps({"messages": msgs}, ensure_ascii=False) + "\n"
+    put("chat_jsonl", os.path.basename(os.path.dirname(path)), out)
+put("chat_jsonl", "sharegpt", "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in [
+    {"conversations": [{"from": "gpt", "value": "stray"}, {"from": "human", "value": "Hello"},
+                       {"from": "gpt", "value": "Hi there</s>"}, {"from": "user", "value": "  again  "},
+                       {"from": "chatgpt", "value": "<|eot_id|> \u2581x"}]},
+    {"conversations": [{"from": "system", "value": ""}, {"from": "human", "value": "q"}]}]))
+put("chat_jsonl", "openai", "\n".join([
+    json.dumps({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "c"},
+                             {"role": "assistant", "content": "d"}]}), "",
+    json.dumps({"messages": [{"role": "user", "content": "\u00e9t\u00e9 \ud83d\ude00"},
+                             {"role": "assistant", "content": ""}, {"role": "user", "content": "[INST] <s>"}]})]) + "\n")
+put("chat_jsonl", "unknown-role", json.dumps({"messages": [{"role": "user", "content": "x"},
+                                                           {"role": "tool", "content": "y"}]}) + "\n")
 
 # results_schema: the bytes are choices (tests/fuzz/results_schema_fuzz.cpp); runs of one byte make whole files.
 for b in (0, 1, 2, 3, 0x55, 0x9f):
