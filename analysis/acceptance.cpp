@@ -2,7 +2,6 @@
 
 #include <limits>
 #include <map>
-#include <unordered_map>
 
 #include "analysis/run_tables.h"
 #include "core/base/error.h"
@@ -36,21 +35,15 @@ std::vector<AlphaCount> cumulative_n_alpha(const std::vector<const RunRecord*>& 
   std::vector<AlphaCount> out(max_n + 1);
   for (int n = 0; n <= max_n; ++n) out[n].n = n;
   for (const RunRecord* run : runs) {
-    parent_accepted(*run);  // validates the cycles' node ranges and parents
     const NodeRows& nodes = run->nodes;
-    const CycleRows& cycles = run->cycles;
-    std::unordered_map<int32_t, bool> on_chain;  // tree_index -> on the rank-0 chain, within one cycle
-    for (size_t c = 0; c < cycles.size(); ++c) {
-      on_chain.clear();
-      on_chain[0] = true;  // the root
-      for (int64_t i = cycles.node_offset[c]; i < cycles.node_offset[c] + cycles.drafted[c]; ++i) {
-        const bool chain = nodes.sibling_rank[i] == 0 && on_chain[nodes.parent[i]];
-        on_chain[nodes.tree_index[i]] = chain;
-        const int n = nodes.depth[i] - 1;
-        if (!chain || n < 0 || n > max_n) continue;
-        out[n].tested += 1;
-        out[n].accepted += nodes.accepted[i] ? 1 : 0;
-      }
+    // A node is on the chain when it has rank 0 and its parent is on it (the root is).
+    const std::vector<int8_t> parent_on_chain = parent_values(
+        *run, 1, [&](size_t i, int8_t parent) { return static_cast<int8_t>(parent && nodes.sibling_rank[i] == 0); });
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const int n = nodes.depth[i] - 1;
+      if (!parent_on_chain[i] || nodes.sibling_rank[i] != 0 || n < 0 || n > max_n) continue;
+      out[n].tested += 1;
+      out[n].accepted += nodes.accepted[i] ? 1 : 0;
     }
   }
   return out;

@@ -13,11 +13,12 @@ std::string describe_run(const RunRecord& run) {
   return s.str();
 }
 
-std::vector<int8_t> parent_accepted(const RunRecord& run) {
+std::vector<int8_t> parent_values(const RunRecord& run, int8_t root_value,
+                                  const std::function<int8_t(size_t node, int8_t parent_value)>& value) {
   const NodeRows& nodes = run.nodes;
   const CycleRows& cycles = run.cycles;
-  std::vector<int8_t> tested(nodes.size(), 0);
-  std::unordered_map<int32_t, int8_t> accepted_by_index;  // tree_index -> accepted, within one cycle
+  std::vector<int8_t> of_parent(nodes.size(), 0);
+  std::unordered_map<int32_t, int8_t> value_by_index;  // tree_index -> value, within one cycle
   for (size_t c = 0; c < cycles.size(); ++c) {
     const int64_t begin = cycles.node_offset[c];
     const int64_t end = begin + cycles.drafted[c];
@@ -25,23 +26,25 @@ std::vector<int8_t> parent_accepted(const RunRecord& run) {
       throw Error(describe_run(run) + ": cycles/node_offset: expected the range of cycle " + std::to_string(c) +
                   " inside nodes/ (" + std::to_string(nodes.size()) + " rows), got [" + std::to_string(begin) +
                   ", " + std::to_string(end) + ")");
-    accepted_by_index.clear();
+    value_by_index.clear();
+    value_by_index[0] = root_value;
     for (int64_t i = begin; i < end; ++i) {  // parents come before their children (flat tree order)
       const int32_t parent = nodes.parent[i];
-      if (parent == 0) {
-        tested[i] = 1;
-      } else {
-        const auto it = accepted_by_index.find(parent);
-        if (it == accepted_by_index.end())
-          throw Error(describe_run(run) + ": nodes/parent: expected the tree index of an earlier node of cycle " +
-                      std::to_string(c) + " (or 0 = root), got " + std::to_string(parent) + " at row " +
-                      std::to_string(i));
-        tested[i] = it->second ? 1 : 0;
-      }
-      accepted_by_index[nodes.tree_index[i]] = nodes.accepted[i] ? 1 : 0;
+      const auto it = value_by_index.find(parent);
+      if (it == value_by_index.end())
+        throw Error(describe_run(run) + ": nodes/parent: expected the tree index of an earlier node of cycle " +
+                    std::to_string(c) + " (or 0 = root), got " + std::to_string(parent) + " at row " +
+                    std::to_string(i));
+      of_parent[i] = it->second;
+      value_by_index[nodes.tree_index[i]] = value(static_cast<size_t>(i), it->second);
     }
   }
-  return tested;
+  return of_parent;
+}
+
+std::vector<int8_t> parent_accepted(const RunRecord& run) {
+  return parent_values(run, 1,
+                       [&](size_t i, int8_t) { return static_cast<int8_t>(run.nodes.accepted[i] ? 1 : 0); });
 }
 
 std::vector<int32_t> node_questions(const RunRecord& run) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,9 +13,14 @@ namespace draftlab::analysis {
 // "run eagle2 on mt_bench at T=0": the prefix of every error about a run.
 std::string describe_run(const RunRecord& run);
 
+// Walks every cycle's tree from the root down: value(i, v) gives node i's value from its parent's value v (the
+// root's is root_value). Returns, for every row of nodes/, its parent's value. Throws Error naming the run when a
+// cycle's node range is out of bounds or a parent index is not a node of the same cycle.
+std::vector<int8_t> parent_values(const RunRecord& run, int8_t root_value,
+                                  const std::function<int8_t(size_t node, int8_t parent_value)>& value);
+
 // For every row of nodes/: 1 when the verifier tested the node, i.e. its parent is the root or was accepted in
-// the same cycle (a node under a rejected parent was never compared with the target). Throws Error naming the
-// run when a cycle's node range is out of bounds or a parent index is not a node of the same cycle.
+// the same cycle (a node under a rejected parent was never compared with the target). Throws as parent_values.
 std::vector<int8_t> parent_accepted(const RunRecord& run);
 
 // For every row of nodes/: the row in questions/ its cycle belongs to (through cycles/question). Throws Error

@@ -5,9 +5,9 @@
 #   bash scripts/fuzz.sh 600 gguf safetensors  # some targets (names: tests/fuzz/<name>_fuzz.cpp)
 # Builds build-fuzz (clang, -DDRAFTLAB_FUZZ=ON: the torch-free parsers only), writes seed corpora made from the
 # repository's and $DRAFTLAB_SHARED's files to build-fuzz/corpus/<target> (kept between runs: the corpus grows),
-# runs each target with the regression inputs of tests/fuzz/regressions/<target>, and prints per target the
-# executions, exec/s and findings. A finding (crash, sanitizer report, leak, timeout, out-of-memory) is saved in
-# build-fuzz/findings/<target>/ with its log, and the script exits 1.
+# replays the regression inputs of tests/fuzz/regressions/<target> with DRAFTLAB_FUZZ_STRICT=1, runs each target with
+# them in its corpus, and prints per target the executions, exec/s and findings. A finding (crash, sanitizer report,
+# leak, timeout, out-of-memory) is saved in build-fuzz/findings/<target>/ with its log, and the script exits 1.
 #   JOBS=N         build jobs (default 2)        FUZZ_JOBS=N   targets fuzzed at once (default 1)
 #   FUZZ_ARGS=...  more libFuzzer options
 set -euo pipefail
@@ -69,10 +69,14 @@ run_target() {
   d=$(dict "$t")
   local regressions=()
   [ -d "tests/fuzz/regressions/$t" ] && regressions=("tests/fuzz/regressions/$t")
+  : >"$findings/log"
+  # The regression inputs first, strictly: each must end in draftlab::Error, no other exception (fuzz_input.h).
+  [ ${#regressions[@]} = 0 ] || DRAFTLAB_FUZZ_STRICT=1 "$BUILD/fuzz_$t" -runs=0 -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix="$findings/" "${regressions[0]}"/* >>"$findings/log" 2>&1 || true
   # -timeout: one input running 10 s is a finding (a hang); -rss_limit_mb also caps single allocations.
   "$BUILD/fuzz_$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 -max_len="$(max_len "$t")" \
     ${d:+-dict=$d} -print_final_stats=1 -artifact_prefix="$findings/" ${FUZZ_ARGS:-} \
-    "$BUILD/corpus/$t" "${regressions[@]}" >"$findings/log" 2>&1 || true
+    "$BUILD/corpus/$t" "${regressions[@]}" >>"$findings/log" 2>&1 || true
 }
 
 start=$(date +%s)

@@ -58,9 +58,7 @@ class Eagle2Strategy : public DraftStrategy {
  public:
   Eagle2Strategy(std::string name, const LlamaModel& target, std::shared_ptr<const FeatureHead> head,
                  Eagle2Options options)
-      : name_(std::move(name)), target_(target), drafter_(std::move(head)), o_(options) {
-    if (!o_.fixed_cost.empty()) fixed_cost_.emplace(o_.fixed_cost);
-  }
+      : name_(std::move(name)), target_(target), drafter_(std::move(head)), o_(options) {}
 
   std::string name() const override { return name_; }
   std::vector<int64_t> target_feature_layers() const override { return drafter_.head().target_feature_layers(); }
@@ -146,8 +144,8 @@ class Eagle2Strategy : public DraftStrategy {
         // The cost curve of this batch size, measured once per model and batch size: in a batch every sequence's
         // rows share the forward, so each sequence's budget shrinks as the batch grows.
         keep = s.auto_budget(g.tree, keep,
-                             s.fixed_cost_ ? *s.fixed_cost_
-                                           : VerifyCost::shared(s.target_, s.o_.max_auto_tokens, requests[i].batch_size));
+                             s.o_.fixed_cost ? *s.o_.fixed_cost
+                                             : VerifyCost::shared(s.target_, s.o_.max_auto_tokens, requests[i].batch_size));
       }
       out[i] = g.tree.subtree(keep);
     }
@@ -264,7 +262,7 @@ class Eagle2Strategy : public DraftStrategy {
     std::vector<float> values;
     for (int32_t i : kept) values.push_back(tree.node(i).value);
     const int32_t m =
-        best_budget(values, calibration_.alpha(), fixed_cost_ ? o_.fixed_draft_seconds : draft_seconds_, cost);
+        best_budget(values, calibration_.alpha(), o_.fixed_cost ? o_.fixed_draft_seconds : draft_seconds_, cost);
     if (last_budget_ == 0) probe_every_ = m == 0 ? std::min(2 * probe_every_, kMaxProbeEvery) : kProbeEvery;
     last_budget_ = m;
     // Next cycle expands only nodes near or above this cycle's cut-off; none when the budget was not binding.
@@ -282,7 +280,6 @@ class Eagle2Strategy : public DraftStrategy {
   EagleDrafter drafter_;
   Eagle2Options o_;
   // total_tokens=auto state.
-  std::optional<VerifyCost> fixed_cost_;  // auto_cost=F/P/D
   AcceptanceCalibration calibration_;
   double predicted_ = 0.0;       // sum of the values of the last tree's nodes
   double expand_seconds_ = 0.0;  // this cycle's drafting time before the budget choice
@@ -353,7 +350,7 @@ StrategyDescriptor eagle2_descriptor_for(const std::string& name, const std::str
             s2 != '/' || !(f >= 0 && per >= 0 && draft >= 0 && f + per > 0))
           throw Error("strategy " + name + ": auto_cost=" + cost +
                       ": expected \"measured\" or F/P/D, three non-negative milliseconds (e.g. 1/0.002/0.1)");
-        o.fixed_cost = {{1, (f + per) * 1e-3}, {2, (f + 2 * per) * 1e-3}};  // linear, extrapolated
+        o.fixed_cost = VerifyCost({{1, (f + per) * 1e-3}, {2, (f + 2 * per) * 1e-3}});  // linear, extrapolated
         o.fixed_draft_seconds = draft * 1e-3;
       }
     } else {

@@ -33,10 +33,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/decoding/draft_tree.h"
+#include "core/decoding/verify_cost.h"
 #include "strategies/registry.h"
 
 namespace draftlab {
@@ -54,7 +56,7 @@ struct Eagle2Options {
   // total_tokens=auto with auto_cost=F/P/D (milliseconds): a forward of n tokens costs F + P n and drafting D per
   // cycle, fixed instead of measured, so the budget and the trees do not depend on the machine's speed or load
   // (tests, what-if studies). Empty: measured (VerifyCost::shared and the running drafting time).
-  std::vector<std::pair<int64_t, double>> fixed_cost;  // (n, seconds) points of the verify curve
+  std::optional<VerifyCost> fixed_cost;
   double fixed_draft_seconds = 0.0;
 };
 

@@ -143,9 +143,7 @@ class LookaheadStrategy : public DraftStrategy {
   // prefill_step: the first Jacobi step runs on level 0 inside the prefill forward (the official code's first
   // forward is prompt + level 0, causal), so the window fills a cycle earlier.
   std::vector<int64_t> prefill_rows(const std::vector<int64_t>& prompt, int64_t max_rows) override {
-    prefilled_ = false;
     if (!prefill_step_ || prompt.empty() || window_size_ + ngram_ - 3 > max_rows) return {};
-    prefilled_ = true;
     return first_level(prompt, 0);
   }
 
@@ -159,7 +157,7 @@ class LookaheadStrategy : public DraftStrategy {
 
   // Level 0's Jacobi step, as a warm-up step of one level: what observe() does with a window of level 0 alone.
   void observe_prefill_rows(const at::Tensor& logits) override {
-    if (!prefilled_ || window_.filled_levels() != 1 || logits.size(0) != window_.rows())
+    if (!prefill_step_ || window_.filled_levels() != 1 || logits.size(0) != window_.rows())
       throw Error("lookahead: expected the logits of its " + std::to_string(window_.rows()) + " prefill rows");
     const at::Tensor argmax = logits.argmax(1).contiguous();
     window_.advance(first_, argmax.data_ptr<int64_t>(), pool_);
@@ -214,7 +212,6 @@ class LookaheadStrategy : public DraftStrategy {
 
   int32_t ngram_, window_size_;
   bool prompt_pool_, ngram_bonus_, prefill_step_;
-  bool prefilled_ = false;  // prefill_rows() asked for level 0's rows this sequence
   int64_t first_ = 0;
   NGramPool pool_;
   LookaheadWindow window_;

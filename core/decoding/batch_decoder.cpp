@@ -116,14 +116,9 @@ BatchResult BatchSpeculativeDecoder::generate(const std::vector<BatchSequence>& 
     for (size_t b = 0; b < B; ++b) {
       Slot& s = *slots[b];
       const auto P = static_cast<int64_t>(s.sequence.size());
-      chains[b] = s.sequence;
-      const std::vector<int64_t> more = s.strategy.prefill_rows(s.sequence, s.cache.capacity() - P);
-      extra[b] = static_cast<int64_t>(more.size());
-      if (extra[b] > s.cache.capacity() - P)
-        throw Error("strategy " + s.strategy.name() + " asked for " + std::to_string(extra[b]) +
-                    " prefill rows, but only " + std::to_string(s.cache.capacity() - P) + " fit the context");
+      chains[b] = prompt_with_prefill_rows(s.strategy, s.sequence, s.cache.capacity() - P);
+      extra[b] = static_cast<int64_t>(chains[b].size()) - P;
       any_extra = any_extra || extra[b] > 0;
-      chains[b].insert(chains[b].end(), more.begin(), more.end());
       positions[b].resize(chains[b].size());
       for (size_t i = 0; i < chains[b].size(); ++i) positions[b][i] = static_cast<int64_t>(i);
       rows.push_back({&s.cache, chains[b].data(), positions[b].data(), static_cast<int64_t>(chains[b].size()),

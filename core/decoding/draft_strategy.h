@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/error.h"
 #include "core/decoding/draft_tree.h"
 #include "core/decoding/verifier.h"
 #include "core/model/sampler.h"
@@ -88,6 +89,19 @@ class DraftStrategy {
     for (size_t i = 0; i < peers.size(); ++i) peers[i]->observe(*results[i]);
   }
 };
+
+// The prefill forward's tokens: the prompt, then strategy.prefill_rows(prompt, room). Throws Error when the strategy
+// asks for more rows than the room it was given.
+inline std::vector<int64_t> prompt_with_prefill_rows(DraftStrategy& strategy, const std::vector<int64_t>& prompt,
+                                                     int64_t room) {
+  const std::vector<int64_t> rows = strategy.prefill_rows(prompt, room);
+  if (static_cast<int64_t>(rows.size()) > room)
+    throw Error("strategy " + strategy.name() + " asked for " + std::to_string(rows.size()) +
+                " prefill rows, but only " + std::to_string(room) + " fit the context");
+  std::vector<int64_t> chain = prompt;
+  chain.insert(chain.end(), rows.begin(), rows.end());
+  return chain;
+}
 
 // Drafts nothing: plain decoding through the speculative loop (the registry's vanilla, and batched plain decoding).
 class NoDraftStrategy : public DraftStrategy {

@@ -83,22 +83,14 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<int64_t>& promp
 
   // Prefill: the first token comes from the prompt's last logits, exactly as in vanilla decoding.
   auto t0 = Clock::now();
-  ForwardOptions last_only;
-  last_only.logits = ForwardOptions::Logits::Last;
-  last_only.feature_layers = feature_layers;
-  // A strategy's own rows after the prompt (DraftStrategy::prefill_rows): logits of row P - 1 and of those rows.
-  const std::vector<int64_t> extra = strategy_.prefill_rows(prompt, cache.capacity() - P);
-  const auto k = static_cast<int64_t>(extra.size());
-  if (k > cache.capacity() - P)
-    throw Error("strategy " + strategy_.name() + " asked for " + std::to_string(k) + " prefill rows, but only " +
-                std::to_string(cache.capacity() - P) + " fit the context");
-  std::vector<int64_t> chain = prompt;
-  chain.insert(chain.end(), extra.begin(), extra.end());
-  if (k > 0) {
-    last_only.logits = ForwardOptions::Logits::Rows;
-    last_only.rows = at::arange(P - 1, P + k, at::kLong);
-  }
-  auto prefill = target_.forward_chain(cache, chain, last_only);
+  // With a strategy's own rows after the prompt (DraftStrategy::prefill_rows): the logits of row P - 1 and theirs.
+  const std::vector<int64_t> chain = prompt_with_prefill_rows(strategy_, prompt, cache.capacity() - P);
+  const auto k = static_cast<int64_t>(chain.size()) - P;
+  ForwardOptions prefill_options;
+  prefill_options.logits = k > 0 ? ForwardOptions::Logits::Rows : ForwardOptions::Logits::Last;
+  if (k > 0) prefill_options.rows = at::arange(P - 1, P + k, at::kLong);
+  prefill_options.feature_layers = feature_layers;
+  auto prefill = target_.forward_chain(cache, chain, prefill_options);
   if (k > 0) cache.truncate(P);
   result.forwards = 1;
   const int64_t first = sampler.sample(prefill.logits[0]);

@@ -42,12 +42,13 @@ void check_values_stored(const H5::DataSet& set, hsize_t count, const std::strin
                          "more than a file of " + std::to_string(file_size) + " bytes can hold (a corrupt size)");
 }
 
-std::string read_string_attribute(const H5::Attribute& a) {
+std::string read_string_attribute(const H5::Attribute& a, const std::string& source, const std::string& field) {
+  check_single_value(a, source, field, "a string");
   const H5::StrType type = a.getStrType();
   if (!type.isVariableStr()) {
     std::string value;
     a.read(type, value);
-    return value;
+    return value.c_str();
   }
   char* value = nullptr;
   try {

@@ -20,9 +20,9 @@ void check_single_value(const H5::Attribute& a, const std::string& source, const
 // per byte: a corrupt size). Throws Error "<source>: <field>: expected N values stored in the file, got ...".
 void check_values_stored(const H5::DataSet& set, hsize_t count, const std::string& source, const std::string& field);
 
-// A string attribute's value (after check_single_value). Not H5::Attribute::read(type, std::string&): for a
-// variable-length string it builds the std::string from a null pointer when the value is null (an attribute never
-// written has one), a crash; here that is "".
-std::string read_string_attribute(const H5::Attribute& a);
+// A string attribute's single value (check_single_value first), up to its first NUL (the writers store an empty
+// string as one NUL). Not H5::Attribute::read(type, std::string&): for a variable-length string it builds the
+// std::string from a null pointer when the value is null (an attribute never written has one), a crash; here that is "".
+std::string read_string_attribute(const H5::Attribute& a, const std::string& source, const std::string& field);
 
 }  // namespace draftlab

@@ -310,7 +310,8 @@ struct Reader {
   }
 
   std::string string_attr(const H5::H5Object& obj, const std::string& name, const std::string& where) const {
-    return read_string_attribute(attribute(obj, name, where, H5T_STRING, "a string"));
+    return read_string_attribute(attribute(obj, name, where, H5T_STRING, "a string"), path,
+                                 where + " attribute " + name);
   }
 
   int64_t int_attr(const H5::H5Object& obj, const std::string& name, const std::string& where) const {
@@ -333,8 +334,7 @@ struct Reader {
     for (int i = 0; i < obj.getNumAttrs(); ++i) {
       H5::Attribute a = obj.openAttribute(static_cast<unsigned>(i));
       if (a.getTypeClass() != H5T_STRING) continue;
-      check_single_value(a, path, "attribute " + a.getName(), "a string");
-      out[a.getName()] = read_string_attribute(a);
+      out[a.getName()] = read_string_attribute(a, path, "attribute " + a.getName());
     }
     return out;
   }

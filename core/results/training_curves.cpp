@@ -203,8 +203,7 @@ TrainingCurves read_training_group(const H5::Group& g, const std::string& source
   for (int i = 0; i < g.getNumAttrs(); ++i) {
     H5::Attribute a = g.openAttribute(static_cast<unsigned>(i));
     if (a.getTypeClass() != H5T_STRING) continue;
-    check_single_value(a, source, at + "attribute " + a.getName(), "a string");
-    c.attributes[a.getName()] = read_string_attribute(a).c_str();  // a stored empty string is one NUL
+    c.attributes[a.getName()] = read_string_attribute(a, source, at + "attribute " + a.getName());
   }
   c.validate(source, at);
   return c;

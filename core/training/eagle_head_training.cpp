@@ -334,7 +334,7 @@ HeadTrainingResult train_eagle_head(const LlamaModel& target, const EagleHeadTra
   const at::Tensor d2t = training_draft_vocabulary(data, o, target.config().vocab_size, o.draft_vocab);
   HeadTrainingModel model(target, o.seed, o.input, d2t);
   model.set_cls_weight(o.cls_weight);
-  check(o.recipe == "paper" || o.recipe == "official", "--recipe: expected paper or official, got '" + o.recipe + "'");
+  check_recipe(o.recipe);
   model.set_official_recipe(o.recipe == "official");
   EagleHeadTrainingOptions run = o;
   run.trainer.clip_by_value = o.recipe == "official";

@@ -86,8 +86,7 @@ std::map<std::string, std::string> read_attributes(const H5::H5File& file, const
   H5::Group root = file.openGroup("/");
   for (int i = 0; i < root.getNumAttrs(); ++i) {
     H5::Attribute a = root.openAttribute(static_cast<unsigned>(i));
-    check_single_value(a, path, "attribute " + a.getName(), "a string");
-    out[a.getName()] = read_string_attribute(a).c_str();  // drop the NUL of an empty value
+    out[a.getName()] = read_string_attribute(a, path, "attribute " + a.getName());
   }
   return out;
 }

@@ -37,6 +37,10 @@ std::string metrics_line(const std::map<std::string, std::vector<double>>& value
 
 }  // namespace
 
+void check_recipe(const std::string& recipe) {
+  check(recipe == "paper" || recipe == "official", "--recipe: expected paper or official, got '" + recipe + "'");
+}
+
 HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& head, const HeadTrainingOptions& o,
                                     const TextDataset& data) {
   const int64_t max_context = target.config().max_position_embeddings - 1;

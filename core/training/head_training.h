@@ -102,6 +102,10 @@ struct HeadTrainingResult {
   TrainingCurves curves;  // with the family's metrics, one row per validation pass
 };
 
+// --recipe: "paper" (draftlab's documented defaults) or "official" (the family's official trainer). Throws Error
+// naming the flag otherwise.
+void check_recipe(const std::string& recipe);
+
 // Trains `head` in place and writes out_dir (above). Throws Error naming the option or file on a bad configuration
 // or a resume state of another run.
 HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& head, const HeadTrainingOptions& options,

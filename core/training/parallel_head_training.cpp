@@ -18,27 +18,24 @@ double parallel_head_weight(const ParallelHeadLossOptions& options, int64_t k) {
   return std::pow(options.decay, static_cast<double>(k + 1));
 }
 
-void apply_official_parallel_recipe(const std::string& kind, TrainerOptions& t, ParallelHeadLossOptions& loss) {
+void apply_official_parallel_recipe(const std::string& kind, TrainerOptions& t, ParallelHeadLossOptions& loss,
+                                    const std::function<bool(const std::string& flag)>& given) {
   check(kind == "medusa" || kind == "hydra", "--recipe official: expected --kind medusa or hydra here, got " + kind);
+  const bool medusa = kind == "medusa";
+  auto set = [&](const char* flag, auto& field, auto value) {
+    if (!given || !given(flag)) field = value;
+  };
   loss.recipe = "official";
-  loss.decay = 1.0;
-  t.beta1 = 0.9;
-  t.beta2 = 0.999;
-  t.grad_clip = 1.0;
-  t.clip_by_value = false;
-  if (kind == "medusa") {
-    loss.target = ParallelHeadTarget::Tokens;
-    t.lr = 1e-3;
-    t.weight_decay = 0.0;
-    t.warmup = (t.steps + 9) / 10;  // warmup_ratio 0.1
-    t.min_lr_ratio = 0.0;
-  } else {
-    loss.target = ParallelHeadTarget::TargetDistribution;
-    t.lr = 5e-4;
-    t.weight_decay = 0.1;
-    t.warmup = 100;
-    t.min_lr_ratio = 0.33;
-  }
+  set("decay", loss.decay, 1.0);
+  set("teacher", loss.target, medusa ? ParallelHeadTarget::Tokens : ParallelHeadTarget::TargetDistribution);
+  set("beta1", t.beta1, 0.9);
+  set("beta2", t.beta2, 0.999);
+  set("grad-clip", t.grad_clip, 1.0);
+  t.clip_by_value = false;  // Hugging Face clips by global norm
+  set("lr", t.lr, medusa ? 1e-3 : 5e-4);
+  set("weight-decay", t.weight_decay, medusa ? 0.0 : 0.1);
+  set("warmup", t.warmup, medusa ? (t.steps + 9) / 10 : int64_t{100});  // Medusa: warmup_ratio 0.1
+  set("min-lr-ratio", t.min_lr_ratio, medusa ? 0.0 : 0.33);
 }
 
 ParallelHeadLoss parallel_head_loss(const std::vector<at::Tensor>& logits, const at::Tensor& windows_in,
@@ -151,8 +148,7 @@ class ParallelTrainable : public TrainableHead {
 HeadTrainingResult train_parallel_heads(const LlamaModel& target, TrainableParallelHeads& heads,
                                         const ParallelHeadTrainingOptions& o, const TextDataset& data) {
   check(o.loss.decay > 0 && o.loss.decay <= 1, "--decay: expected a number in (0, 1], got " + std::to_string(o.loss.decay));
-  check(o.loss.recipe == "paper" || o.loss.recipe == "official",
-        "--recipe: expected paper or official, got '" + o.loss.recipe + "'");
+  check_recipe(o.loss.recipe);
   ParallelTrainable trainable(target, heads, o.loss);
   return train_draft_head(target, trainable, o, data);
 }

@@ -28,6 +28,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,8 +78,10 @@ struct ParallelHeadLossOptions {
 //           target's distribution of each label), AdamW (0.9, 0.999), lr 5e-4, weight decay 0.1, warm-up 100 steps,
 //           cosine to 0.33 lr, clip by global norm 1.
 // Not reproduced: their 2048-token conversations, batch sizes, bf16 parameters, Hydra++'s prefix layer and dropout.
-// Sets every field named above (and recipe); the caller keeps what the user gave explicitly.
-void apply_official_parallel_recipe(const std::string& kind, TrainerOptions& trainer, ParallelHeadLossOptions& loss);
+// Sets every field named above (and recipe) but those whose train-head flag `given` says the user set (--lr,
+// --min-lr-ratio, --warmup, --weight-decay, --beta1, --beta2, --grad-clip, --decay, --teacher).
+void apply_official_parallel_recipe(const std::string& kind, TrainerOptions& trainer, ParallelHeadLossOptions& loss,
+                                    const std::function<bool(const std::string& flag)>& given = {});
 
 // lambda_k of the header comment.
 double parallel_head_weight(const ParallelHeadLossOptions& options, int64_t k);

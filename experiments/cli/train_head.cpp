@@ -186,26 +186,9 @@ int run_train_head(int argc, char** argv) {
         "--hydra-heads / --hydra-layers: expected at least 1 head and 1 layer");
   hydra.own_lm_head = hydra_lm_head == "own";
   loss.target = teacher ? ParallelHeadTarget::TargetDistribution : ParallelHeadTarget::Tokens;
-  if ((kind == "medusa" || kind == "hydra") && o.recipe != "paper") {
-    check(o.recipe == "official", "--recipe: expected paper or official, got '" + o.recipe + "'");
-    TrainerOptions official = t;
-    ParallelHeadLossOptions official_loss = loss;
-    apply_official_parallel_recipe(kind, official, official_loss);
-    // The recipe's values where the flag was left at its default; --teacher, a switch, can only add the teacher.
-    auto unless_given = [&](const char* flag, auto& value, const auto& recipe_value) {
-      if (vm[flag].defaulted()) value = recipe_value;
-    };
-    unless_given("lr", t.lr, official.lr);
-    unless_given("min-lr-ratio", t.min_lr_ratio, official.min_lr_ratio);
-    unless_given("warmup", t.warmup, official.warmup);
-    unless_given("weight-decay", t.weight_decay, official.weight_decay);
-    unless_given("beta1", t.beta1, official.beta1);
-    unless_given("beta2", t.beta2, official.beta2);
-    unless_given("grad-clip", t.grad_clip, official.grad_clip);
-    unless_given("decay", loss.decay, official_loss.decay);
-    if (!teacher) loss.target = official_loss.target;
-    loss.recipe = official_loss.recipe;
-  }
+  check_recipe(o.recipe);
+  if ((kind == "medusa" || kind == "hydra") && o.recipe == "official")  // flags given explicitly keep their values
+    apply_official_parallel_recipe(kind, t, loss, [&](const std::string& flag) { return !vm[flag].defaulted(); });
   o.save_dtype = parse_compute_dtype(save_dtype);
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "draftlab ") + std::string(argv[i]);
 

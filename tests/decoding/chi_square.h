@@ -8,13 +8,6 @@
 
 namespace draftlab::testing {
 
-// Wilson-Hilferty approximation of the chi-square quantile for `dof` degrees of freedom at normal quantile z
-// (z = 4.75: a false-alarm rate of about 1e-6).
-inline double chi_square_quantile(int dof, double z) {
-  const double k = dof, a = 2.0 / (9.0 * k);
-  return k * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
-}
-
 // The regularized upper incomplete gamma function Q(a, x) = Gamma(a, x) / Gamma(a): the series for x < a + 1, else
 // Lentz's continued fraction (Numerical Recipes 6.2), to double precision.
 inline double upper_incomplete_gamma(double a, double x) {
@@ -46,7 +39,7 @@ inline double upper_incomplete_gamma(double a, double x) {
 inline double chi_square_tail(int dof, double x) { return upper_incomplete_gamma(dof / 2.0, x / 2.0); }
 
 // The exact (to 1e-10 relative) x with P(chi-square(dof) > x) = alpha, by bisection on the tail.
-inline double chi_square_exact_quantile(int dof, double alpha) {
+inline double chi_square_quantile(int dof, double alpha) {
   double lo = 0, hi = dof + 10.0;
   while (chi_square_tail(dof, hi) > alpha) hi *= 2;
   for (int i = 0; i < 200 && hi - lo > 1e-10 * hi; ++i) {

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/decoding/speculative_decoder.h"
 #include "core/model/compute_options.h"
 #include "core/text/tokenizer.h"
 #include "strategies/registry.h"
@@ -107,6 +108,14 @@ inline std::vector<LosslessCase> on_int8_target(const std::vector<StrategyConfig
 }
 
 inline std::string case_name(const ::testing::TestParamInfo<LosslessCase>& info) { return info.param.label(); }
+
+// Tokens the cycles accepted beyond those emitted (1 + accepted each, the first token from the prefill): >= 2 when
+// the output stopped at an accepted draft node rather than at the verifier's own token.
+inline int64_t accepted_beyond_emitted(const SpeculativeResult& r) {
+  int64_t produced = 1;
+  for (const auto& c : r.cycles) produced += c.accepted + 1;
+  return produced - static_cast<int64_t>(r.tokens.size());
+}
 
 // The first turn of every k-th question of the six bench sets, encoded with BOS and cut to max_tokens.
 inline std::vector<std::vector<int64_t>> bench_prompts(const Tokenizer& tok, int every_kth, size_t max_tokens) {

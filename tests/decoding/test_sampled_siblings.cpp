@@ -123,7 +123,7 @@ TEST_F(SampledSiblingsVerifier, OutputFollowsTheTargetDistribution) {
       at::Tensor p;
       const auto counts = run(sp, k, true, &p);
       const ChiSquare chi = chi_square(as_vector(p), counts, kRuns);
-      const double bound = chi_square_quantile(chi.dof, 4.75);
+      const double bound = chi_square_quantile(chi.dof, 1e-6);
       std::cout << "T " << sp.temperature << " top_k " << sp.top_k << " top_p " << sp.top_p << " top_p_first "
                 << sp.top_p_first << " k " << k << ": chi-square " << chi.statistic << " (dof " << chi.dof
                 << ", bound " << bound << ")\n";
@@ -139,7 +139,7 @@ TEST_F(SampledSiblingsVerifier, DividingByTheUnconditionalQIsCaught) {
   const auto counts = run(sp, 5, false, &p);
   const ChiSquare chi = chi_square(as_vector(p), counts, kRuns);
   std::cout << "unconditional q: chi-square " << chi.statistic << " (dof " << chi.dof << ")\n";
-  EXPECT_GT(chi.statistic, chi_square_quantile(chi.dof, 4.75))
+  EXPECT_GT(chi.statistic, chi_square_quantile(chi.dof, 1e-6))
       << "verifying draws without replacement as independent draws biases the output; the test must see it";
 }
 

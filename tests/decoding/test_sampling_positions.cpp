@@ -108,7 +108,7 @@ ChiSquare uniformity(const std::vector<double>& u) {
   return chi_square(std::vector<double>(kBins, 1.0 / kBins), counts, static_cast<int64_t>(u.size()));
 }
 
-double bound() { return chi_square_exact_quantile(kBins - 1, kFalseAlarm / (kTokens + 1)); }
+double bound() { return chi_square_quantile(kBins - 1, kFalseAlarm / (kTokens + 1)); }
 
 Verdict judge(const Outcome& o) {
   Verdict v;
@@ -197,6 +197,16 @@ class SamplingPositions : public ::testing::TestWithParam<PositionCase> {
   std::unique_ptr<LlamaModel> target;
   std::string target_dir, draft_dir, near_dir;
 };
+
+// The bound every T > 0 test uses, against closed forms (dof 2: -2 ln alpha; dof 1: the normal quantile squared) and
+// values printed by SciPy's chi2.isf.
+TEST(ChiSquareQuantile, MatchesClosedFormsAndSciPy) {
+  EXPECT_NEAR(chi_square_quantile(2, 1e-6), -2.0 * std::log(1e-6), 1e-8);
+  EXPECT_NEAR(chi_square_quantile(1, 0.05), 3.8414588206941285, 1e-8);
+  EXPECT_NEAR(chi_square_quantile(4, 1e-6), 33.37684158171984, 1e-7);
+  EXPECT_NEAR(chi_square_quantile(15, 1e-6 / 33), 65.29742618763287, 1e-7);
+  EXPECT_NEAR(chi_square_quantile(100, 1e-6), 182.12677711954765, 1e-6);
+}
 
 TEST_P(SamplingPositions, EveryTokenFollowsItsConditionalAndWrongRulesAreCaught) {
   const double b = bound();

@@ -250,6 +250,19 @@ TEST(ParallelHeadRecipe, OfficialIsTheOfficialTrainersSettings) {
   EXPECT_EQ(h.beta2, 0.999);
   EXPECT_EQ(h.grad_clip, 1.0);
   EXPECT_THROW(apply_official_parallel_recipe("eagle3", h, hydra), Error);
+
+  // Flags the user gave keep their values; the rest follow the recipe.
+  TrainerOptions mine;
+  mine.lr = 2e-4;
+  mine.grad_clip = 0.3;
+  ParallelHeadLossOptions my_loss;
+  my_loss.target = ParallelHeadTarget::TargetDistribution;  // --teacher
+  apply_official_parallel_recipe("medusa", mine, my_loss,
+                                 [](const std::string& flag) { return flag == "lr" || flag == "teacher"; });
+  EXPECT_EQ(mine.lr, 2e-4);
+  EXPECT_EQ(my_loss.target, ParallelHeadTarget::TargetDistribution);
+  EXPECT_EQ(mine.grad_clip, 1.0);
+  EXPECT_EQ(my_loss.decay, 1.0);
 }
 
 }  // namespace
