@@ -8,7 +8,7 @@ SHARED=${DRAFTLAB_SHARED:-../shared}
 OUT=${1:-data/models/ts-tiny-eagle-head}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-./build/draftlab train-head --model data/models/ts-tiny --corpus "$SHARED/data/tinystories/tinystories.txt" \
+./build/draftlab train-head --samples windows --model data/models/ts-tiny --corpus "$SHARED/data/tinystories/tinystories.txt" \
   --out "$WORK/head" --steps 1800 --batch 16 --context 128 --lr 1e-3 --warmup 100 --seed 0 --threads 2 \
   --eval-every 300 --log-every 100
 mkdir -p "$OUT"

@@ -7,6 +7,8 @@
 # Every stage writes its model folder under data/models/ (or $ZOO_OUT) and keeps its full training output
 # (resumable state, logs) in $ZOO_WORK (default ../zoo), so an interrupted stage continues with
 # RESUME=1 bash scripts/train_zoo.sh STAGE.
+# The published heads were trained on random windows, before whole-sequence rows became train-head's default
+# (2026-11-27): --samples windows reproduces them.
 # Times on the 2-vCPU development machine (1 thread each, as it ran beside other work): tiny ~8 min,
 # tiny-head ~5 min, target ~90 min + ~80 min + ~95 min (phases 2 and 3, 2 threads), target-head ~26 min (2 threads),
 # draft ~15 min, target-medusa and target-hydra: see their cards (data/models/README.md).
@@ -72,14 +74,14 @@ for stage in "${STAGES[@]}"; do
       publish "$WORK/ts-target" "$OUT/ts-target" ;;
     target-head)
       # 1,000 steps (2 epochs of 8 x 256-token windows) with a cosine to 1e-4; features from the published ts-target.
-      $DL train-head --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-eagle-head" \
+      $DL train-head --samples windows --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-eagle-head" \
         --batch 8 --context 256 --steps 1000 --lr 1e-3 --warmup 40 --seed 0 --threads "$THREADS" \
         --eval-every 100 --log-every 20 --save-dtype float16 $RESUME_FLAG
       publish "$WORK/ts-target-eagle-head" "$OUT/ts-target-eagle-head" ;;
     target-eagle3)
       # EAGLE-3 (issue 22): training-time test with 7 steps, its own LM head over the 1,024 most frequent predicted
       # tokens (the official 32,000 of 128,256 is the same quarter), on exactly target-head's data and schedule.
-      $DL train-head --kind eagle3 --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-eagle3-head" \
+      $DL train-head --samples windows --kind eagle3 --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-eagle3-head" \
         --draft-vocab 1024 --ttt-steps 7 --batch 8 --context 256 --steps 1000 --lr 1e-3 --warmup 40 --seed 0 \
         --threads "$THREADS" --eval-every 100 --log-every 20 --save-dtype float16 $RESUME_FLAG
       publish "$WORK/ts-target-eagle3-head" "$OUT/ts-target-eagle3-head" ;;
@@ -96,7 +98,7 @@ for stage in "${STAGES[@]}"; do
       # replays the first one's feature cache instead of running the target again.
       kind=${stage#target-}
       extra=(--medusa-heads 4); [ "$kind" = hydra ] && extra=(--hydra-heads 4 --teacher)
-      $DL train-head --kind "$kind" --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-$kind" \
+      $DL train-head --samples windows --kind "$kind" --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-$kind" \
         --batch 8 --context 256 --steps 400 --lr 1e-3 --warmup 20 --seed 0 --threads "$THREADS" \
         --eval-every 50 --log-every 20 --save-dtype float16 "${extra[@]}" \
         --feature-cache "$WORK/ts-target-parallel-features.h5" --feature-cache-dtype float16 $RESUME_FLAG
@@ -120,7 +122,7 @@ for stage in "${STAGES[@]}"; do
       publish "$WORK/ts-moe" "$OUT/ts-moe" ;;
     moe-head)
       # ts-target-head's recipe on ts-moe.
-      $DL train-head --model "$OUT/ts-moe" --corpus "$CORPUS" --out "$WORK/ts-moe-eagle-head" \
+      $DL train-head --samples windows --model "$OUT/ts-moe" --corpus "$CORPUS" --out "$WORK/ts-moe-eagle-head" \
         --batch 8 --context 256 --steps 1000 --lr 1e-3 --warmup 40 --seed 0 --threads "$THREADS" \
         --eval-every 100 --log-every 20 --save-dtype float16 $RESUME_FLAG
       publish "$WORK/ts-moe-eagle-head" "$OUT/ts-moe-eagle-head" ;;

@@ -23,6 +23,16 @@ inline bool exists(const std::string& path) {
 }
 
 // A scratch directory unique to this test process, created on first use.
+// Whether an atomic write of `path` left a temporary beside it (PATH.tmp.PID, core/base/file_bytes.h).
+inline bool temporary_left(const std::string& path) {
+  const std::filesystem::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(target.parent_path(), ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
 inline std::string temp_dir() {
   static std::string dir = [] {
     std::string d = "/tmp/draftlab-test-XXXXXX";

@@ -112,6 +112,8 @@ bool is_directory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+namespace {
+
 std::string temporary_path(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
 
 void remove_stale_temporaries(const std::string& path) {
@@ -141,6 +143,25 @@ void sync_file(const std::string& path) {
   const int err = errno;
   ::close(fd);
   if (!synced) throw Error::at(path, std::string("cannot flush to disk: ") + std::strerror(err));
+}
+
+}  // namespace
+
+void write_through_temporary(const std::string& path, const std::function<void(const std::string& tmp)>& write) {
+  const std::string tmp = temporary_path(path);
+  remove_stale_temporaries(path);  // what a writer killed while writing this file left
+  try {
+    write(tmp);
+    sync_file(tmp);  // on disk before the rename: the name never points at a partial file, even after a power loss
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw Error::at(path, "cannot rename the temporary file " + tmp + " into place: " + why);
+  }
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {

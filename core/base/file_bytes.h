@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 namespace draftlab {
@@ -40,18 +41,18 @@ std::string read_text_file(const std::string& path);
 bool is_file(const std::string& path);
 bool is_directory(const std::string& path);
 
-// Writes `bytes` to `path` atomically: a temporary file beside it (PATH.tmp.PID), flushed to disk, then renamed.
+// Every atomic write below goes through a temporary file beside its target, PATH.tmp.PID, flushed to disk (fsync)
+// before the rename, so the name never points at an empty or partial file, even after a power loss. A process
+// killed mid-write leaves its PATH.tmp.PID behind; the next write of PATH removes those whose process is gone.
+
+// Writes `bytes` to `path` atomically.
 // A failed or interrupted write never leaves a partial file at `path`.
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
-// The temporary files of atomic writes. A process killed mid-write (SIGKILL, out of memory) leaves its
-// PATH.tmp.PID behind: remove_stale_temporaries(PATH) removes those whose process is no longer running, and
-// every atomic writer calls it before writing PATH, so the next write of a file clears what a killed one left.
-// sync_file(PATH) flushes a closed file's data to disk (fsync), so that a rename after it never puts an empty or
-// partial file under the final name after a power loss. Errors name the path.
-std::string temporary_path(const std::string& path);
-void remove_stale_temporaries(const std::string& path);
-void sync_file(const std::string& path);
+// The atomic write for files another library creates by name (HDF5): write(tmp) creates the file at the temporary
+// path it is given and closes it; then it is flushed to disk and renamed to `path`. What dead writers of `path` left
+// is removed first; on any exception the temporary is removed and the exception passes on. Errors name `path`.
+void write_through_temporary(const std::string& path, const std::function<void(const std::string& tmp)>& write);
 
 // The streaming form of write_file_atomically: writes go to a temporary file beside `target`, which commit()
 // flushes to disk and renames into place and the destructor removes if commit() was never reached (an exception

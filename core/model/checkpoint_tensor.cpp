@@ -11,16 +11,30 @@ namespace draftlab {
 
 namespace {
 
+// Model weights are floating point: F32, F16 or BF16.
 at::ScalarType torch_dtype(const TensorEntry& e) {
-  switch (e.dtype) {
-    case DType::F32: return at::kFloat;
-    case DType::F16: return at::kHalf;
-    case DType::BF16: return at::kBFloat16;
-    default: throw Error::in_file(e.file, e.name + " dtype", "F32, F16 or BF16", dtype_name(e.dtype));
-  }
+  if (e.dtype != DType::F32 && e.dtype != DType::F16 && e.dtype != DType::BF16)
+    throw Error::in_file(e.file, e.name + " dtype", "F32, F16 or BF16", dtype_name(e.dtype));
+  return scalar_type_of(e.dtype);
 }
 
 }  // namespace
+
+at::ScalarType scalar_type_of(DType t) {
+  switch (t) {
+    case DType::F32: return at::kFloat;
+    case DType::F16: return at::kHalf;
+    case DType::BF16: return at::kBFloat16;
+    case DType::F64: return at::kDouble;
+    case DType::I64: return at::kLong;
+    case DType::I32: return at::kInt;
+    case DType::I16: return at::kShort;
+    case DType::I8: return at::kChar;
+    case DType::U8: return at::kByte;
+    case DType::BOOL: return at::kBool;
+  }
+  throw Error("scalar_type_of: a DType outside the enumeration");  // a corrupt value; the switch covers them all
+}
 
 WeightStorage checkpoint_storage(const TensorEntry* entry) {
   if (entry == nullptr) return WeightStorage::Float32;

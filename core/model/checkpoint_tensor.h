@@ -23,4 +23,7 @@ at::Tensor checkpoint_tensor(const TensorEntry& entry, const std::vector<int64_t
 // that storage by default.
 WeightStorage checkpoint_storage(const TensorEntry* entry);
 
+// The libtorch scalar type of a stored dtype (every DType has one).
+at::ScalarType scalar_type_of(DType dtype);
+
 }  // namespace draftlab

@@ -6,33 +6,14 @@
 #include "core/base/file_bytes.h"
 #include "core/io/safetensors.h"
 #include "core/io/torch_archive.h"
+#include "core/model/checkpoint_tensor.h"
 
 namespace draftlab {
-
-namespace {
-
-at::ScalarType scalar_type(DType t) {
-  switch (t) {
-    case DType::F32: return at::kFloat;
-    case DType::F16: return at::kHalf;
-    case DType::BF16: return at::kBFloat16;
-    case DType::F64: return at::kDouble;
-    case DType::I64: return at::kLong;
-    case DType::I32: return at::kInt;
-    case DType::I16: return at::kShort;
-    case DType::I8: return at::kChar;
-    case DType::U8: return at::kByte;
-    case DType::BOOL: return at::kBool;
-  }
-  throw Error("unknown dtype");
-}
-
-}  // namespace
 
 std::vector<std::pair<std::string, at::Tensor>> read_torch_state_dict(const std::string& path) {
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const StoredTensor& t : read_torch_archive(path)) {  // views checked to lie inside their storages
-    const auto dtype = scalar_type(t.dtype);
+    const auto dtype = scalar_type_of(t.dtype);
     const int64_t numel = static_cast<int64_t>(t.storage->size() / dtype_size(t.dtype));
     // A view of the archive's bytes, copied out by clone() (contiguous), so nothing refers to them afterwards.
     const auto flat = at::from_blob(const_cast<char*>(t.storage->data()), {numel}, at::TensorOptions().dtype(dtype));

@@ -378,13 +378,11 @@ void validate_results(const ResultsFile& results, const std::string& source) {
 }
 
 void write_results(const std::string& path, const ResultsFile& results) {
-  const std::string tmp = temporary_path(path);
   validate_root(results, path);
   check_root_attributes_declared(results, path);
-  remove_stale_temporaries(path);  // what a run killed while writing this file left
-  try {
-    H5::Exception::dontPrint();  // errors become our Error below, not a stack dump on stderr
-    {
+  write_through_temporary(path, [&](const std::string& tmp) {
+    try {
+      H5::Exception::dontPrint();  // errors become our Error below, not a stack dump on stderr
       H5::H5File file(tmp, H5F_ACC_TRUNC);
       H5::Group root = file.openGroup("/");
       write_attr(root, "schema", std::string(kResultsSchema));
@@ -403,20 +401,10 @@ void write_results(const std::string& path, const ResultsFile& results) {
         H5::Group training = file.createGroup("/training");
         for (const auto& [label, t] : results.training) write_training(training, label, t);
       }
-    }  // closed before the rename
-    sync_file(tmp);  // on disk before the rename: the name never points at a partial file, even after a power loss
-  } catch (const H5::Exception& e) {
-    std::remove(tmp.c_str());
-    throw Error::at(path, "cannot write the results file (" + e.getFuncName() + ": " + e.getDetailMsg() + ")");
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw Error::at(path, "cannot rename the results file into place: " + why);
-  }
+    } catch (const H5::Exception& e) {
+      throw Error::at(path, "cannot write the results file (" + e.getFuncName() + ": " + e.getDetailMsg() + ")");
+    }
+  });
 }
 
 ResultsFile read_results(const std::string& path) {

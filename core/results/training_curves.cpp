@@ -211,26 +211,16 @@ TrainingCurves read_training_group(const H5::Group& g, const std::string& source
 
 void write_training_log(const std::string& path, const TrainingCurves& c) {
   c.validate(path, "");  // before any file exists
-  const std::string tmp = path + ".tmp";
-  try {
-    H5::Exception::dontPrint();  // errors become our Error below, not a stack dump on stderr
-    {
+  write_through_temporary(path, [&](const std::string& tmp) {
+    try {
+      H5::Exception::dontPrint();  // errors become our Error below, not a stack dump on stderr
       H5::H5File file(tmp, H5F_ACC_TRUNC);
       H5::Group root = file.openGroup("/");
       write_training_group(root, c);
-    }  // closed before the rename
-    sync_file(tmp);  // on disk before the rename: the name never points at a partial file, even after a power loss
-  } catch (const H5::Exception& e) {
-    std::remove(tmp.c_str());
-    throw Error::at(path, "cannot write the HDF5 training log (" + e.getDetailMsg() + ")");
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error::at(path, "cannot rename the HDF5 training log into place");
-  }
+    } catch (const H5::Exception& e) {
+      throw Error::at(path, "cannot write the HDF5 training log (" + e.getDetailMsg() + ")");
+    }
+  });
 }
 
 TrainingCurves read_training_log(const std::string& path) {

@@ -294,15 +294,26 @@ std::string HeadTrainingModel::identity_default(const std::string& key) const {
   return "";
 }
 
+at::Tensor HeadTrainingModel::batch_mask(const HeadBatch& batch) const {
+  if (!official_recipe_ || !batch.lengths.defined() || !batch.mask.defined()) return batch.mask;
+  // The official rule counts row i by mask[i]; the row of a padded row's last real token would learn the
+  // features of the padding after it, so that token's mask is cleared (row i predicts f_{i+1}: it needs i + 1 real).
+  auto m = batch.mask.clone();
+  const auto lengths = batch.lengths.to(at::kCPU);
+  for (int64_t b = 0; b < m.size(0); ++b) m[b][lengths[b].item<int64_t>() - 1].zero_();
+  return m;
+}
+
 at::Tensor HeadTrainingModel::loss(const HeadBatch& batch, int64_t step) const {
   // The noise of step s depends only on (seed, s), like its batch, so a resumed run is the same run.
   const int64_t noise_seed = static_cast<int64_t>((seed_ * 1000003ULL + static_cast<uint64_t>(step)) & 0x7fffffffffffULL);
-  return loss(batch.windows, noise_seed, cls_weight_, batch.mask, batch.features).loss;
+  return loss(batch.windows, noise_seed, cls_weight_, batch_mask(batch), batch.features).loss;
 }
 
 HeadEvaluation HeadTrainingModel::evaluate(const HeadBatch& batch) const {
-  const Loss l = loss(batch.windows, -1, cls_weight_, batch.mask, batch.features);
-  const ChainAcceptance a = chain_acceptance(batch.windows, batch.mask, batch.features);
+  const at::Tensor mask = batch_mask(batch);
+  const Loss l = loss(batch.windows, -1, cls_weight_, mask, batch.features);
+  const ChainAcceptance a = chain_acceptance(batch.windows, mask, batch.features);
   HeadEvaluation e;
   e.loss = l.loss.item<double>();
   e.counts["accuracy"] = {{l.correct, l.count}};
@@ -322,8 +333,12 @@ at::Tensor training_draft_vocabulary(const TextDataset& data, const HeadTraining
   check(k >= 1 && k <= vocab, "--draft-vocab: expected 1.." + std::to_string(vocab) + " (the target's vocabulary), got " +
                                   std::to_string(k));
   auto counts = at::zeros({vocab}, at::kLong);
-  for (int64_t step = 0; step < o.trainer.steps; ++step)
-    count_tokens(counts, data.train_batch(o.batch, o.context, o.seed, step));
+  for (int64_t step = 0; step < o.trainer.steps; ++step) {
+    const at::Tensor rows = data.train_batch(o.batch, o.context, o.seed, step);
+    const at::Tensor lengths = data.train_batch_lengths(o.batch, o.context, o.seed, step);
+    for (int64_t b = 0; b < rows.size(0); ++b)  // real tokens only: padding is not text
+      count_tokens(counts, rows[b].narrow(0, 0, lengths[b].item<int64_t>()));
+  }
   return top_ids(counts, k);
 }
 

@@ -120,6 +120,9 @@ class HeadTrainingModel : public TrainableHead {
   const at::Tensor& d2t() const { return d2t_; }
 
  private:
+  // The loss mask a batch is counted by (HeadBatch::mask, adjusted for the official rule on padded rows).
+  at::Tensor batch_mask(const HeadBatch& batch) const;
+
   const LlamaModel& target_;
   uint64_t seed_ = 0;
   double cls_weight_ = 0.1;

@@ -114,7 +114,7 @@ int64_t parse_count(const std::map<std::string, std::string>& a, const std::stri
 
 struct FeatureCache::File {
   H5::H5File file;
-  H5::DataSet windows, mask, features;
+  H5::DataSet windows, mask, lengths, features;
 };
 
 std::map<std::string, std::string> FeatureCacheIdentity::fields() const {
@@ -170,10 +170,9 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
   const int64_t B = identity.batch, span = identity.context + 1, d = identity.width();
   const hsize_t N = static_cast<hsize_t>(steps * B);
   const RotaryEmbedding rope(target.config(), target.options());
-  const std::string tmp = path + ".tmp";
-  try {
-    H5::Exception::dontPrint();
-    {
+  write_through_temporary(path, [&](const std::string& tmp) {
+    try {
+      H5::Exception::dontPrint();
       H5::H5File file(tmp, H5F_ACC_TRUNC);
       const hsize_t wdims[2] = {N, static_cast<hsize_t>(span)};
       const hsize_t fdims[3] = {N, static_cast<hsize_t>(span), static_cast<hsize_t>(d)};
@@ -181,6 +180,11 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
       H5::DataSet windows = file.createDataSet("windows", H5::PredType::STD_I64LE, wspace);
       H5::DataSet mask;
       if (data.has_loss_mask()) mask = file.createDataSet("loss_mask", H5::PredType::STD_U8LE, wspace);
+      const bool whole = data.sampling() == Sampling::Whole;
+      const hsize_t ldims[1] = {N};
+      H5::DataSpace lspace(1, ldims);
+      H5::DataSet lengths;
+      if (whole) lengths = file.createDataSet("lengths", H5::PredType::STD_I64LE, lspace);
       const H5::FloatType f16 = float16_type();
       const H5::DataType& ftype =
           feature_dtype == at::kHalf ? static_cast<const H5::DataType&>(f16) : H5::PredType::IEEE_F32LE;
@@ -204,6 +208,11 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
           H5::DataSpace ms = mask.getSpace();
           mask.write(m.data_ptr<uint8_t>(), H5::PredType::NATIVE_UINT8, select_rows(ms, 2, s * B, B), ms);
         }
+        if (whole) {
+          const at::Tensor l = data.train_batch_lengths(B, identity.context, identity.seed, s).contiguous();
+          H5::DataSpace ls = lengths.getSpace();
+          lengths.write(l.data_ptr<int64_t>(), H5::PredType::NATIVE_INT64, select_rows(ls, 1, s * B, B), ls);
+        }
         H5::DataSpace fs = features.getSpace();
         features.write(f.data_ptr(), fmem, select_rows(fs, 3, s * B, B), fs);
         if (progress) progress(s + 1, steps);
@@ -217,19 +226,10 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
       attrs["feature_dtype"] = feature_dtype == at::kHalf ? "float16" : "float32";
       attrs["date"] = utc_timestamp();
       for (const auto& [k, v] : attrs) write_attribute(root, k, v);
-    }  // closed before the rename
-    sync_file(tmp);  // on disk before the rename: the name never points at a partial file, even after a power loss
-  } catch (const H5::Exception& e) {
-    std::remove(tmp.c_str());
-    throw Error::at(path, "cannot write the feature cache (" + e.getDetailMsg() + ")");
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error::at(path, "cannot rename the feature cache into place");
-  }
+    } catch (const H5::Exception& e) {
+      throw Error::at(path, "cannot write the feature cache (" + e.getDetailMsg() + ")");
+    }
+  });
 }
 
 std::unique_ptr<FeatureCache> FeatureCache::open(const std::string& path, const LlamaModel& target,
@@ -277,6 +277,8 @@ std::unique_ptr<FeatureCache> FeatureCache::open(const std::string& path, const 
     c->file_->features = c->file_->file.openDataSet("features");
     c->has_mask_ = c->file_->file.nameExists("loss_mask");
     if (c->has_mask_) c->file_->mask = c->file_->file.openDataSet("loss_mask");
+    c->has_lengths_ = c->file_->file.nameExists("lengths");
+    if (c->has_lengths_) c->file_->lengths = c->file_->file.openDataSet("lengths");
     hsize_t dims[3] = {0, 0, 0};
     c->file_->features.getSpace().getSimpleExtentDims(dims);
     const hsize_t want[3] = {static_cast<hsize_t>(c->windows()), static_cast<hsize_t>(c->span_),
@@ -347,6 +349,7 @@ CachedBatch FeatureCache::read_rows(const std::vector<int64_t>& rows) const {
   const int64_t B = static_cast<int64_t>(rows.size());
   auto windows = at::empty({B, span_}, at::TensorOptions().dtype(at::kLong));
   auto mask = at::empty({B, span_}, at::TensorOptions().dtype(at::kByte));
+  auto lengths = at::empty({B}, at::TensorOptions().dtype(at::kLong));
   auto features = at::empty({B, span_, hidden_}, at::TensorOptions().dtype(feature_dtype_));
   const H5::FloatType f16 = float16_type();
   const H5::DataType& fmem =
@@ -364,6 +367,11 @@ CachedBatch FeatureCache::read_rows(const std::vector<int64_t>& rows) const {
         H5::DataSpace ms = file_->mask.getSpace();
         file_->mask.read(mask[i].data_ptr<uint8_t>(), H5::PredType::NATIVE_UINT8, select_rows(ms, 2, first, count), ms);
       }
+      if (has_lengths_) {
+        H5::DataSpace ls = file_->lengths.getSpace();
+        file_->lengths.read(lengths.data_ptr<int64_t>() + i, H5::PredType::NATIVE_INT64, select_rows(ls, 1, first, count),
+                            ls);
+      }
       H5::DataSpace fs = file_->features.getSpace();
       file_->features.read(features[i].data_ptr(), fmem, select_rows(fs, 3, first, count), fs);
       i += n;
@@ -374,6 +382,7 @@ CachedBatch FeatureCache::read_rows(const std::vector<int64_t>& rows) const {
   CachedBatch out;
   out.windows = windows;
   if (has_mask_) out.mask = mask.to(at::kFloat);
+  if (has_lengths_) out.lengths = lengths;
   out.features = features.to(device_, compute_dtype_);
   return out;
 }

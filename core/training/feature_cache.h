@@ -5,7 +5,8 @@
 // (rows [s*batch, (s+1)*batch) = TextDataset::train_batch(batch, context, seed, s)), their loss masks when the data
 // has them, and the target's features of every window token, [N, context + 1, d]:
 //   /windows     int64   [N, T + 1]
-//   /loss_mask   uint8   [N, T + 1]       (only for masked data)
+//   /loss_mask   uint8   [N, T + 1]       (only for masked data, or data sampled Whole)
+//   /lengths     int64   [N]              real tokens per row (only for data sampled Whole: rows are padded)
 //   /features    float32 or IEEE float16 [N, T + 1, width]   (one chunk per window; width d, or (k + 1) d with
 //                EAGLE-3's k feature layers in front of the final normed hidden state: training_layer_features)
 //   root attributes: format, model_checksum, model_path, tokenizer, data, data_source, context, batch, seed,
@@ -65,6 +66,7 @@ struct FeatureCacheOptions {
 struct CachedBatch {
   at::Tensor windows;   // [B, T + 1] int64
   at::Tensor mask;      // [B, T + 1] float32 0/1, undefined when the data has no loss mask
+  at::Tensor lengths;   // [B] int64 real tokens per row, undefined unless the data was sampled Whole
   at::Tensor features;  // [B, T + 1, width] in the target's compute dtype
 };
 
@@ -109,7 +111,7 @@ class FeatureCache {
   std::string path_;
   int64_t steps_ = 0, batch_ = 0, span_ = 0, hidden_ = 0;
   uint64_t seed_ = 0;
-  bool has_mask_ = false;
+  bool has_mask_ = false, has_lengths_ = false;
   at::ScalarType feature_dtype_ = at::kFloat, compute_dtype_ = at::kFloat;
   at::Device device_ = at::kCPU;
   std::map<std::string, std::string> attributes_;

@@ -60,14 +60,18 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
   identity["seed"] = std::to_string(o.seed);
   identity["batch"] = std::to_string(o.batch);
   identity["context"] = std::to_string(o.context);
+  identity["samples"] = sampling_name(data.sampling());
   if (o.resume) {
     if (!is_file(state_path)) throw Error("--resume: " + state_path + " not found");
     // The identity first: another run's state (other options, another head) would otherwise fail on a tensor.
     const auto meta = SafetensorsFile(state_path).metadata();
     for (const auto& [key, value] : identity) {
       auto it = meta.find(key);
-      // States written before a key existed stand for its default (the family for states of one-family trainers).
-      const std::string fallback = key == "family" ? head.family().name : head.identity_default(key);
+      // States written before a key existed stand for its default (the family for states of one-family trainers,
+      // windows for states written before whole-sequence sampling).
+      const std::string fallback = key == "family"    ? head.family().name
+                                   : key == "samples" ? sampling_name(Sampling::Windows)
+                                                      : head.identity_default(key);
       if (it == meta.end() ? fallback != value : it->second != value)
         throw Error::in_file(state_path, "metadata " + key, "'" + value + "' (this run's options)",
                              it == meta.end() ? "none" : "'" + it->second + "'");
@@ -84,6 +88,7 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
   HeadBatch val;
   val.windows = data.validation_windows(o.context, o.eval_windows);
   if (data.has_loss_mask()) val.mask = data.validation_window_masks(o.context, o.eval_windows);
+  val.lengths = data.validation_lengths(o.context, o.eval_windows);
   val.features = head_batch_features(target, val.windows, layers);
   // Built on first use (the target's features of the first epoch's windows), then read back on every run.
   const std::unique_ptr<FeatureCache> cache =
@@ -95,10 +100,11 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
     HeadBatch b;
     if (cache) {  // the same windows as on the fly for the cached steps, the target's features read back
       const CachedBatch c = cache->batch(step);
-      b = {c.windows, c.mask, c.features};
+      b = {c.windows, c.mask, c.features, c.lengths};
     } else {
       b.windows = data.train_batch(o.batch, o.context, o.seed, step);
       if (data.has_loss_mask()) b.mask = data.train_batch_mask(o.batch, o.context, o.seed, step);
+      b.lengths = data.train_batch_lengths(o.batch, o.context, o.seed, step);
       b.features = head_batch_features(target, b.windows, layers);
     }
     return head.loss(b, step);
@@ -111,7 +117,7 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
     for (int64_t i = 0; i < n; i += o.batch) {
       const int64_t m = std::min(o.batch, n - i);
       const HeadBatch part{val.windows.narrow(0, i, m), val.mask.defined() ? val.mask.narrow(0, i, m) : at::Tensor(),
-                           val.features.narrow(0, i, m)};
+                           val.features.narrow(0, i, m), val.lengths.narrow(0, i, m)};
       const HeadEvaluation e = head.evaluate(part);
       total += e.loss * static_cast<double>(m);
       for (const auto& [name, columns] : e.counts) {

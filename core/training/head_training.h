@@ -38,6 +38,9 @@ struct HeadBatch {
   // [B, T + 1, width]: the residual after each of TrainableHead::feature_layers() side by side, then the final
   // normed hidden state (what the target's LM head reads): width = (layers + 1) d.
   at::Tensor features;
+  // [B] int64: the real tokens of each row (rows of whole sequences are right-padded, the padding masked out);
+  // undefined: all T + 1. Only rules that count a row by its input token need it (the official EAGLE mask[i]).
+  at::Tensor lengths;
 };
 
 // The target's features of windows [B, T + 1] as HeadBatch::features lays them out (no gradient).

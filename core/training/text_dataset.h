@@ -6,6 +6,16 @@
 // A dataset may carry a loss mask parallel to its token streams (chat data: 1 on assistant-turn tokens, 0 on
 // system/user/template text; target-generated data: 0 on the prompt). Windows and their masks are cut at the same
 // offsets, so train_batch_mask(b, c, seed, step) is the mask of train_batch(b, c, seed, step) token for token.
+//
+// Rows are cut one of two ways (Sampling; train-head --samples):
+//   Windows  context + 1 tokens at a random offset of the concatenated stream. Cheap and dense, but a window
+//            usually starts inside a sequence, so the target's features of its first tokens lack their left
+//            context: not what a draft head sees at inference. train-lm's way, and train-head's before 2026-11-27.
+//   Whole    one sequence (story, conversation, token line) per row, from its first token, cut at context + 1
+//            tokens and right-padded with token 0. The target's features then see the whole left context, as at
+//            inference and as the official EAGLE / Medusa trainers compute them. Padding is masked out, so such a
+//            dataset always has a loss mask (1 on every real token of unmasked data); row_lengths gives each row's
+//            real tokens. Rows are drawn uniformly among the sequences from (seed, step).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -19,6 +29,11 @@
 
 namespace draftlab {
 
+enum class Sampling { Windows, Whole };
+// "windows" or "whole"; throws Error naming --samples otherwise.
+Sampling parse_sampling(const std::string& name);
+const char* sampling_name(Sampling s);
+
 class TextDataset {
  public:
   // Tokenizes the corpus once. Throws Error naming the file when it is missing, or has too few stories for
@@ -26,23 +41,38 @@ class TextDataset {
   TextDataset(const std::string& corpus_path, const Tokenizer& tokenizer, int64_t validation_every = 50);
   // Already tokenized streams (tests, synthetic data).
   TextDataset(std::vector<int32_t> train, std::vector<int32_t> validation);
-  // Streams with their loss masks (one 0/1 byte per token; both empty: no loss mask) and the number of sequences
-  // they hold (for reports). Throws Error when a mask's length differs from its stream's.
+  // Streams with their loss masks (one 0/1 byte per token; both empty: no loss mask), the number of sequences
+  // they hold (for reports) and, for Sampling::Whole, where each sequence starts in its stream (ascending, the
+  // first 0). Throws Error when a mask's length differs from its stream's or the starts are not such offsets.
   TextDataset(std::vector<int32_t> train, std::vector<int32_t> validation, std::vector<uint8_t> train_mask,
-              std::vector<uint8_t> validation_mask, int64_t sequences);
+              std::vector<uint8_t> validation_mask, int64_t sequences, std::vector<int64_t> train_starts = {},
+              std::vector<int64_t> validation_starts = {});
 
-  // [batch, context + 1] int64 windows at random offsets of the training stream, from a generator seeded by
-  // (seed, step). Throws Error when the training stream is shorter than context + 1 tokens.
+  // Windows by default. Whole needs the sequence starts (the corpus constructor and split_sequences record them):
+  // throws Error otherwise.
+  void set_sampling(Sampling s);
+  Sampling sampling() const { return sampling_; }
+
+  // [batch, context + 1] int64 rows (see Sampling) from a generator seeded by (seed, step). Windows: throws Error
+  // when the training stream is shorter than context + 1 tokens.
   at::Tensor train_batch(int64_t batch, int64_t context, uint64_t seed, int64_t step) const;
 
-  // Up to max_windows non-overlapping [context + 1] windows spread evenly over the validation stream, as
-  // [windows, context + 1] int64: the same every call, so validation losses of a run are comparable.
+  // Up to max_windows rows spread evenly over the validation split (Windows: non-overlapping windows of the
+  // stream; Whole: sequences), as [windows, context + 1] int64: the same every call, so validation losses of a
+  // run are comparable.
   at::Tensor validation_windows(int64_t context, int64_t max_windows) const;
 
-  // The loss masks of the windows above, [batch or windows, context + 1] float32 0/1. Only with has_loss_mask().
-  bool has_loss_mask() const { return masked_; }
+  // The loss masks of the rows above, [batch or windows, context + 1] float32 0/1 (0 on padding). Only with
+  // has_loss_mask(): masked data, or any data sampled Whole.
+  bool has_loss_mask() const { return masked_ || sampling_ == Sampling::Whole; }
   at::Tensor train_batch_mask(int64_t batch, int64_t context, uint64_t seed, int64_t step) const;
   at::Tensor validation_window_masks(int64_t context, int64_t max_windows) const;
+  // The real (unpadded) tokens of each row above, [batch or windows] int64: context + 1 unless sampled Whole.
+  at::Tensor train_batch_lengths(int64_t batch, int64_t context, uint64_t seed, int64_t step) const;
+  at::Tensor validation_lengths(int64_t context, int64_t max_windows) const;
+  // The expected share of a training row that is padding (0 unless sampled Whole): short sequences in long rows
+  // waste the target's and the head's compute (train-head warns).
+  double padding_share(int64_t context) const;
 
   // Keeps the first round(fraction x tokens) tokens of the training stream (and its mask), 0 < fraction <= 1; the
   // validation split is untouched, so heads trained on different fractions are validated on the same windows.
@@ -50,7 +80,8 @@ class TextDataset {
   // Throws check_training_fraction's Error when the fraction is out of range.
   void keep_training_fraction(double fraction);
 
-  // A hash (16 hex digits) of the token streams and masks: names the data a feature cache was built from.
+  // A hash (16 hex digits) of the token streams and masks (and, sampled Whole, the sequence starts and the
+  // sampling): names the data a feature cache was built from.
   std::string fingerprint() const;
 
   int64_t train_tokens() const { return static_cast<int64_t>(train_.size()); }
@@ -58,14 +89,21 @@ class TextDataset {
   int64_t stories() const { return stories_; }
 
  private:
-  // Start offsets of the windows of train_batch / validation_windows.
-  std::vector<int64_t> train_offsets(int64_t batch, int64_t context, uint64_t seed, int64_t step) const;
-  std::vector<int64_t> validation_offsets(int64_t context, int64_t max_windows) const;
+  // Where each row of train_batch / validation_windows starts in its stream and how many real tokens it holds.
+  struct Rows {
+    std::vector<int64_t> starts, lengths;
+  };
+  Rows train_rows(int64_t batch, int64_t context, uint64_t seed, int64_t step) const;
+  Rows validation_rows(int64_t context, int64_t max_windows) const;
+  // The mask of `rows` of a stream: its loss mask (or 1) on real tokens, 0 on padding.
+  at::Tensor row_masks(const std::vector<uint8_t>& mask, const Rows& rows, int64_t span) const;
 
   std::vector<int32_t> train_, validation_;
   std::vector<uint8_t> train_mask_, validation_mask_;  // used only when masked_
+  std::vector<int64_t> train_starts_, validation_starts_;  // sequence starts (empty: unknown)
   int64_t stories_ = 0;
   bool masked_ = false;
+  Sampling sampling_ = Sampling::Windows;
 };
 
 // Throws Error naming --data-fraction unless 0 < fraction <= 1 (train-head checks it before the target loads).

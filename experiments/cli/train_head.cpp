@@ -58,7 +58,7 @@ void report(const HeadTrainingResult& r, const std::string& out_dir) {
 int run_train_head(int argc, char** argv) {
   ModelOptions mo;
   std::string corpus, save_dtype = "float32", kind_name = "eagle";
-  std::string data_path, data_format = "auto", chat_template = "plain", cache_dtype = "float32";
+  std::string data_path, data_format = "auto", chat_template = "plain", cache_dtype = "float32", samples = "whole";
   int validation_every = 50;
   double data_fraction = 1.0;
   EagleHeadTrainingOptions o;  // the EAGLE options, and the ones every kind shares
@@ -99,11 +99,15 @@ int run_train_head(int argc, char** argv) {
       ("feature-cache-dtype", po::value(&cache_dtype)->default_value(cache_dtype),
        "when building the cache: float32 (replays exactly) or float16 (half the size)")
       ("out", po::value(&o.out_dir)->required(), "output folder: config.json, model.safetensors, training state, log")
+      ("samples", po::value(&samples)->default_value(samples),
+       "whole: each row one sequence from its start (cut at context + 1 tokens, padded), so the target's features "
+       "see its whole left context as at inference (the official trainers'); windows: random windows of the "
+       "concatenated data, features of the window alone (draftlab before 2026-11-27)")
       ("context", po::value(&o.context)->default_value(o.context),
-       "positions per window (target windows are one token longer)")
-      ("batch", po::value(&o.batch)->default_value(o.batch), "windows per step")
+       "positions per row (target rows are one token longer)")
+      ("batch", po::value(&o.batch)->default_value(o.batch), "rows per step")
       ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the initial heads, every batch and its noise")
-      ("eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows), "validation windows per pass")
+      ("eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows), "validation rows per pass")
       ("validation-every", po::value(&validation_every)->default_value(validation_every),
        "every N-th story goes to the validation split")
       ("data-fraction", po::value(&data_fraction)->default_value(data_fraction),
@@ -205,12 +209,14 @@ int run_train_head(int argc, char** argv) {
   }
   check(corpus.empty() != data_path.empty(), "train-head: expected exactly one of --corpus and --data");
   check_training_fraction(data_fraction);
+  const Sampling sampling = parse_sampling(samples);
   const LoadedModel loaded = load_model_and_tokenizer(mo);
   const std::string source = corpus.empty() ? data_path : corpus;
   const HeadDataFormat format = corpus.empty() ? parse_head_data_format(data_format, data_path) : HeadDataFormat::Text;
   TextDataset data = load_head_data(source, format, *loaded.tokenizer, loaded.model->config().vocab_size,
                                     parse_chat_template(chat_template), validation_every);
   data.keep_training_fraction(data_fraction);
+  data.set_sampling(sampling);
   o.data_description = source + " (" + head_data_format_name(format) + ")";
   if (data_fraction < 1) {
     char fraction[32];
@@ -226,10 +232,16 @@ int run_train_head(int argc, char** argv) {
     o.feature_cache.tokenizer = tokenizer_checksum(*loaded.tokenizer);
     o.feature_cache.data_source = source + " (" + head_data_format_name(format) + ")";
   }
-  std::fprintf(stderr, "%s %s: %ld sequences, %ld training and %ld validation tokens%s\n", head_data_format_name(format),
-               source.c_str(),
-               static_cast<long>(data.stories()), static_cast<long>(data.train_tokens()),
-               static_cast<long>(data.validation_tokens()), data.has_loss_mask() ? ", with a loss mask" : "");
+  std::fprintf(stderr, "%s %s: %ld sequences, %ld training and %ld validation tokens%s, sampled %s\n",
+               head_data_format_name(format), source.c_str(), static_cast<long>(data.stories()),
+               static_cast<long>(data.train_tokens()), static_cast<long>(data.validation_tokens()),
+               data.has_loss_mask() ? ", with a loss mask" : "", sampling_name(sampling));
+  if (const double padding = data.padding_share(o.context); padding > 0.5)
+    std::fprintf(stderr,
+                 "note: with --samples whole, %.0f%% of each row is padding (the sequences are short for --context "
+                 "%ld): a smaller --context with a larger --batch spends less compute per token, --samples windows "
+                 "none\n",
+                 100 * padding, static_cast<long>(o.context));
   ParallelHeadTrainingOptions parallel;
   static_cast<HeadTrainingOptions&>(parallel) = o;
   parallel.loss = loss;

@@ -4,7 +4,7 @@
 # when the kill is faster than the write). After every kill: each file under a final name is whole (safetensors
 # sizes, JSON, every HDF5 dataset read: crash_safety.py check), a results file killed inside its overwrite is still
 # the earlier file byte for byte, a training state never goes back to an earlier step, and anything else left is a
-# temporary named after its file (NAME.tmp or NAME.tmp.PID). Then the same command (training: --resume when a
+# temporary named after its file (NAME.tmp.PID). Then the same command (training: --resume when a
 # training state is there) runs to the end: `draftlab table` reads the results file; the training log reaches the
 # last step; the model is byte for byte that of an uninterrupted run and loads in `draftlab generate`; no
 # temporary is left. A kill can land anywhere, before anything is written included: what is asserted holds at
@@ -170,7 +170,7 @@ finished() {
 # 2a. train-lm, a checkpoint every step: killed at the start, in the first save, somewhere later, then in each file
 # of a save after a complete checkpoint; then with one checkpoint at the end only, killed in its state and its log.
 KILLS=(start:0.3 model.safetensors.tmp.@PID@:0 training_state.safetensors.tmp.@PID@:0.3 model.safetensors.tmp.@PID@:0
-  config.json.tmp.@PID@:0 training_log.h5.tmp:0 training_state.safetensors.tmp.@PID@:0)
+  config.json.tmp.@PID@:0 training_log.h5.tmp.@PID@:0 training_state.safetensors.tmp.@PID@:0)
 LM=("$BIN" train-lm --corpus "$TMP/small.txt" --tokenizer "$MODEL/tokenizer.json" --dim 64 --layers 2 --steps 30
   --batch 4 --context 64 --eval-every 10 --eval-windows 8 --threads 1 -q)
 LM_FILES="config.json model.safetensors tokenizer.json training_log.h5 training_state.safetensors"
@@ -179,7 +179,7 @@ GEN_LM=("$BIN" generate --threads 1 -p "once upon a time" -n 4 --model)
 train_with_kills train-lm "$TMP/lm" "$LM_FILES" -- "${KILLS[@]}" -- "${LM[@]}" --save-every 1
 finished train-lm "$TMP/lm" "$TMP/lm_ref" 30 "${GEN_LM[@]}" "$TMP/lm"
 train_with_kills "train-lm --save-every 0" "$TMP/lm0" "$LM_FILES" -- \
-  training_state.safetensors.tmp.@PID@:0 training_log.h5.tmp:0 -- "${LM[@]}"
+  training_state.safetensors.tmp.@PID@:0 training_log.h5.tmp.@PID@:0 -- "${LM[@]}"
 finished "train-lm --save-every 0" "$TMP/lm0" "$TMP/lm_ref" 30
 
 # 2b. train-head (EAGLE head on ts-tiny), the same.
@@ -191,7 +191,7 @@ GEN_HEAD=("$BIN" generate --threads 1 -m "$MODEL" -p "once upon a time" -n 4 -s 
 train_with_kills train-head "$TMP/head" "$TH_FILES" -- "${KILLS[@]}" -- "${TH[@]}" --save-every 1
 finished train-head "$TMP/head" "$TMP/head_ref" 20 "${GEN_HEAD[@]}" "head=$TMP/head"
 train_with_kills "train-head --save-every 0" "$TMP/head0" "$TH_FILES" -- \
-  training_state.safetensors.tmp.@PID@:0 training_log.h5.tmp:0 -- "${TH[@]}"
+  training_state.safetensors.tmp.@PID@:0 training_log.h5.tmp.@PID@:0 -- "${TH[@]}"
 finished "train-head --save-every 0" "$TMP/head0" "$TMP/head_ref" 20
 
 finish

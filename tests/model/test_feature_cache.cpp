@@ -68,7 +68,7 @@ TEST(FeatureCache, Float32ReplaysTheOnTheFlyWindowsFeaturesAndLossBitwise) {
   const auto id = identity_for(*target, data, 16);
   const std::string path = fresh("cache32.h5");
   FeatureCache::build(path, *target, data, id, 3, at::kFloat);
-  EXPECT_FALSE(testing::exists(path + ".tmp"));
+  EXPECT_FALSE(testing::temporary_left(path));
   const auto cache = FeatureCache::open(path, *target, id);
   EXPECT_EQ(cache->windows(), 12);
   EXPECT_TRUE(cache->has_mask());
@@ -222,7 +222,99 @@ TEST(FeatureCache, ACacheOfAnotherModelContextOrDataIsRefused) {
   testing::expect_error([&] { FeatureCache::open(junk, *target, id); }, {junk, "not a readable HDF5"});
   const std::string nowhere = testing::temp_dir() + "/no/such/dir/c.h5";
   testing::expect_error([&] { FeatureCache::build(nowhere, *target, data, id, 1, at::kFloat); }, {nowhere});
-  EXPECT_FALSE(testing::exists(nowhere + ".tmp"));
+  EXPECT_FALSE(testing::temporary_left(nowhere));
+}
+
+// Random sequences of 5..30 tokens with a fixed mask pattern, sampled Whole (train-head's default).
+TextDataset sequence_dataset(uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  std::vector<MaskedSequence> sequences;
+  for (int i = 0; i < 40; ++i) {
+    const int64_t n = 5 + at::randint(26, {1}, gen, at::TensorOptions().dtype(at::kLong)).item<int64_t>();
+    const auto t = at::randint(97, {n}, gen, at::TensorOptions().dtype(at::kLong));
+    MaskedSequence s;
+    for (int64_t k = 0; k < n; ++k) s.tokens.push_back(static_cast<int32_t>(t[k].item<int64_t>())), s.mask.push_back(k > 2);
+    sequences.push_back(s);
+  }
+  TextDataset data = split_sequences(sequences, 5, /*masked=*/true, "random sequences");
+  data.set_sampling(Sampling::Whole);
+  return data;
+}
+
+// Whole-sequence rows are right-padded to context + 1: under causal attention the padding changes nothing before
+// it, so a row's features are those of its sequence alone, from its first token (what the head sees at inference).
+TEST(WholeSequences, PaddedRowFeaturesEqualTheSequenceAlone) {
+  auto target = testing::tiny_model();
+  const TextDataset data = sequence_dataset(6);
+  const RotaryEmbedding rope(target->config(), target->options());
+  at::NoGradGuard no_grad;
+  const auto rows = data.train_batch(6, 24, 3, 0);
+  const auto lengths = data.train_batch_lengths(6, 24, 3, 0);
+  const auto f = training_features(target->config(), target->weights(), rope, rows);
+  int padded = 0;
+  for (int64_t b = 0; b < rows.size(0); ++b) {
+    const int64_t n = lengths[b].item<int64_t>();
+    padded += n < 25;
+    const auto alone = training_features(target->config(), target->weights(), rope, rows[b].narrow(0, 0, n).unsqueeze(0));
+    EXPECT_LT(testing::max_abs_diff(f[b].narrow(0, 0, n), alone[0]), 1e-5) << "row " << b << " of " << n << " tokens";
+  }
+  EXPECT_GT(padded, 0);
+}
+
+// The cache of whole-sequence data keeps each row's length; a run with it gives the on-the-fly loss curve, and a
+// cache of the same data's windows is refused (the data fingerprint names the sampling).
+TEST(WholeSequences, TheCacheReplaysRowsMasksAndLengths) {
+  auto target = testing::tiny_model();
+  const TextDataset data = sequence_dataset(7);
+  const auto id = identity_for(*target, data, 24);
+  const std::string path = fresh("whole_cache.h5");
+  FeatureCache::build(path, *target, data, id, 2, at::kFloat);
+  const auto cache = FeatureCache::open(path, *target, id);
+  for (int64_t s = 0; s < 2; ++s) {
+    const CachedBatch b = cache->batch(s);
+    EXPECT_TRUE(at::equal(b.windows, data.train_batch(4, 24, 9, s)));
+    EXPECT_TRUE(at::equal(b.mask, data.train_batch_mask(4, 24, 9, s)));
+    EXPECT_TRUE(at::equal(b.lengths, data.train_batch_lengths(4, 24, 9, s)));
+  }
+  const auto fly = train(*target, data, "", 0, "whole_fly");
+  const std::string run_cache = fresh("whole_run.h5");
+  EXPECT_EQ(train(*target, data, run_cache, 0, "whole_built").train_loss, fly.train_loss);
+  EXPECT_EQ(train(*target, data, run_cache, 0, "whole_reused").train_loss, fly.train_loss);
+  TextDataset windows = data;
+  windows.set_sampling(Sampling::Windows);
+  testing::expect_error([&] { train(*target, windows, run_cache, 0, "whole_refused"); }, {run_cache, "data"});
+}
+
+// The official recipe counts row i by mask[i]; in a padded row the last real token's row would learn the padding's
+// feature, so it must not count: the counted rows are mask[i] for i < length - 1, counted independently here.
+TEST(WholeSequences, TheOfficialRuleSkipsTheRowThatWouldReadPadding) {
+  auto target = testing::tiny_model();
+  const TextDataset data = sequence_dataset(8);
+  const RotaryEmbedding rope(target->config(), target->options());
+  HeadBatch b;
+  b.windows = data.train_batch(6, 24, 1, 0);
+  b.mask = data.train_batch_mask(6, 24, 1, 0);
+  b.lengths = data.train_batch_lengths(6, 24, 1, 0);
+  {
+    at::NoGradGuard no_grad;
+    b.features = training_features(target->config(), target->weights(), rope, b.windows);
+  }
+  int64_t expected = 0;
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t i = 0; i + 1 < b.lengths[r].item<int64_t>() && i < 24; ++i) expected += b.mask[r][i].item<float>() != 0;
+  HeadTrainingModel model(*target, 3);
+  model.set_official_recipe(true);
+  at::NoGradGuard no_grad;
+  EXPECT_EQ(model.evaluate(b).counts.at("accuracy")[0].second, expected);
+  HeadBatch unpadded = b;  // without lengths every mask[i] counts: one more row per row ending inside the span
+  unpadded.lengths = at::Tensor();
+  int64_t ending = 0;
+  for (int64_t r = 0; r < 6; ++r) {
+    const int64_t n = b.lengths[r].item<int64_t>();
+    ending += n < 25 && b.mask[r][n - 1].item<float>() != 0;
+  }
+  EXPECT_GT(ending, 0);
+  EXPECT_EQ(model.evaluate(unpadded).counts.at("accuracy")[0].second, expected + ending);
 }
 
 TEST(LossMask, MaskedTokensDoNotChangeTheLoss) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "core/base/error.h"
@@ -102,6 +103,63 @@ TEST(TextDataset, KeepsAPrefixOfTheTrainingSplitOnly) {
   EXPECT_EQ(data.train_tokens(), 5);
   testing::expect_error([&] { data.keep_training_fraction(0); }, {"--data-fraction", "(0, 1]"});
   testing::expect_error([] { check_training_fraction(1.5); }, {"--data-fraction", "1.5"});
+}
+
+// --samples whole: every row is one sequence from its first token, cut at context + 1, right-padded with 0 and
+// masked out there (the data's own mask on real tokens, 1 for unmasked data), rows drawn by (seed, step); the
+// validation rows are validation sequences spread evenly. Checked against the sequences themselves.
+TEST(TextDataset, WholeSamplingRowsAreSequencesFromTheirStartPaddedAndMasked) {
+  std::vector<MaskedSequence> sequences;
+  for (int32_t i = 0; i < 12; ++i) {  // lengths 1..12, tokens 100 i + position, mask on odd positions
+    MaskedSequence s;
+    for (int32_t t = 0; t <= i; ++t) s.tokens.push_back(100 * i + t), s.mask.push_back(t % 2);
+    sequences.push_back(s);
+  }
+  for (bool masked : {true, false}) {
+    TextDataset data = split_sequences(sequences, 4, masked, "seq");  // 3, 7, 11 to validation
+    EXPECT_EQ(data.has_loss_mask(), masked);
+    const std::string windows_print = data.fingerprint();
+    data.set_sampling(Sampling::Whole);
+    EXPECT_TRUE(data.has_loss_mask());
+    EXPECT_NE(data.fingerprint(), windows_print);
+    const int64_t context = 7, span = context + 1;
+    std::set<int64_t> seen;
+    for (int64_t step = 0; step < 30; ++step) {
+      const auto rows = data.train_batch(3, context, 5, step), mask = data.train_batch_mask(3, context, 5, step);
+      const auto lengths = data.train_batch_lengths(3, context, 5, step);
+      EXPECT_TRUE(at::equal(rows, data.train_batch(3, context, 5, step)));
+      for (int64_t b = 0; b < 3; ++b) {
+        const int64_t i = rows[b][0].item<int64_t>() / 100;
+        ASSERT_NE(i % 4, 3) << "a validation sequence in a training row";
+        seen.insert(i);
+        const auto& s = sequences[static_cast<size_t>(i)];
+        const int64_t length = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()), span);
+        EXPECT_EQ(lengths[b].item<int64_t>(), length);
+        for (int64_t t = 0; t < span; ++t) {
+          EXPECT_EQ(rows[b][t].item<int64_t>(), t < length ? s.tokens[t] : 0) << "row " << b << " position " << t;
+          EXPECT_EQ(mask[b][t].item<float>(), t < length ? (masked ? s.mask[t] : 1) : 0) << b << " " << t;
+        }
+      }
+    }
+    EXPECT_EQ(seen.size(), 9u);  // every training sequence drawn in 90 rows
+    const auto validation = data.validation_windows(context, 10);
+    ASSERT_EQ(validation.size(0), 3);
+    for (int64_t w = 0; w < 3; ++w) EXPECT_EQ(validation[w][0].item<int64_t>(), 100 * (4 * w + 3));
+    EXPECT_TRUE(at::equal(data.validation_lengths(context, 10), long_tensor({4, 8, 8})));
+    // Training lengths 1 2 3 5 6 7 8 8 8 of 8 positions each.
+    EXPECT_NEAR(data.padding_share(context), 1 - 48.0 / 72, 1e-12);
+    // A fraction cuts the last kept sequence and drops the ones after it.
+    // Training sequences 0 1 2 4 5 6 8 9 10 hold 54 tokens: 0.1 keeps 5, sequences 0 and 1 and 2 of sequence 2's 3.
+    data.keep_training_fraction(0.1);
+    for (int64_t step = 0; step < 10; ++step) {
+      const auto rows = data.train_batch(2, context, 1, step);
+      EXPECT_LE(rows.max().item<int64_t>(), 201);
+      EXPECT_LE(data.train_batch_lengths(2, context, 1, step).max().item<int64_t>(), 2);
+    }
+  }
+  TextDataset streams(std::vector<int32_t>{1, 2, 3, 4}, std::vector<int32_t>{5, 6});
+  testing::expect_error([&] { streams.set_sampling(Sampling::Whole); }, {"--samples whole", "--samples windows"});
+  testing::expect_error([] { parse_sampling("rows"); }, {"--samples", "whole or windows", "'rows'"});
 }
 
 // Autograd through the training forward against central differences, in float64, for a few entries of
