@@ -246,7 +246,9 @@ def figure_speed(results):
     temps = sorted({r["temperature"] for r in runs})
     datasets = list(dict.fromkeys(r["dataset"] for r in runs))
     methods = list(dict.fromkeys(r["method"] for r in runs))
-    fig, axes = plt.subplots(len(temps), 2, figsize=(12, 3.6 * len(temps)), squeeze=False)
+    # Wide enough for every bar's label standing upright (labels side by side overlapped with many methods).
+    bars_per_axis = max(len(methods), 1) * max(len(datasets), 1)
+    fig, axes = plt.subplots(len(temps), 2, figsize=(max(12, 0.2 * bars_per_axis), 3.8 * len(temps)), squeeze=False)
     width = 0.8 / max(len(methods), 1)
     for row, t in zip(axes, temps):
         for k, m in enumerate(methods):
@@ -255,11 +257,11 @@ def figure_speed(results):
             for ax, metric in zip(row, (lambda r: speedup(results, r), tau)):
                 values = [metric(found[d]) if d in found else np.nan for d in datasets]
                 bars = ax.bar(x, values, width, label=m, color=f"C{k}")
-                ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1)
+                ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=2, rotation=90)
         for ax, name in zip(row, ("speedup vs vanilla", "τ (tokens per cycle)")):
             ax.set_xticks(np.arange(len(datasets)), [DATASET_NAMES.get(d, d) for d in datasets])
             ax.set(ylabel=name, title=f"{name}, T = {t:g}")
-            ax.margins(y=0.12)
+            ax.margins(y=0.22)
         row[0].axhline(1.0, color="k", lw=0.8, ls=":")
     axes[0][1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.suptitle(machine_caption(results), fontsize=8)

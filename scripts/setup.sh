@@ -18,6 +18,8 @@ APT_PACKAGES=(
   python3-matplotlib python3-h5py python3-numpy jupyter-nbconvert python3-nbformat python3-ipykernel
   # the tests' independent writer of official EAGLE-3 checkpoints (torch.save; the same 1.13.1 as libtorch-dev)
   python3-torch
+  # the Python module (experiments/python: pybind11, results as pandas) and its tests (pytest, scipy's chi-square)
+  python3-pybind11 python3-pandas python3-pytest python3-scipy
 )
 
 if [ "${SKIP_APT:-0}" != 1 ]; then

@@ -1,5 +1,7 @@
 #include "strategies/registry.h"
 
+#include <algorithm>
+
 #include "core/base/error.h"
 
 namespace draftlab {
@@ -15,13 +17,43 @@ const std::vector<const StrategyDescriptor*>& strategy_table() {
   return table;
 }
 
+namespace {
+
+std::vector<std::unique_ptr<StrategyDescriptor>>& runtime_strategies() {
+  static std::vector<std::unique_ptr<StrategyDescriptor>> table;
+  return table;
+}
+
+}  // namespace
+
 const StrategyDescriptor& find_strategy(const std::string& name) {
   std::string known;
   for (const StrategyDescriptor* s : strategy_table()) {
     if (s->name == name) return *s;
     known += (known.empty() ? "" : ", ") + s->name;
   }
+  for (const auto& s : runtime_strategies()) {
+    if (s->name == name) return *s;
+    known += ", " + s->name;
+  }
   throw Error("--strategy: expected one of " + known + ", got '" + name + "'");
+}
+
+void register_strategy(StrategyDescriptor descriptor) {
+  check(!descriptor.name.empty() && descriptor.name.find_first_of(":,= ") == std::string::npos,
+        "register_strategy: expected a name without ':', ',', '=' or spaces, got '" + descriptor.name + "'");
+  check(descriptor.shape != DraftShape::None && descriptor.make,
+        "register_strategy: strategy " + descriptor.name + " needs a draft shape other than none and a factory");
+  bool taken = false;
+  for (const StrategyDescriptor* s : strategy_table()) taken = taken || s->name == descriptor.name;
+  for (const auto& s : runtime_strategies()) taken = taken || s->name == descriptor.name;
+  check(!taken, "register_strategy: the name '" + descriptor.name + "' is taken");
+  runtime_strategies().push_back(std::make_unique<StrategyDescriptor>(std::move(descriptor)));
+}
+
+void unregister_strategy(const std::string& name) {
+  auto& t = runtime_strategies();
+  t.erase(std::remove_if(t.begin(), t.end(), [&](const auto& s) { return s->name == name; }), t.end());
 }
 
 const StrategyDescriptor& baseline_strategy() {

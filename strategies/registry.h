@@ -35,6 +35,13 @@ const std::vector<const StrategyDescriptor*>& strategy_table();
 // Throws Error for an unknown name, listing the known ones.
 const StrategyDescriptor& find_strategy(const std::string& name);
 
+// Strategies registered while the program runs (Python's draftlab.register_strategy): found by find_strategy and
+// so usable by name in generate, compare and exp, but never listed by strategy_table() (README's table and the
+// lossless tests list the built-in ones). register_strategy throws Error when the name is taken;
+// unregister_strategy drops one (no-op for an unknown name) and must not run while it decodes.
+void register_strategy(StrategyDescriptor descriptor);
+void unregister_strategy(const std::string& name);
+
 // The strategy every speedup is measured against: the one that drafts nothing (DraftShape::None).
 const StrategyDescriptor& baseline_strategy();
 

@@ -1,7 +1,15 @@
 // Subcommands of the `draftlab` executable. Each takes the arguments after its name and returns an exit code.
 #pragma once
 
+#include <string>
+
 namespace draftlab::cli {
+
+// The command table, once: `usage` lists the commands; run_command(argc, argv) runs argv[0] (a command name) with
+// the arguments after it, as the executable and the Python module (draftlab.run) both do. Returns the exit code,
+// 2 for an unknown command (after printing the usage); a command's Error propagates.
+const char* usage();
+int run_command(int argc, char** argv);
 
 int run_generate(int argc, char** argv);
 int run_compare(int argc, char** argv);

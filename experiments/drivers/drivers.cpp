@@ -412,15 +412,18 @@ void apply_driver_defaults(ExperimentConfig& c) {
 std::vector<MethodSpec> experiment_methods(const ExperimentConfig& c) {
   std::vector<MethodSpec> m{method(baseline_strategy())};
   for (auto& x : find_experiment(c.experiment).methods(c)) m.push_back(std::move(x));
+  const auto presets = static_cast<std::ptrdiff_t>(m.size());
 
-  // --strategy: override the options of the preset method with that label, or add a method.
+  // --strategy: override the options of the driver's preset method with that label, or add a method (so two
+  // specs of one strategy, `-s pld -s pld:num_tokens=2`, are two methods).
   for (const auto& text : c.strategy_specs) {
     MethodSpec s = parse_method_spec(text, "--strategy");
     const StrategyDescriptor& d = find_strategy(s.strategy);  // an unknown name fails here, before any model loads
-    auto it = std::find_if(m.begin(), m.end(), [&](const MethodSpec& x) {
+    const auto preset_end = m.begin() + presets;
+    auto it = std::find_if(m.begin() + 1, preset_end, [&](const MethodSpec& x) {
       return x.label == (s.label == text ? s.strategy : s.label);
     });
-    if (it != m.end() && it != m.begin()) {
+    if (it != preset_end) {
       for (const auto& [k, v] : s.options) it->set_option(k, v);
       continue;
     }

@@ -456,6 +456,16 @@ TEST(Drivers, StrategyOptionOverridesAPresetMethodOrAddsOne) {
   EXPECT_EQ(m[2].label, "pld:num_tokens=4");
   EXPECT_EQ(m[2].strategy, "pld");
   EXPECT_EQ(m[2].option("num_tokens"), "4");
+  // Only the driver's presets are overridden: two specs of one strategy are two methods (a second one used to
+  // overwrite the first, so `compare -s pld -s pld:num_tokens=2` showed one row).
+  c = tiny_config("compare");
+  c.strategy_specs = {"pld", "pld:num_tokens=2"};
+  const auto both = experiment_methods(c);
+  ASSERT_EQ(both.size(), 3u);
+  EXPECT_EQ(both[1].label, "pld");
+  EXPECT_EQ(both[1].option("num_tokens"), "");
+  EXPECT_EQ(both[2].label, "pld:num_tokens=2");
+  EXPECT_EQ(both[2].option("num_tokens"), "2");
 }
 
 TEST(Drivers, EachStrategyGetsTheUnlabelledHeadOfItsKind) {

@@ -1,0 +1,332 @@
+// draftlab._draftlab: the C++ engine for Python, wrapped by experiments/python/draftlab/__init__.py.
+//
+//   run(args)                  a draftlab command in this process with the CLI's own options (one option table)
+//   Model                      a target and its tokenizer: encode, decode, generate (any strategy, by name)
+//   register_strategy(...)     a drafter written in Python, usable by name like a C++ strategy and verified by
+//                              the one C++ verifier (PythonStrategy below)
+//
+// Decoding releases the GIL; a Python strategy takes it back for its own calls. A Python exception raised inside
+// a strategy unwinds the decoder as a C++ exception and reaches the caller as itself.
+#include <ATen/DLConvertor.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/base/error.h"
+#include "core/base/platform.h"
+#include "core/decoding/speculative_decoder.h"
+#include "core/decoding/vanilla_decoder.h"
+#include "experiments/cli/commands.h"
+#include "experiments/cli/model_loading.h"
+#include "strategies/registry.h"
+
+namespace py = pybind11;
+
+namespace draftlab {
+namespace {
+
+int run(const std::vector<std::string>& args) {
+  check(!args.empty(), "run: expected a command and its arguments, e.g. ['compare', '--help']");
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv;
+  for (std::string& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  py::gil_scoped_release release;
+  return cli::run_command(static_cast<int>(copy.size()), argv.data());
+}
+
+// A drafter implemented in Python. The object has begin(prompt, first_token), propose(request) and
+// observe(result); propose returns None or an object with `tokens` and `parents` (and optionally `confidences`
+// and `q`: per node None or a probability vector over the vocabulary the token was sampled from).
+class PythonStrategy : public DraftStrategy {
+ public:
+  PythonStrategy(std::string name, py::object impl, int64_t vocab)
+      : name_(std::move(name)), impl_(std::move(impl)), vocab_(vocab) {}
+  ~PythonStrategy() override {
+    py::gil_scoped_acquire gil;
+    impl_ = py::object();
+  }
+
+  std::string name() const override { return name_; }
+
+  void begin(const std::vector<int64_t>& prompt, const at::Tensor&, int64_t first_token) override {
+    py::gil_scoped_acquire gil;
+    impl_.attr("begin")(prompt, first_token);
+  }
+
+  DraftTree propose(const DraftRequest& request) override {
+    py::gil_scoped_acquire gil;
+    py::dict r;
+    r["sequence"] = request.sequence;
+    r["max_nodes"] = request.max_nodes;
+    r["tokens_wanted"] = request.tokens_wanted;
+    r["temperature"] = request.sampler.params().temperature;
+    const py::object proposal = impl_.attr("propose")(r);
+    return to_tree(proposal, request);
+  }
+
+  void observe(const VerifyResult& result) override {
+    py::gil_scoped_acquire gil;
+    py::dict r;
+    r["accepted_nodes"] = result.accepted_nodes;
+    r["tokens"] = result.tokens;
+    impl_.attr("observe")(r);
+  }
+
+ private:
+  // Checks every node (an Error naming the strategy and the node, raised in Python as draftlab.Error).
+  DraftTree to_tree(const py::object& p, const DraftRequest& request) const {
+    DraftTree tree;
+    if (p.is_none()) return tree;
+    const std::string where = "strategy " + name_ + ": propose";
+    auto field = [&](const char* key) { return py::hasattr(p, key) ? p.attr(key) : py::object(py::none()); };
+    const py::object tokens_obj = field("tokens"), parents_obj = field("parents");
+    check(!tokens_obj.is_none() && !parents_obj.is_none(),
+          where + ": expected None or an object with tokens and parents (draftlab.Tree)");
+    const auto tokens = tokens_obj.cast<std::vector<int64_t>>();
+    const auto parents = parents_obj.cast<std::vector<int64_t>>();
+    const py::object confidences_obj = field("confidences"), q_obj = field("q");
+    std::vector<double> confidences;
+    if (!confidences_obj.is_none()) confidences = confidences_obj.cast<std::vector<double>>();
+    py::list q;
+    if (!q_obj.is_none()) q = py::list(q_obj);
+    const size_t n = tokens.size();
+    check(parents.size() == n, where + ": parents has " + std::to_string(parents.size()) + " entries, tokens " +
+                                   std::to_string(n) + ": expected one parent per node");
+    check(confidences.empty() || confidences.size() == n,
+          where + ": confidences has " + std::to_string(confidences.size()) + " entries: expected " + std::to_string(n));
+    check(q.empty() || q.size() == n,
+          where + ": q has " + std::to_string(q.size()) + " entries: expected one per node (None for a chosen token)");
+    check(static_cast<int64_t>(n) <= request.max_nodes,
+          where + ": " + std::to_string(n) + " nodes: expected at most request['max_nodes'] = " +
+              std::to_string(request.max_nodes));
+    for (size_t i = 0; i < n; ++i) {
+      const std::string node = where + ": node " + std::to_string(i);
+      check(tokens[i] >= 0 && tokens[i] < vocab_, node + ": token " + std::to_string(tokens[i]) +
+                                                      ": expected 0.." + std::to_string(vocab_ - 1));
+      check(parents[i] >= -1 && parents[i] < static_cast<int64_t>(i),
+            node + ": parent " + std::to_string(parents[i]) + ": expected -1 (the root) or an earlier node");
+      const double confidence = confidences.empty() ? 1.0 : confidences[i];
+      check(confidence >= 0 && confidence <= 1, node + ": confidence " + std::to_string(confidence) + ": expected 0..1");
+      int32_t distribution = -1;
+      if (!q.empty() && !q[i].is_none()) {
+        const auto probs = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(q[i]);
+        check(probs && probs.ndim() == 1 && probs.shape(0) == vocab_,
+              node + ": q: expected a vector of " + std::to_string(vocab_) + " probabilities");
+        double sum = 0;
+        bool finite = true;
+        for (int64_t v = 0; v < vocab_; ++v) {
+          const float x = probs.at(v);
+          finite = finite && std::isfinite(x) && x >= 0;
+          sum += x;
+        }
+        check(finite && std::abs(sum - 1) <= 1e-3,
+              node + ": q: expected non-negative probabilities summing to 1, got a sum of " + std::to_string(sum));
+        check(probs.at(tokens[i]) > 0, node + ": q gives its token " + std::to_string(tokens[i]) +
+                                           " probability 0: a sampled token must be possible under q");
+        at::Tensor t = at::empty({vocab_}, at::kFloat);
+        std::copy(probs.data(), probs.data() + vocab_, t.data_ptr<float>());
+        distribution = tree.add_distribution(t);
+      }
+      tree.add(tokens[i], static_cast<int32_t>(parents[i]), static_cast<float>(confidence), distribution);
+    }
+    return tree;
+  }
+
+  std::string name_;
+  py::object impl_;
+  int64_t vocab_;
+};
+
+DraftShape parse_shape(const std::string& shape) {
+  if (shape == "chain") return DraftShape::Chain;
+  if (shape == "static_tree") return DraftShape::StaticTree;
+  if (shape == "dynamic_tree") return DraftShape::DynamicTree;
+  throw Error("register_strategy: shape: expected chain, static_tree or dynamic_tree, got '" + shape + "'");
+}
+
+// factory(options: dict of str) -> the strategy object; options: {key: default} (all text options).
+void register_python_strategy(const std::string& name, py::object factory, const std::string& summary,
+                              const std::string& shape, const std::map<std::string, std::string>& options,
+                              bool has_confidence) {
+  StrategyDescriptor d;
+  d.name = name;
+  d.summary = summary.empty() ? "a drafter written in Python" : summary;
+  d.shape = parse_shape(shape);
+  d.has_confidence = has_confidence;
+  for (const auto& [key, value] : options) d.options.push_back(text_option(key, value, "a Python strategy option"));
+  // The descriptor outlives no interpreter: draftlab/__init__.py unregisters every Python strategy at exit.
+  auto held = std::make_shared<py::object>(std::move(factory));
+  d.make = [name, held, keys = options](const StrategyContext& c, const StrategyOptions& o) -> std::unique_ptr<DraftStrategy> {
+    py::gil_scoped_acquire gil;
+    py::dict values;
+    for (const auto& [key, unused] : keys) values[py::str(key)] = o.get_string(key);
+    py::object impl = (*held)(values);
+    return std::make_unique<PythonStrategy>(name, std::move(impl), c.target.config().vocab_size);
+  };
+  register_strategy(std::move(d));
+}
+
+// A tensor to Python without a copy: a DLPack capsule (torch.utils.dlpack.from_dlpack takes it), or a NumPy array
+// viewing the tensor's memory, which a capsule holding the tensor keeps alive.
+py::capsule dlpack_capsule(const at::Tensor& t) {
+  DLManagedTensor* managed = at::toDLPack(t.contiguous());
+  return py::capsule(managed, "dltensor", [](PyObject* capsule) {
+    // A consumer renames the capsule "used_dltensor" and frees the tensor itself; an unconsumed one is freed here.
+    if (PyCapsule_IsValid(capsule, "dltensor")) {
+      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+      if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+    }
+  });
+}
+
+py::array numpy_view(const at::Tensor& t_in) {
+  const at::Tensor t = t_in.to(at::kCPU, at::kFloat).contiguous();
+  auto* held = new at::Tensor(t);
+  py::capsule owner(held, [](void* p) { delete static_cast<at::Tensor*>(p); });
+  std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end()), strides;
+  for (int64_t s : t.strides()) strides.push_back(s * static_cast<py::ssize_t>(sizeof(float)));
+  return py::array_t<float>(shape, strides, t.data_ptr<float>(), owner);
+}
+
+struct Model {
+  cli::LoadedModel loaded;
+
+  // One plain forward of ids from an empty cache: logits [n, vocab] (float32) and features [n, width] (the final
+  // normed hidden state, or the residual after feature_layers side by side), as DLPack capsules or NumPy views.
+  py::tuple forward(const std::vector<int64_t>& ids, const std::vector<int64_t>& feature_layers, bool dlpack) const {
+    check(!ids.empty(), "forward: no tokens");
+    check(static_cast<int64_t>(ids.size()) <= loaded.model->config().max_position_embeddings,
+          "forward: " + std::to_string(ids.size()) + " tokens: expected at most the context, " +
+              std::to_string(loaded.model->config().max_position_embeddings));
+    for (int64_t id : ids)
+      check(id >= 0 && id < loaded.model->config().vocab_size,
+            "forward: token " + std::to_string(id) + ": expected 0.." + std::to_string(loaded.model->config().vocab_size - 1));
+    ForwardOutput out;
+    {
+      py::gil_scoped_release release;
+      KvCache cache = loaded.model->make_cache(static_cast<int64_t>(ids.size()));
+      ForwardOptions o;
+      o.feature_layers = feature_layers;
+      out = loaded.model->forward_chain(cache, ids, o);
+    }
+    if (dlpack) return py::make_tuple(dlpack_capsule(out.logits), dlpack_capsule(out.features));
+    return py::make_tuple(numpy_view(out.logits), numpy_view(out.features));
+  }
+
+  std::vector<int64_t> encode(const std::string& text, const std::string& chat_template) const {
+    return cli::encode_prompt(*loaded.tokenizer, text, chat_template);
+  }
+
+  // Text of token ids; a character cut by the end of the ids (a partial UTF-8 sequence) reads as U+FFFD.
+  py::str decode(const std::vector<int64_t>& ids) const {
+    std::vector<int32_t> v(ids.begin(), ids.end());
+    const std::string text = loaded.tokenizer->decode(v);
+    return py::reinterpret_steal<py::str>(
+        PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace"));
+  }
+
+  py::dict generate(const std::vector<int64_t>& prompt, int64_t max_new_tokens, const std::string& strategy,
+                    const std::map<std::string, std::string>& options, double temperature, int64_t top_k,
+                    double top_p, uint64_t seed, bool stop_at_eos) const {
+    check(!prompt.empty(), "generate: the prompt has no tokens");
+    GenerationConfig gen;
+    gen.max_new_tokens = max_new_tokens;
+    gen.sampling.temperature = temperature;
+    gen.sampling.top_k = top_k;
+    gen.sampling.top_p = top_p;
+    gen.seed = seed;
+    if (stop_at_eos)
+      for (int32_t eos : loaded.model->config().eos_token_ids) gen.stop_tokens.push_back(eos);
+    std::vector<std::string> items;
+    for (const auto& [k, v] : options) items.push_back(k + "=" + v);
+    std::unique_ptr<DraftStrategy> drafter;
+    if (strategy != "vanilla")
+      drafter = make_strategy(strategy, StrategyContext{*loaded.model}, StrategyOptions::parse(items));
+    else
+      check(items.empty(), "generate: options given for vanilla, which has none");
+    SpeculativeResult r;
+    {
+      py::gil_scoped_release release;
+      if (drafter) {
+        r = SpeculativeDecoder(*loaded.model, *drafter).generate(prompt, gen);
+      } else {
+        static_cast<GenerationResult&>(r) = generate_vanilla(*loaded.model, prompt, gen);
+      }
+    }
+    py::dict out;
+    out["tokens"] = r.tokens;
+    out["text"] = decode(r.tokens);
+    out["stop_reason"] = r.stop_reason;
+    out["prefill_seconds"] = r.prefill_seconds;
+    out["decode_seconds"] = r.decode_seconds;
+    out["tokens_per_second"] = r.tokens_per_second();
+    std::vector<int32_t> drafted, accepted;
+    std::vector<double> draft_seconds, verify_seconds;
+    for (const CycleStats& c : r.cycles) {
+      drafted.push_back(c.drafted);
+      accepted.push_back(c.accepted);
+      draft_seconds.push_back(c.draft_seconds);
+      verify_seconds.push_back(c.verify_seconds);
+    }
+    out["cycles"] = static_cast<int64_t>(r.cycles.size());
+    out["tau"] = drafter ? r.tau() : 1.0;
+    out["drafted"] = py::array_t<int32_t>(drafted.size(), drafted.data());
+    out["accepted"] = py::array_t<int32_t>(accepted.size(), accepted.data());
+    out["draft_seconds"] = py::array_t<double>(draft_seconds.size(), draft_seconds.data());
+    out["verify_seconds"] = py::array_t<double>(verify_seconds.size(), verify_seconds.data());
+    return out;
+  }
+};
+
+}  // namespace
+}  // namespace draftlab
+
+PYBIND11_MODULE(_draftlab, m) {
+  using namespace draftlab;
+  m.doc() = "draftlab's C++ engine (use the draftlab package, which wraps it)";
+  // draftlab::Error (a bad file, option or proposal) as draftlab.Error, a ValueError.
+  py::register_exception<Error>(m, "Error", PyExc_ValueError);
+
+  m.def("run", &run, py::arg("args"),
+        "Runs a draftlab command in this process, as `draftlab ARGS...` would (same options); returns its exit code.");
+  m.def("usage", [] { return std::string(cli::usage()); });
+  m.def("strategy_names", [] {
+    std::vector<std::string> names;
+    for (const StrategyDescriptor* d : strategy_table()) names.push_back(d->name);
+    return names;
+  });
+  m.def("register_strategy", &register_python_strategy, py::arg("name"), py::arg("factory"), py::arg("summary"),
+        py::arg("shape"), py::arg("options"), py::arg("has_confidence"));
+  m.def("unregister_strategy", &unregister_strategy, py::arg("name"));
+
+  py::class_<Model>(m, "Model")
+      .def(py::init([](const std::string& path, const std::string& tokenizer, const std::string& dtype,
+                       const std::string& cpu_path, const std::string& weights, const std::string& kv_cache,
+                       int threads) {
+             cli::ModelOptions o;
+             o.model_path = path;
+             o.tokenizer_path = tokenizer;
+             o.dtype = dtype;
+             o.path = cpu_path;
+             o.weights = weights;
+             o.kv_cache = kv_cache;
+             o.threads = threads;
+             return Model{cli::load_model_and_tokenizer(o)};
+           }),
+           py::arg("path"), py::arg("tokenizer") = "", py::arg("dtype") = "float32", py::arg("cpu_path") = "auto",
+           py::arg("weights") = "auto", py::arg("kv_cache") = "auto", py::arg("threads") = 0)
+      .def("encode", &Model::encode, py::arg("text"), py::arg("chat_template") = "plain")
+      .def("decode", &Model::decode, py::arg("ids"))
+      .def("forward", &Model::forward, py::arg("ids"), py::arg("feature_layers"), py::arg("dlpack"))
+      .def_property_readonly("vocab_size", [](const Model& s) { return s.loaded.model->config().vocab_size; })
+      .def_property_readonly("forward_path", [](const Model& s) { return s.loaded.model->path_description(); })
+      .def("generate", &Model::generate, py::arg("prompt"), py::arg("max_new_tokens"), py::arg("strategy"),
+           py::arg("options"), py::arg("temperature"), py::arg("top_k"), py::arg("top_p"), py::arg("seed"),
+           py::arg("stop_at_eos"));
+}
