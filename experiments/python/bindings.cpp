@@ -40,23 +40,60 @@ int run(const std::vector<std::string>& args) {
   return cli::run_command(static_cast<int>(copy.size()), argv.data());
 }
 
+// A tensor to Python without a copy: a DLPack capsule (torch.utils.dlpack.from_dlpack takes it), or a NumPy array
+// viewing the tensor's memory, which a capsule holding the tensor keeps alive.
+py::capsule dlpack_capsule(const at::Tensor& t) {
+  DLManagedTensor* managed = at::toDLPack(t.contiguous());
+  return py::capsule(managed, "dltensor", [](PyObject* capsule) {
+    // A consumer renames the capsule "used_dltensor" and frees the tensor itself; an unconsumed one is freed here.
+    if (PyCapsule_IsValid(capsule, "dltensor")) {
+      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+      if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+    }
+  });
+}
+
+py::array numpy_view(const at::Tensor& t_in) {
+  const at::Tensor t = t_in.to(at::kCPU, at::kFloat).contiguous();
+  auto* held = new at::Tensor(t);
+  py::capsule owner(held, [](void* p) { delete static_cast<at::Tensor*>(p); });
+  std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end()), strides;
+  for (int64_t s : t.strides()) strides.push_back(s * static_cast<py::ssize_t>(sizeof(float)));
+  return py::array_t<float>(shape, strides, t.data_ptr<float>(), owner);
+}
+
 // A drafter implemented in Python. The object has begin(prompt, first_token), propose(request) and
 // observe(result); propose returns None or an object with `tokens` and `parents` (and optionally `confidences`
 // and `q`: per node None or a probability vector over the vocabulary the token was sampled from).
 class PythonStrategy : public DraftStrategy {
  public:
+  // impl may declare wants_features = True (begin and observe then get the target's features, as torch tensors
+  // when torch is importable, else NumPy) and feature_layers = (l1, l2, ...) (which features: EAGLE-3's kind).
   PythonStrategy(std::string name, py::object impl, int64_t vocab)
-      : name_(std::move(name)), impl_(std::move(impl)), vocab_(vocab) {}
+      : name_(std::move(name)), impl_(std::move(impl)), vocab_(vocab) {
+    wants_features_ = py::getattr(impl_, "wants_features", py::bool_(false)).cast<bool>();
+    const py::object layers = py::getattr(impl_, "feature_layers", py::none());
+    if (!layers.is_none()) feature_layers_ = layers.cast<std::vector<int64_t>>();
+    if (wants_features_) {
+      try {
+        from_dlpack_ = py::module_::import("torch.utils.dlpack").attr("from_dlpack");
+      } catch (const py::error_already_set&) {
+        from_dlpack_ = py::none();  // no torch: NumPy arrays
+      }
+    }
+  }
   ~PythonStrategy() override {
     py::gil_scoped_acquire gil;
     impl_ = py::object();
+    from_dlpack_ = py::object();
   }
 
   std::string name() const override { return name_; }
+  std::vector<int64_t> target_feature_layers() const override { return feature_layers_; }
 
-  void begin(const std::vector<int64_t>& prompt, const at::Tensor&, int64_t first_token) override {
+  void begin(const std::vector<int64_t>& prompt, const at::Tensor& features, int64_t first_token) override {
     py::gil_scoped_acquire gil;
-    impl_.attr("begin")(prompt, first_token);
+    impl_.attr("begin")(prompt, first_token, features_for_python(features));
   }
 
   DraftTree propose(const DraftRequest& request) override {
@@ -75,10 +112,17 @@ class PythonStrategy : public DraftStrategy {
     py::dict r;
     r["accepted_nodes"] = result.accepted_nodes;
     r["tokens"] = result.tokens;
+    r["features"] = features_for_python(result.features);
     impl_.attr("observe")(r);
   }
 
  private:
+  py::object features_for_python(const at::Tensor& features) const {
+    if (!wants_features_ || !features.defined()) return py::none();
+    if (!from_dlpack_.is_none()) return from_dlpack_(dlpack_capsule(features.to(at::kFloat)));
+    return numpy_view(features);
+  }
+
   // Checks every node (an Error naming the strategy and the node, raised in Python as draftlab.Error).
   DraftTree to_tree(const py::object& p, const DraftRequest& request) const {
     DraftTree tree;
@@ -141,6 +185,9 @@ class PythonStrategy : public DraftStrategy {
   std::string name_;
   py::object impl_;
   int64_t vocab_;
+  bool wants_features_ = false;
+  std::vector<int64_t> feature_layers_;
+  py::object from_dlpack_ = py::none();
 };
 
 DraftShape parse_shape(const std::string& shape) {
@@ -170,28 +217,6 @@ void register_python_strategy(const std::string& name, py::object factory, const
     return std::make_unique<PythonStrategy>(name, std::move(impl), c.target.config().vocab_size);
   };
   register_strategy(std::move(d));
-}
-
-// A tensor to Python without a copy: a DLPack capsule (torch.utils.dlpack.from_dlpack takes it), or a NumPy array
-// viewing the tensor's memory, which a capsule holding the tensor keeps alive.
-py::capsule dlpack_capsule(const at::Tensor& t) {
-  DLManagedTensor* managed = at::toDLPack(t.contiguous());
-  return py::capsule(managed, "dltensor", [](PyObject* capsule) {
-    // A consumer renames the capsule "used_dltensor" and frees the tensor itself; an unconsumed one is freed here.
-    if (PyCapsule_IsValid(capsule, "dltensor")) {
-      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
-      if (m != nullptr && m->deleter != nullptr) m->deleter(m);
-    }
-  });
-}
-
-py::array numpy_view(const at::Tensor& t_in) {
-  const at::Tensor t = t_in.to(at::kCPU, at::kFloat).contiguous();
-  auto* held = new at::Tensor(t);
-  py::capsule owner(held, [](void* p) { delete static_cast<at::Tensor*>(p); });
-  std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end()), strides;
-  for (int64_t s : t.strides()) strides.push_back(s * static_cast<py::ssize_t>(sizeof(float)));
-  return py::array_t<float>(shape, strides, t.data_ptr<float>(), owner);
 }
 
 struct Model {

@@ -260,3 +260,37 @@ def test_exp_runs_a_driver_with_the_cli_options(tmp_path):
     assert df[df["method"] == "eagle-chain"]["tau"].iloc[0] > 1
     with pytest.raises(draftlab.Error, match="--temperatures"):  # the CLI's own message for its own option
         draftlab.exp("alpha", m=TINY, temperatures="hot")
+
+
+class FeatureRecorder(draftlab.Strategy):
+    """Drafts nothing and keeps the features it is handed."""
+    wants_features = True
+
+    def __init__(self, layers=None):
+        self.feature_layers, self.prompt, self.seen = layers, None, []
+
+    def begin(self, prompt, first_token, features=None):
+        self.prompt = (list(prompt), features)
+
+    def propose(self, request):
+        return None
+
+    def observe(self, result):
+        self.seen.append(result["features"])
+
+
+@pytest.mark.parametrize("layers, width", [(None, 256), ((2, 5), 512)])
+def test_a_strategy_gets_the_target_features(target, layers, width):
+    """The features handed to begin and observe are the target's own: equal (to float rounding across forward
+    shapes) to one plain forward of the same tokens."""
+    recorder = FeatureRecorder(layers)
+    name = registered("py_features", recorder)
+    out = target.generate(PROMPTS[1], 6, name, stop_at_eos=False)
+    prompt, features = recorder.prompt
+    assert tuple(features.shape) == (len(prompt), width)
+    sequence = prompt + out["tokens"]
+    _, plain = target.forward(sequence, feature_layers=layers or ())
+    assert np.allclose(features.numpy(), plain[:len(prompt)].numpy(), atol=1e-4)
+    for cycle, f in enumerate(recorder.seen):  # no drafts: each cycle's features are its root's, one row
+        assert tuple(f.shape) == (1, width)
+        assert np.allclose(f.numpy()[0], plain[len(prompt) + cycle].numpy(), atol=1e-4)

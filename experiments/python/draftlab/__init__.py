@@ -151,14 +151,21 @@ class Tree:
 class Strategy:
     """Base class of Python drafters: override propose; begin and observe are optional.
 
-    begin(prompt, first_token): a new sequence (prompt ids; first_token, the first root).
+    begin(prompt, first_token, features): a new sequence (prompt ids; first_token, the first root).
     propose(request) -> Tree or None: request["sequence"] (prompt and output so far; its last token is the root),
         request["max_nodes"], request["tokens_wanted"], request["temperature"].
     observe(result): result["accepted_nodes"] (indices into the tree) and result["tokens"] (accepted, then the
-        verifier's own token, the next root).
+        verifier's own token, the next root), result["features"].
+    With wants_features = True, features are the target's (torch tensors when torch is importable, else NumPy):
+    of the prompt's tokens in begin, [prompt, width]; of the old root and each accepted node in observe (what an
+    EAGLE head drafts from), else None. feature_layers = (l1, ...) asks for the residual after those layers side
+    by side instead of the final normed hidden state.
     """
 
-    def begin(self, prompt, first_token):
+    wants_features = False
+    feature_layers = None
+
+    def begin(self, prompt, first_token, features=None):
         pass
 
     def propose(self, request):
