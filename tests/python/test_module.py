@@ -212,19 +212,25 @@ def test_compare_in_process_equals_the_cli_results_file(tmp_path):
     assert list(py["identical"]) == [1, 1]
 
 
-def test_the_python_notebook_runs_end_to_end(tmp_path):
-    """notebooks_export/python/strategy_in_python.ipynb: executed top to bottom (a Python strategy tabled beside
-    eagle2, outputs identical to vanilla asserted inside), no error, a figure drawn."""
+@pytest.mark.parametrize("name", ["strategy_in_python", "experiment_from_python"])
+def test_the_python_notebooks_run_end_to_end(tmp_path, name):
+    """notebooks_export/python/*.ipynb executed top to bottom through the module (a Python strategy tabled beside
+    eagle2 with outputs identical to vanilla asserted inside; an exp driver and plot.py's figure): no error, a
+    figure drawn."""
     import json
     import shutil
 
     if shutil.which("jupyter-nbconvert") is None:
         pytest.skip("jupyter-nbconvert missing (apt install jupyter-nbconvert python3-ipykernel)")
-    notebook = os.path.join(SOURCE_DIR, "notebooks_export", "python", "strategy_in_python.ipynb")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), PYDEVD_DISABLE_FILE_VALIDATION="1")
+    shared = os.environ.get("DRAFTLAB_SHARED", os.path.join(SOURCE_DIR, "..", "shared"))
+    if name == "experiment_from_python" and not os.path.isdir(os.path.join(shared, "data", "bench")):
+        pytest.skip(f"no bench questions under {shared} (set DRAFTLAB_SHARED)")
+    notebook = os.path.join(SOURCE_DIR, "notebooks_export", "python", name + ".ipynb")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), PYDEVD_DISABLE_FILE_VALIDATION="1",
+               DRAFTLAB_SHARED=os.path.abspath(shared))
     subprocess.run(["jupyter-nbconvert", "--to", "notebook", "--execute", "--ExecutePreprocessor.timeout=300",
                     "--output-dir", str(tmp_path), notebook], check=True, capture_output=True, env=env)
-    cells = json.load(open(tmp_path / "strategy_in_python.ipynb"))["cells"]
+    cells = json.load(open(tmp_path / (name + ".ipynb")))["cells"]
     outputs = [o for c in cells if c["cell_type"] == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     assert [o for o in outputs if "image/png" in o.get("data", {})]
