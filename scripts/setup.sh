@@ -19,7 +19,7 @@ APT_PACKAGES=(
   # the tests' independent writer of official EAGLE-3 checkpoints (torch.save; the same 1.13.1 as libtorch-dev)
   python3-torch
   # the Python module (experiments/python: pybind11, results as pandas) and its tests (pytest, scipy's chi-square)
-  python3-pybind11 python3-pandas python3-pytest python3-scipy
+  python3-dev python3-pybind11 python3-pandas python3-pytest python3-scipy
 )
 
 if [ "${SKIP_APT:-0}" != 1 ]; then
