@@ -1,7 +1,8 @@
 // draftlab._draftlab: the C++ engine for Python, wrapped by experiments/python/draftlab/__init__.py.
 //
 //   run(args)                  a draftlab command in this process with the CLI's own options (one option table)
-//   Model                      a target and its tokenizer: encode, decode, generate (any strategy, by name)
+//   Model                      a target and its tokenizer: encode, decode, generate (any strategy, by name),
+//                              forward (logits and features without a copy: DLPack for torch, or NumPy views)
 //   register_strategy(...)     a drafter written in Python, usable by name like a C++ strategy and verified by
 //                              the one C++ verifier (PythonStrategy below)
 //
@@ -12,13 +13,14 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/base/error.h"
-#include "core/base/platform.h"
 #include "core/decoding/speculative_decoder.h"
 #include "core/decoding/vanilla_decoder.h"
 #include "experiments/cli/commands.h"

@@ -300,3 +300,22 @@ def test_a_strategy_gets_the_target_features(target, layers, width):
     for cycle, f in enumerate(recorder.seen):  # no drafts: each cycle's features are its root's, one row
         assert tuple(f.shape) == (1, width)
         assert np.allclose(f.numpy()[0], plain[len(prompt) + cycle].numpy(), atol=1e-4)
+
+
+def test_models_load_from_gguf_and_llama2c(tmp_path, tiny):
+    """Model takes what the CLI takes: a GGUF file (exported here through draftlab.run) decodes as its source
+    folder does, and a llama2.c checkpoint with its tokenizer as `draftlab generate` does."""
+    gguf = str(tmp_path / "ts-tiny.gguf")
+    draftlab.run("export-gguf", "--model", TINY, "--out", gguf)
+    assert draftlab.Model(gguf, threads=1).generate("once upon a time", 24)["tokens"] == \
+        tiny.generate("once upon a time", 24)["tokens"]
+    shared = os.environ.get("DRAFTLAB_SHARED", os.path.join(SOURCE_DIR, "..", "shared"))
+    checkpoint = os.path.join(shared, "models", "aidreams260K", "aidreams260K.bin")
+    if not os.path.isfile(checkpoint):
+        pytest.skip(f"no llama2.c checkpoint under {shared}")
+    tokenizer = os.path.join(shared, "models", "aidreams260K", "tok512.bin")
+    out = subprocess.run([BIN, "generate", "-m", checkpoint, "--tokenizer", tokenizer, "-p", "once upon a time",
+                          "-n", "24", "--print-ids", "--threads", "1"], capture_output=True, text=True, check=True)
+    line = next(line for line in out.stdout.splitlines() if line.startswith("generated_ids"))
+    model = draftlab.Model(checkpoint, tokenizer=tokenizer, threads=1)
+    assert model.generate("once upon a time", 24)["tokens"] == [int(x) for x in line.split()[1:]]
