@@ -24,18 +24,22 @@ std::vector<std::unique_ptr<StrategyDescriptor>>& runtime_strategies() {
   return table;
 }
 
+// The built-in strategy or registered one of that name, or nullptr.
+const StrategyDescriptor* lookup_strategy(const std::string& name) {
+  for (const StrategyDescriptor* s : strategy_table())
+    if (s->name == name) return s;
+  for (const auto& s : runtime_strategies())
+    if (s->name == name) return s.get();
+  return nullptr;
+}
+
 }  // namespace
 
 const StrategyDescriptor& find_strategy(const std::string& name) {
+  if (const StrategyDescriptor* s = lookup_strategy(name)) return *s;
   std::string known;
-  for (const StrategyDescriptor* s : strategy_table()) {
-    if (s->name == name) return *s;
-    known += (known.empty() ? "" : ", ") + s->name;
-  }
-  for (const auto& s : runtime_strategies()) {
-    if (s->name == name) return *s;
-    known += ", " + s->name;
-  }
+  for (const StrategyDescriptor* s : strategy_table()) known += (known.empty() ? "" : ", ") + s->name;
+  for (const auto& s : runtime_strategies()) known += ", " + s->name;
   throw Error("--strategy: expected one of " + known + ", got '" + name + "'");
 }
 
@@ -44,10 +48,7 @@ void register_strategy(StrategyDescriptor descriptor) {
         "register_strategy: expected a name without ':', ',', '=' or spaces, got '" + descriptor.name + "'");
   check(descriptor.shape != DraftShape::None && descriptor.make,
         "register_strategy: strategy " + descriptor.name + " needs a draft shape other than none and a factory");
-  bool taken = false;
-  for (const StrategyDescriptor* s : strategy_table()) taken = taken || s->name == descriptor.name;
-  for (const auto& s : runtime_strategies()) taken = taken || s->name == descriptor.name;
-  check(!taken, "register_strategy: the name '" + descriptor.name + "' is taken");
+  check(lookup_strategy(descriptor.name) == nullptr, "register_strategy: the name '" + descriptor.name + "' is taken");
   runtime_strategies().push_back(std::make_unique<StrategyDescriptor>(std::move(descriptor)));
 }
 

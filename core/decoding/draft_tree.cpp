@@ -17,19 +17,20 @@ int32_t DraftTree::add(int64_t token, int32_t parent, float confidence, int32_t 
   check(!without_replacement || distribution >= 0,
         "DraftTree::add: a draw without replacement needs the distribution it was drawn from");
   std::vector<int32_t>& siblings = parent < 0 ? root_children_ : children_[parent];
-  if (without_replacement) {
-    // The draw must have been possible: the token has mass in q and no earlier sibling drawn from q took it (then
-    // the conditional q gives it mass too).
+  if (distribution >= 0) {
+    // The draw must have been possible: the token has mass in q and, drawn without replacement, no earlier sibling
+    // drawn from q took it (then the conditional q gives it mass too). The verifier divides by q at the token.
     const at::Tensor& q = distributions_[distribution];
     bool possible = token >= 0 && token < q.numel() && q.data_ptr<float>()[token] > 0.0f;
     for (int32_t s : siblings) {
       const DraftNode& earlier = nodes_[s];
-      possible &= !(earlier.without_replacement && earlier.distribution == distribution && earlier.token == token);
+      possible &= !(without_replacement && earlier.without_replacement && earlier.distribution == distribution &&
+                    earlier.token == token);
     }
     if (!possible)
       throw Error("DraftTree::add: token " + std::to_string(token) + " under parent " + std::to_string(parent) +
-                  " cannot be drawn without replacement from distribution " + std::to_string(distribution) +
-                  " (no mass left for it: out of range, zero, or an earlier sibling's token)");
+                  " cannot be drawn" + (without_replacement ? " without replacement" : "") + " from distribution " +
+                  std::to_string(distribution) + " (no mass for it: out of range, zero" + (without_replacement ? ", or an earlier sibling's token)" : ")"));
   }
   DraftNode n;
   n.token = token;

@@ -50,8 +50,8 @@ struct ExtraRow {
 
 class DraftTree {
  public:
-  // Appends a node and returns its flat index. parent must be -1 or an existing node; without_replacement needs a
-  // distribution that still gives the token mass once its earlier siblings are removed. Throws Error otherwise.
+  // Appends a node and returns its flat index. parent must be -1 or an existing node; a sampled token (distribution
+  // >= 0) must have mass in it, and without_replacement once its earlier siblings are removed. Throws Error otherwise.
   int32_t add(int64_t token, int32_t parent, float confidence = 1.0f, int32_t distribution = -1,
               bool without_replacement = false);
 

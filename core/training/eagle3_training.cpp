@@ -254,10 +254,10 @@ at::Tensor eagle3_draft_vocabulary(const TextDataset& data, const HeadTrainingOp
   if (k == 0 || k == vocab) return {};
   auto counts = at::zeros({vocab}, at::kDouble);
   for (int64_t step = 0; step < o.trainer.steps; ++step) {
-    const auto predicted = data.train_batch(o.batch, o.context, o.seed, step).narrow(1, 1, o.context).flatten();
+    const RowBatch r = data.train_rows(o.batch, o.context, o.seed, step);
+    const auto predicted = r.tokens.narrow(1, 1, o.context).flatten();
     at::Tensor weights;
-    if (data.has_loss_mask())
-      weights = data.train_batch_mask(o.batch, o.context, o.seed, step).narrow(1, 1, o.context).flatten().to(at::kDouble);
+    if (r.mask.defined()) weights = r.mask.narrow(1, 1, o.context).flatten().to(at::kDouble);
     counts += at::bincount(predicted.to(at::kLong), weights, vocab).to(at::kDouble);
   }
   // Stable descending sort: equal counts keep id order, so ties go to the lower id.

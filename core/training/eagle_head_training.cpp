@@ -334,10 +334,9 @@ at::Tensor training_draft_vocabulary(const TextDataset& data, const HeadTraining
                                   std::to_string(k));
   auto counts = at::zeros({vocab}, at::kLong);
   for (int64_t step = 0; step < o.trainer.steps; ++step) {
-    const at::Tensor rows = data.train_batch(o.batch, o.context, o.seed, step);
-    const at::Tensor lengths = data.train_batch_lengths(o.batch, o.context, o.seed, step);
-    for (int64_t b = 0; b < rows.size(0); ++b)  // real tokens only: padding is not text
-      count_tokens(counts, rows[b].narrow(0, 0, lengths[b].item<int64_t>()));
+    const RowBatch r = data.train_rows(o.batch, o.context, o.seed, step);
+    for (int64_t b = 0; b < r.tokens.size(0); ++b)  // real tokens only: padding is not text
+      count_tokens(counts, r.tokens[b].narrow(0, 0, r.lengths[b].item<int64_t>()));
   }
   return top_ids(counts, k);
 }

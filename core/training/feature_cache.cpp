@@ -193,7 +193,8 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
           feature_dtype == at::kHalf ? static_cast<const H5::DataType&>(f16) : H5::PredType::NATIVE_FLOAT;
       for (int64_t s = 0; s < steps; ++s) {
         // The very windows (and tensor shapes) that on-the-fly training gives the target at step s.
-        const at::Tensor w = data.train_batch(B, identity.context, identity.seed, s);
+        const RowBatch r = data.train_rows(B, identity.context, identity.seed, s);
+        const at::Tensor& w = r.tokens;
         at::Tensor f;
         {
           at::NoGradGuard no_grad;
@@ -203,13 +204,13 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
         f = f.to(at::kCPU, feature_dtype).contiguous();
         H5::DataSpace ws = windows.getSpace();
         windows.write(w.data_ptr<int64_t>(), H5::PredType::NATIVE_INT64, select_rows(ws, 2, s * B, B), ws);
-        if (data.has_loss_mask()) {
-          const at::Tensor m = data.train_batch_mask(B, identity.context, identity.seed, s).to(at::kByte).contiguous();
+        if (r.mask.defined()) {
+          const at::Tensor m = r.mask.to(at::kByte).contiguous();
           H5::DataSpace ms = mask.getSpace();
           mask.write(m.data_ptr<uint8_t>(), H5::PredType::NATIVE_UINT8, select_rows(ms, 2, s * B, B), ms);
         }
         if (whole) {
-          const at::Tensor l = data.train_batch_lengths(B, identity.context, identity.seed, s).contiguous();
+          const at::Tensor l = r.lengths.contiguous();
           H5::DataSpace ls = lengths.getSpace();
           lengths.write(l.data_ptr<int64_t>(), H5::PredType::NATIVE_INT64, select_rows(ls, 1, s * B, B), ls);
         }

@@ -2,7 +2,7 @@
 // repeated epochs of head training skip the target forward (`train-head --feature-cache FILE.h5`).
 //
 // What it holds: the windows of the first `steps` training steps, exactly as on-the-fly training draws them
-// (rows [s*batch, (s+1)*batch) = TextDataset::train_batch(batch, context, seed, s)), their loss masks when the data
+// (rows [s*batch, (s+1)*batch) = TextDataset::train_rows(batch, context, seed, s)), their loss masks when the data
 // has them, and the target's features of every window token, [N, context + 1, d]:
 //   /windows     int64   [N, T + 1]
 //   /loss_mask   uint8   [N, T + 1]       (only for masked data, or data sampled Whole)

@@ -85,10 +85,11 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
 
   const std::vector<int64_t> layers = head.feature_layers();
   // Validation windows and their features, once: the target is frozen.
+  const RowBatch v = data.validation_rows(o.context, o.eval_windows);
   HeadBatch val;
-  val.windows = data.validation_windows(o.context, o.eval_windows);
-  if (data.has_loss_mask()) val.mask = data.validation_window_masks(o.context, o.eval_windows);
-  val.lengths = data.validation_lengths(o.context, o.eval_windows);
+  val.windows = v.tokens;
+  val.mask = v.mask;
+  val.lengths = v.lengths;
   val.features = head_batch_features(target, val.windows, layers);
   // Built on first use (the target's features of the first epoch's windows), then read back on every run.
   const std::unique_ptr<FeatureCache> cache =
@@ -102,9 +103,10 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
       const CachedBatch c = cache->batch(step);
       b = {c.windows, c.mask, c.features, c.lengths};
     } else {
-      b.windows = data.train_batch(o.batch, o.context, o.seed, step);
-      if (data.has_loss_mask()) b.mask = data.train_batch_mask(o.batch, o.context, o.seed, step);
-      b.lengths = data.train_batch_lengths(o.batch, o.context, o.seed, step);
+      const RowBatch r = data.train_rows(o.batch, o.context, o.seed, step);
+      b.windows = r.tokens;
+      b.mask = r.mask;
+      b.lengths = r.lengths;
       b.features = head_batch_features(target, b.windows, layers);
     }
     return head.loss(b, step);

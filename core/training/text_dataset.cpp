@@ -144,10 +144,10 @@ at::Tensor gather_rows(const std::vector<T>& stream, const std::vector<int64_t>&
 
 }  // namespace
 
-TextDataset::Rows TextDataset::train_rows(int64_t batch, int64_t context, uint64_t seed, int64_t step) const {
+TextDataset::Spans TextDataset::train_spans(int64_t batch, int64_t context, uint64_t seed, int64_t step) const {
   const int64_t n = train_tokens(), span = context + 1;
   std::mt19937_64 gen = step_generator(seed, step);
-  Rows rows;
+  Spans rows;
   if (sampling_ == Sampling::Whole) {
     check(!train_starts_.empty(), "--samples whole: the training split holds no sequence");
     const uint64_t count = train_starts_.size();
@@ -167,9 +167,9 @@ TextDataset::Rows TextDataset::train_rows(int64_t batch, int64_t context, uint64
   return rows;
 }
 
-TextDataset::Rows TextDataset::validation_rows(int64_t context, int64_t max_windows) const {
+TextDataset::Spans TextDataset::validation_spans(int64_t context, int64_t max_windows) const {
   const int64_t n = validation_tokens(), span = context + 1;
-  Rows rows;
+  Spans rows;
   if (sampling_ == Sampling::Whole) {
     const auto available = static_cast<int64_t>(validation_starts_.size());
     const int64_t count = std::min(available, max_windows);
@@ -190,38 +190,37 @@ TextDataset::Rows TextDataset::validation_rows(int64_t context, int64_t max_wind
   return rows;
 }
 
-at::Tensor TextDataset::row_masks(const std::vector<uint8_t>& mask, const Rows& rows, int64_t span) const {
-  check(has_loss_mask(), "TextDataset: this dataset has no loss mask");
-  if (masked_) return gather_rows<uint8_t, float>(mask, rows.starts, rows.lengths, span, at::kFloat, 0.0f);
-  auto out = at::zeros({static_cast<int64_t>(rows.starts.size()), span}, at::kFloat);
-  for (size_t b = 0; b < rows.lengths.size(); ++b) out[static_cast<int64_t>(b)].narrow(0, 0, rows.lengths[b]).fill_(1);
+RowBatch TextDataset::gather(const std::vector<int32_t>& stream, const std::vector<uint8_t>& mask,
+                             const Spans& spans, int64_t span) const {
+  RowBatch out;
+  out.tokens = gather_rows<int32_t, int64_t>(stream, spans.starts, spans.lengths, span, at::kLong, 0);
+  if (masked_) {
+    out.mask = gather_rows<uint8_t, float>(mask, spans.starts, spans.lengths, span, at::kFloat, 0.0f);
+  } else if (has_loss_mask()) {  // unmasked data sampled Whole: every real token counts
+    out.mask = at::zeros({static_cast<int64_t>(spans.starts.size()), span}, at::kFloat);
+    for (size_t b = 0; b < spans.lengths.size(); ++b)
+      out.mask[static_cast<int64_t>(b)].narrow(0, 0, spans.lengths[b]).fill_(1);
+  }
+  out.lengths = at::tensor(spans.lengths, at::kLong);
   return out;
 }
 
+RowBatch TextDataset::train_rows(int64_t batch, int64_t context, uint64_t seed, int64_t step) const {
+  return gather(train_, train_mask_, train_spans(batch, context, seed, step), context + 1);
+}
+
+RowBatch TextDataset::validation_rows(int64_t context, int64_t max_windows) const {
+  return gather(validation_, validation_mask_, validation_spans(context, max_windows), context + 1);
+}
+
 at::Tensor TextDataset::train_batch(int64_t batch, int64_t context, uint64_t seed, int64_t step) const {
-  const Rows rows = train_rows(batch, context, seed, step);
-  return gather_rows<int32_t, int64_t>(train_, rows.starts, rows.lengths, context + 1, at::kLong, 0);
+  const Spans spans = train_spans(batch, context, seed, step);
+  return gather_rows<int32_t, int64_t>(train_, spans.starts, spans.lengths, context + 1, at::kLong, 0);
 }
 
 at::Tensor TextDataset::validation_windows(int64_t context, int64_t max_windows) const {
-  const Rows rows = validation_rows(context, max_windows);
-  return gather_rows<int32_t, int64_t>(validation_, rows.starts, rows.lengths, context + 1, at::kLong, 0);
-}
-
-at::Tensor TextDataset::train_batch_mask(int64_t batch, int64_t context, uint64_t seed, int64_t step) const {
-  return row_masks(train_mask_, train_rows(batch, context, seed, step), context + 1);
-}
-
-at::Tensor TextDataset::validation_window_masks(int64_t context, int64_t max_windows) const {
-  return row_masks(validation_mask_, validation_rows(context, max_windows), context + 1);
-}
-
-at::Tensor TextDataset::train_batch_lengths(int64_t batch, int64_t context, uint64_t seed, int64_t step) const {
-  return at::tensor(train_rows(batch, context, seed, step).lengths, at::kLong);
-}
-
-at::Tensor TextDataset::validation_lengths(int64_t context, int64_t max_windows) const {
-  return at::tensor(validation_rows(context, max_windows).lengths, at::kLong);
+  const Spans spans = validation_spans(context, max_windows);
+  return gather_rows<int32_t, int64_t>(validation_, spans.starts, spans.lengths, context + 1, at::kLong, 0);
 }
 
 double TextDataset::padding_share(int64_t context) const {
@@ -247,8 +246,9 @@ TextDataset split_sequences(const std::vector<MaskedSequence>& sequences, int64_
     const MaskedSequence& s = sequences[i];
     check(s.mask.size() == s.tokens.size(), source + ": sequence " + std::to_string(i) + ": mask and tokens differ in length");
     if (s.tokens.empty()) continue;
-    (to_validation ? validation_starts : train_starts).push_back(static_cast<int64_t>((to_validation ? validation : train).size()));
-    (to_validation ? validation : train).insert((to_validation ? validation : train).end(), s.tokens.begin(), s.tokens.end());
+    std::vector<int32_t>& stream = to_validation ? validation : train;
+    (to_validation ? validation_starts : train_starts).push_back(static_cast<int64_t>(stream.size()));
+    stream.insert(stream.end(), s.tokens.begin(), s.tokens.end());
     auto& m = to_validation ? validation_mask : train_mask;
     m.insert(m.end(), s.mask.begin(), s.mask.end());
   }

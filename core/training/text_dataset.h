@@ -5,7 +5,7 @@
 //
 // A dataset may carry a loss mask parallel to its token streams (chat data: 1 on assistant-turn tokens, 0 on
 // system/user/template text; target-generated data: 0 on the prompt). Windows and their masks are cut at the same
-// offsets, so train_batch_mask(b, c, seed, step) is the mask of train_batch(b, c, seed, step) token for token.
+// offsets: train_rows(b, c, seed, step) holds the tokens of train_batch(b, c, seed, step) with their mask.
 //
 // Rows are cut one of two ways (Sampling; train-head --samples):
 //   Windows  context + 1 tokens at a random offset of the concatenated stream. Cheap and dense, but a window
@@ -14,8 +14,8 @@
 //   Whole    one sequence (story, conversation, token line) per row, from its first token, cut at context + 1
 //            tokens and right-padded with token 0. The target's features then see the whole left context, as at
 //            inference and as the official EAGLE / Medusa trainers compute them. Padding is masked out, so such a
-//            dataset always has a loss mask (1 on every real token of unmasked data); row_lengths gives each row's
-//            real tokens. Rows are drawn uniformly among the sequences from (seed, step).
+//            dataset always has a loss mask (1 on every real token of unmasked data); RowBatch::lengths gives each
+//            row's real tokens. Rows are drawn uniformly among the sequences from (seed, step).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -30,6 +30,13 @@
 namespace draftlab {
 
 enum class Sampling { Windows, Whole };
+
+// Rows of a dataset with what the losses need beside their tokens.
+struct RowBatch {
+  at::Tensor tokens;   // [rows, context + 1] int64
+  at::Tensor mask;     // [rows, context + 1] float32 0/1, 0 on padding; undefined unless has_loss_mask()
+  at::Tensor lengths;  // [rows] int64: real (unpadded) tokens per row, context + 1 unless sampled Whole
+};
 // "windows" or "whole"; throws Error naming --samples otherwise.
 Sampling parse_sampling(const std::string& name);
 const char* sampling_name(Sampling s);
@@ -62,14 +69,11 @@ class TextDataset {
   // run are comparable.
   at::Tensor validation_windows(int64_t context, int64_t max_windows) const;
 
-  // The loss masks of the rows above, [batch or windows, context + 1] float32 0/1 (0 on padding). Only with
-  // has_loss_mask(): masked data, or any data sampled Whole.
+  // The same rows with their loss masks and lengths. A mask only with has_loss_mask(): masked data, or any data
+  // sampled Whole.
   bool has_loss_mask() const { return masked_ || sampling_ == Sampling::Whole; }
-  at::Tensor train_batch_mask(int64_t batch, int64_t context, uint64_t seed, int64_t step) const;
-  at::Tensor validation_window_masks(int64_t context, int64_t max_windows) const;
-  // The real (unpadded) tokens of each row above, [batch or windows] int64: context + 1 unless sampled Whole.
-  at::Tensor train_batch_lengths(int64_t batch, int64_t context, uint64_t seed, int64_t step) const;
-  at::Tensor validation_lengths(int64_t context, int64_t max_windows) const;
+  RowBatch train_rows(int64_t batch, int64_t context, uint64_t seed, int64_t step) const;
+  RowBatch validation_rows(int64_t context, int64_t max_windows) const;
   // The expected share of a training row that is padding (0 unless sampled Whole): short sequences in long rows
   // waste the target's and the head's compute (train-head warns).
   double padding_share(int64_t context) const;
@@ -89,14 +93,15 @@ class TextDataset {
   int64_t stories() const { return stories_; }
 
  private:
-  // Where each row of train_batch / validation_windows starts in its stream and how many real tokens it holds.
-  struct Rows {
+  // Where each row starts in its stream and how many real tokens it holds.
+  struct Spans {
     std::vector<int64_t> starts, lengths;
   };
-  Rows train_rows(int64_t batch, int64_t context, uint64_t seed, int64_t step) const;
-  Rows validation_rows(int64_t context, int64_t max_windows) const;
-  // The mask of `rows` of a stream: its loss mask (or 1) on real tokens, 0 on padding.
-  at::Tensor row_masks(const std::vector<uint8_t>& mask, const Rows& rows, int64_t span) const;
+  Spans train_spans(int64_t batch, int64_t context, uint64_t seed, int64_t step) const;
+  Spans validation_spans(int64_t context, int64_t max_windows) const;
+  // Tokens, mask (the stream's loss mask, or 1, on real tokens; 0 on padding) and lengths of the spans.
+  RowBatch gather(const std::vector<int32_t>& stream, const std::vector<uint8_t>& mask, const Spans& spans,
+                  int64_t span) const;
 
   std::vector<int32_t> train_, validation_;
   std::vector<uint8_t> train_mask_, validation_mask_;  // used only when masked_

@@ -155,8 +155,6 @@ class PythonStrategy : public DraftStrategy {
       const std::string node = where + ": node " + std::to_string(i);
       check(tokens[i] >= 0 && tokens[i] < vocab_, node + ": token " + std::to_string(tokens[i]) +
                                                       ": expected 0.." + std::to_string(vocab_ - 1));
-      check(parents[i] >= -1 && parents[i] < static_cast<int64_t>(i),
-            node + ": parent " + std::to_string(parents[i]) + ": expected -1 (the root) or an earlier node");
       const double confidence = confidences.empty() ? 1.0 : confidences[i];
       check(confidence >= 0 && confidence <= 1, node + ": confidence " + std::to_string(confidence) + ": expected 0..1");
       int32_t distribution = -1;
@@ -173,13 +171,15 @@ class PythonStrategy : public DraftStrategy {
         }
         check(finite && std::abs(sum - 1) <= 1e-3,
               node + ": q: expected non-negative probabilities summing to 1, got a sum of " + std::to_string(sum));
-        check(probs.at(tokens[i]) > 0, node + ": q gives its token " + std::to_string(tokens[i]) +
-                                           " probability 0: a sampled token must be possible under q");
         at::Tensor t = at::empty({vocab_}, at::kFloat);
         std::copy(probs.data(), probs.data() + vocab_, t.data_ptr<float>());
         distribution = tree.add_distribution(t);
       }
-      tree.add(tokens[i], static_cast<int32_t>(parents[i]), static_cast<float>(confidence), distribution);
+      try {  // DraftTree checks the parent and that q gives the token mass
+        tree.add(tokens[i], static_cast<int32_t>(parents[i]), static_cast<float>(confidence), distribution);
+      } catch (const Error& e) {
+        throw Error(node + ": " + e.what());
+      }
     }
     return tree;
   }
@@ -193,9 +193,8 @@ class PythonStrategy : public DraftStrategy {
 };
 
 DraftShape parse_shape(const std::string& shape) {
-  if (shape == "chain") return DraftShape::Chain;
-  if (shape == "static_tree") return DraftShape::StaticTree;
-  if (shape == "dynamic_tree") return DraftShape::DynamicTree;
+  for (DraftShape d : {DraftShape::Chain, DraftShape::StaticTree, DraftShape::DynamicTree})
+    if (shape == shape_name(d)) return d;
   throw Error("register_strategy: shape: expected chain, static_tree or dynamic_tree, got '" + shape + "'");
 }
 

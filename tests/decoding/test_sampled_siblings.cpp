@@ -52,6 +52,12 @@ TEST(SampledSiblings, ImpossibleDrawsAreRefused) {
   EXPECT_EQ(tree.size(), 1);  // a refused node is not left behind
   tree.add(1, -1, 0.5f, q, true);
   EXPECT_EQ(tree.size(), 2);
+  // Independent draws too: a token q gives no mass cannot have been drawn from q; repeating one is fine.
+  expect_error([&] { tree.add(2, -1, 0.0f, q); }, {"token 2", "cannot be drawn from distribution", "no mass"});
+  expect_error([&] { tree.add(9, 0, 0.0f, q); }, {"token 9", "out of range"});
+  tree.add(0, 0, 0.5f, q);
+  tree.add(0, 0, 0.5f, q);
+  EXPECT_EQ(tree.size(), 4);
 }
 
 TEST(SampledSiblings, SampleWithoutReplacementGivesDistinctTokensWithMass) {

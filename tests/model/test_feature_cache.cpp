@@ -78,7 +78,7 @@ TEST(FeatureCache, Float32ReplaysTheOnTheFlyWindowsFeaturesAndLossBitwise) {
     const auto windows = data.train_batch(4, 16, 9, s);
     const CachedBatch b = cache->batch(s);
     ASSERT_TRUE(at::equal(b.windows, windows)) << "step " << s;
-    EXPECT_TRUE(at::equal(b.mask, data.train_batch_mask(4, 16, 9, s)));
+    EXPECT_TRUE(at::equal(b.mask, data.train_rows(4, 16, 9, s).mask));
     at::NoGradGuard no_grad;
     EXPECT_TRUE(at::equal(b.features, training_features(target->config(), target->weights(), rope, windows)));
     const double fly = model.loss(windows, 100 + s, 0.1, b.mask).loss.item<double>();
@@ -249,7 +249,7 @@ TEST(WholeSequences, PaddedRowFeaturesEqualTheSequenceAlone) {
   const RotaryEmbedding rope(target->config(), target->options());
   at::NoGradGuard no_grad;
   const auto rows = data.train_batch(6, 24, 3, 0);
-  const auto lengths = data.train_batch_lengths(6, 24, 3, 0);
+  const auto lengths = data.train_rows(6, 24, 3, 0).lengths;
   const auto f = training_features(target->config(), target->weights(), rope, rows);
   int padded = 0;
   for (int64_t b = 0; b < rows.size(0); ++b) {
@@ -273,8 +273,9 @@ TEST(WholeSequences, TheCacheReplaysRowsMasksAndLengths) {
   for (int64_t s = 0; s < 2; ++s) {
     const CachedBatch b = cache->batch(s);
     EXPECT_TRUE(at::equal(b.windows, data.train_batch(4, 24, 9, s)));
-    EXPECT_TRUE(at::equal(b.mask, data.train_batch_mask(4, 24, 9, s)));
-    EXPECT_TRUE(at::equal(b.lengths, data.train_batch_lengths(4, 24, 9, s)));
+    const RowBatch want = data.train_rows(4, 24, 9, s);
+    EXPECT_TRUE(at::equal(b.mask, want.mask));
+    EXPECT_TRUE(at::equal(b.lengths, want.lengths));
   }
   const auto fly = train(*target, data, "", 0, "whole_fly");
   const std::string run_cache = fresh("whole_run.h5");
@@ -293,8 +294,9 @@ TEST(WholeSequences, TheOfficialRuleSkipsTheRowThatWouldReadPadding) {
   const RotaryEmbedding rope(target->config(), target->options());
   HeadBatch b;
   b.windows = data.train_batch(6, 24, 1, 0);
-  b.mask = data.train_batch_mask(6, 24, 1, 0);
-  b.lengths = data.train_batch_lengths(6, 24, 1, 0);
+  const RowBatch r = data.train_rows(6, 24, 1, 0);
+  b.mask = r.mask;
+  b.lengths = r.lengths;
   {
     at::NoGradGuard no_grad;
     b.features = training_features(target->config(), target->weights(), rope, b.windows);

@@ -193,10 +193,10 @@ TEST(MaskedDataset, WindowMasksAreCutAtTheWindowsOffsets) {
   for (int64_t step : {0, 1, 17}) {
     const auto w = masked.train_batch(4, 9, 3, step);
     EXPECT_TRUE(at::equal(w, plain.train_batch(4, 9, 3, step)));  // masks change nothing about the windows
-    EXPECT_TRUE(at::equal(masked.train_batch_mask(4, 9, 3, step), w.remainder(2).to(at::kFloat)));
+    EXPECT_TRUE(at::equal(masked.train_rows(4, 9, 3, step).mask, w.remainder(2).to(at::kFloat)));
   }
   const auto v = masked.validation_windows(9, 5);
-  EXPECT_TRUE(at::equal(masked.validation_window_masks(9, 5), v.remainder(2).to(at::kFloat)));
+  EXPECT_TRUE(at::equal(masked.validation_rows(9, 5).mask, v.remainder(2).to(at::kFloat)));
   EXPECT_NE(plain.fingerprint(), masked.fingerprint());
 }
 

@@ -97,7 +97,7 @@ TEST(TextDataset, KeepsAPrefixOfTheTrainingSplitOnly) {
   EXPECT_TRUE(at::equal(data.validation_windows(2, 4), validation));
   for (int64_t step = 0; step < 20; ++step) {  // every window inside tokens 0..9, the mask cut with them
     EXPECT_LE(data.train_batch(4, 3, 1, step).max().item<int64_t>(), 9);
-    EXPECT_EQ(data.train_batch_mask(4, 3, 1, step).numel(), 16);
+    EXPECT_EQ(data.train_rows(4, 3, 1, step).mask.numel(), 16);
   }
   data.keep_training_fraction(0.5);  // of what is left
   EXPECT_EQ(data.train_tokens(), 5);
@@ -125,8 +125,8 @@ TEST(TextDataset, WholeSamplingRowsAreSequencesFromTheirStartPaddedAndMasked) {
     const int64_t context = 7, span = context + 1;
     std::set<int64_t> seen;
     for (int64_t step = 0; step < 30; ++step) {
-      const auto rows = data.train_batch(3, context, 5, step), mask = data.train_batch_mask(3, context, 5, step);
-      const auto lengths = data.train_batch_lengths(3, context, 5, step);
+      const RowBatch batch = data.train_rows(3, context, 5, step);
+      const at::Tensor &rows = batch.tokens, &mask = batch.mask, &lengths = batch.lengths;
       EXPECT_TRUE(at::equal(rows, data.train_batch(3, context, 5, step)));
       for (int64_t b = 0; b < 3; ++b) {
         const int64_t i = rows[b][0].item<int64_t>() / 100;
@@ -145,7 +145,7 @@ TEST(TextDataset, WholeSamplingRowsAreSequencesFromTheirStartPaddedAndMasked) {
     const auto validation = data.validation_windows(context, 10);
     ASSERT_EQ(validation.size(0), 3);
     for (int64_t w = 0; w < 3; ++w) EXPECT_EQ(validation[w][0].item<int64_t>(), 100 * (4 * w + 3));
-    EXPECT_TRUE(at::equal(data.validation_lengths(context, 10), long_tensor({4, 8, 8})));
+    EXPECT_TRUE(at::equal(data.validation_rows(context, 10).lengths, long_tensor({4, 8, 8})));
     // Training lengths 1 2 3 5 6 7 8 8 8 of 8 positions each.
     EXPECT_NEAR(data.padding_share(context), 1 - 48.0 / 72, 1e-12);
     // A fraction cuts the last kept sequence and drops the ones after it.
@@ -154,7 +154,7 @@ TEST(TextDataset, WholeSamplingRowsAreSequencesFromTheirStartPaddedAndMasked) {
     for (int64_t step = 0; step < 10; ++step) {
       const auto rows = data.train_batch(2, context, 1, step);
       EXPECT_LE(rows.max().item<int64_t>(), 201);
-      EXPECT_LE(data.train_batch_lengths(2, context, 1, step).max().item<int64_t>(), 2);
+      EXPECT_LE(data.train_rows(2, context, 1, step).lengths.max().item<int64_t>(), 2);
     }
   }
   TextDataset streams(std::vector<int32_t>{1, 2, 3, 4}, std::vector<int32_t>{5, 6});

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(SOURCE_DIR, "analysis"))  # the results reader, 
 from plot import load_results  # noqa: E402
 
 __all__ = ["Error", "Model", "Strategy", "Tree", "compare", "exp", "load_results", "register_strategy", "results",
-           "run"]
+           "run", "unregister_strategy"]
 
 
 def _arguments(options):
@@ -61,7 +61,7 @@ def results(path):
 
     frames = []
     for run_ in load_results(path)["runs"]:
-        table = pd.DataFrame({k: v for k, v in run_["questions"].items()})
+        table = pd.DataFrame(run_["questions"])
         for key, value in run_.items():
             if key not in ("questions", "cycles", "nodes") and key not in table.columns:
                 table[key] = value
@@ -70,11 +70,8 @@ def results(path):
 
 
 def _command_to_frame(command, args, out):
-    if out is not None:
-        run(*command, *args, "-o", out)
-        return results(out)
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "results.h5")
+        path = out or os.path.join(tmp, "results.h5")
         run(*command, *args, "-o", path)
         return results(path)
 
