@@ -20,6 +20,9 @@ APT_PACKAGES=(
   python3-torch
   # the Python module (experiments/python: pybind11, results as pandas) and its tests (pytest, scipy's chi-square)
   python3-dev python3-pybind11 python3-pandas python3-pytest python3-scipy
+  # data-parallel training (core/distributed): Gloo's headers for c10d's ProcessGroupGloo (its code is in libtorch);
+  # mpirun and a one-node Slurm with munge for the launcher tests (tests/distributed, scripts/slurm/local_cluster.sh)
+  libgloo-dev openmpi-bin slurm-wlm munge
 )
 
 if [ "${SKIP_APT:-0}" != 1 ]; then

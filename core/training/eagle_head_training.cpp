@@ -106,7 +106,8 @@ at::Tensor HeadTrainingModel::forward(const at::Tensor& tokens_in, const at::Ten
 }
 
 HeadTrainingModel::Loss HeadTrainingModel::loss(const at::Tensor& windows_in, int64_t noise_seed, double cls_weight,
-                                                const at::Tensor& loss_mask, const at::Tensor& target_features) const {
+                                                const at::Tensor& loss_mask, const at::Tensor& target_features,
+                                                const StepShare& share) const {
   check(windows_in.dim() == 2 && windows_in.size(1) >= 2, "head loss: windows must be [batch, length + 1]");
   const auto windows = windows_in.to(w_.fc.device());
   const int64_t B = windows.size(0), T = windows.size(1) - 1, d = config_.hidden_size;
@@ -138,7 +139,11 @@ HeadTrainingModel::Loss HeadTrainingModel::loss(const at::Tensor& windows_in, in
     auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(noise_seed));
     // U(-0.1, 0.1); the official recipe scales it by 512 / L (L: the sequence length, here the window's T).
     const double scale = official_recipe_ ? 0.2 * 512.0 / static_cast<double>(T) : 0.2;
-    auto noise = (at::rand(inputs.sizes(), gen, at::TensorOptions().dtype(at::kFloat)) - 0.5) * scale;
+    // A share of a step draws the whole step's noise and keeps its rows: the same noise as one process.
+    auto noise = share.step_rows > 0
+                     ? at::rand({share.step_rows, T, d}, gen, at::TensorOptions().dtype(at::kFloat)).narrow(0, share.first_row, B)
+                     : at::rand(inputs.sizes(), gen, at::TensorOptions().dtype(at::kFloat));
+    noise = (noise - 0.5) * scale;
     inputs = inputs + noise.to(inputs.device(), inputs.scalar_type());
   }
   auto predicted = forward(row_tokens(windows), inputs);
@@ -151,7 +156,21 @@ HeadTrainingModel::Loss HeadTrainingModel::loss(const at::Tensor& windows_in, in
   };
   Loss out;
   at::Tensor smooth, soft_ce;
-  if (!loss_mask.defined()) {
+  if (share.step_rows > 0) {
+    // This share's sums over the whole step's count: the ranks' losses add up to the step's mean.
+    const at::Tensor step_rows =
+        share.step_mask.defined() ? row_mask(share.step_mask, share.step_rows, T, official_recipe_) : at::Tensor();
+    const at::Tensor rows = loss_mask.defined() ? row_mask(loss_mask, B, T, official_recipe_).to(logits.device(), loss_type)
+                                                : at::ones({B, T}, logits.options().dtype(loss_type));
+    const double denominator =
+        step_rows.defined() ? std::max(step_rows.sum().item<double>(), 1.0) : static_cast<double>(share.step_rows * T);
+    auto per_element = at::smooth_l1_loss(predicted.to(loss_type), expected.to(loss_type), at::Reduction::None);
+    smooth = (per_element.mean(-1) * rows).sum() / denominator;
+    soft_ce = (-(target_probs * at::log_softmax(logits, -1)).sum(-1) * rows).sum() / denominator;
+    const at::Tensor agree = top1().eq(target_top).to(at::kFloat) * rows.to(at::kFloat);
+    out.correct = static_cast<int64_t>(agree.sum().item<double>());
+    out.count = static_cast<int64_t>(rows.sum().item<double>());
+  } else if (!loss_mask.defined()) {
     smooth = at::smooth_l1_loss(predicted.to(loss_type), expected.to(loss_type));
     soft_ce = -(target_probs * at::log_softmax(logits, -1)).sum(-1).mean();
     out.correct = top1().eq(target_top).sum().item<int64_t>();
@@ -307,7 +326,9 @@ at::Tensor HeadTrainingModel::batch_mask(const HeadBatch& batch) const {
 at::Tensor HeadTrainingModel::loss(const HeadBatch& batch, int64_t step) const {
   // The noise of step s depends only on (seed, s), like its batch, so a resumed run is the same run.
   const int64_t noise_seed = static_cast<int64_t>((seed_ * 1000003ULL + static_cast<uint64_t>(step)) & 0x7fffffffffffULL);
-  return loss(batch.windows, noise_seed, cls_weight_, batch_mask(batch), batch.features).loss;
+  StepShare share{0, 0, {}};
+  if (batch.is_shard()) share = {batch.first_row, batch.step_rows, batch_mask(batch.step())};
+  return loss(batch.windows, noise_seed, cls_weight_, batch_mask(batch), batch.features, share).loss;
 }
 
 HeadEvaluation HeadTrainingModel::evaluate(const HeadBatch& batch) const {

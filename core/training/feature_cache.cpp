@@ -161,7 +161,7 @@ std::string tokenizer_checksum(const Tokenizer& tokenizer) {
 
 void FeatureCache::build(const std::string& path, const LlamaModel& target, const TextDataset& data,
                          const FeatureCacheIdentity& identity, int64_t steps, at::ScalarType feature_dtype,
-                         const std::function<void(int64_t, int64_t)>& progress) {
+                         const std::function<void(int64_t, int64_t)>& progress, DataParallel* parallel) {
   check(steps > 0, "--cache-steps: expected a positive number, got " + std::to_string(steps));
   check(feature_dtype == at::kFloat || feature_dtype == at::kHalf,
         "--feature-cache-dtype: expected float32 or float16");
@@ -170,6 +170,31 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
   const int64_t B = identity.batch, span = identity.context + 1, d = identity.width();
   const hsize_t N = static_cast<hsize_t>(steps * B);
   const RotaryEmbedding rope(target.config(), target.options());
+  // The target's features of step s's windows: the very windows (and tensor shapes) that on-the-fly training
+  // gives the target at step s.
+  auto features_of_step = [&](int64_t s) {
+    at::NoGradGuard no_grad;
+    const RowBatch r = data.train_rows(B, identity.context, identity.seed, s);
+    return training_layer_features(target.config(), target.weights(), rope, r.tokens.to(target.options().device),
+                                   identity.feature_layers)
+        .to(at::kCPU, feature_dtype)
+        .contiguous();
+  };
+  // Calls write(s, features) for every step in order, on rank 0 alone; the ranks take turns computing steps.
+  auto for_each_step = [&](const std::function<void(int64_t, const at::Tensor&)>& write) {
+    const int64_t world = parallel ? parallel->world_size() : 1, rank = parallel ? parallel->rank() : 0;
+    for (int64_t first = 0; first < steps; first += world) {
+      const int64_t mine = first + rank;
+      const at::Tensor f = mine < steps ? features_of_step(mine)
+                                        : at::zeros({B, span, d}, at::TensorOptions().dtype(feature_dtype));
+      const std::vector<at::Tensor> all = parallel ? parallel->gather_to_main(f) : std::vector<at::Tensor>{f};
+      for (int64_t r = 0; r < static_cast<int64_t>(all.size()) && first + r < steps; ++r) {
+        write(first + r, all[static_cast<size_t>(r)]);
+        if (progress) progress(first + r + 1, steps);
+      }
+    }
+  };
+  if (parallel && !parallel->is_main()) return for_each_step([](int64_t, const at::Tensor&) {});
   write_through_temporary(path, [&](const std::string& tmp) {
     try {
       H5::Exception::dontPrint();
@@ -191,17 +216,9 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
       H5::DataSet features = file.createDataSet("features", ftype, fspace);
       const H5::DataType& fmem =
           feature_dtype == at::kHalf ? static_cast<const H5::DataType&>(f16) : H5::PredType::NATIVE_FLOAT;
-      for (int64_t s = 0; s < steps; ++s) {
-        // The very windows (and tensor shapes) that on-the-fly training gives the target at step s.
+      for_each_step([&](int64_t s, const at::Tensor& f) {
         const RowBatch r = data.train_rows(B, identity.context, identity.seed, s);
         const at::Tensor& w = r.tokens;
-        at::Tensor f;
-        {
-          at::NoGradGuard no_grad;
-          f = training_layer_features(target.config(), target.weights(), rope, w.to(target.options().device),
-                                      identity.feature_layers);
-        }
-        f = f.to(at::kCPU, feature_dtype).contiguous();
         H5::DataSpace ws = windows.getSpace();
         windows.write(w.data_ptr<int64_t>(), H5::PredType::NATIVE_INT64, select_rows(ws, 2, s * B, B), ws);
         if (r.mask.defined()) {
@@ -216,8 +233,7 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
         }
         H5::DataSpace fs = features.getSpace();
         features.write(f.data_ptr(), fmem, select_rows(fs, 3, s * B, B), fs);
-        if (progress) progress(s + 1, steps);
-      }
+      });
       H5::Group root = file.openGroup("/");
       std::map<std::string, std::string> attrs = identity.fields();
       attrs["format"] = kFormat;
@@ -298,7 +314,8 @@ std::unique_ptr<FeatureCache> FeatureCache::open(const std::string& path, const 
 std::unique_ptr<FeatureCache> FeatureCache::open_or_build(const FeatureCacheOptions& options, const LlamaModel& target,
                                                           const TextDataset& data, int64_t batch, int64_t context,
                                                           uint64_t seed, int64_t run_steps,
-                                                          const std::vector<int64_t>& feature_layers) {
+                                                          const std::vector<int64_t>& feature_layers,
+                                                          DataParallel* parallel) {
   FeatureCacheIdentity id;
   id.model_checksum = model_weights_checksum(target);
   id.model_path = options.model_path;
@@ -310,11 +327,14 @@ std::unique_ptr<FeatureCache> FeatureCache::open_or_build(const FeatureCacheOpti
   id.seed = seed;
   id.hidden_size = target.config().hidden_size;
   id.feature_layers = feature_layers;
-  if (!is_file(options.path)) {
+  bool absent = !is_file(options.path);
+  // Rank 0 decides: a rank that looked after rank 0 had written the file would skip the build the others run.
+  if (parallel) absent = parallel->sum(parallel->is_main() && absent ? 1.0 : 0.0) > 0;
+  if (absent) {
     const int64_t steps = options.steps > 0 ? options.steps : run_steps;
     const auto start = std::chrono::steady_clock::now();
     auto progress = [&](int64_t done, int64_t total) {
-      if (options.quiet) return;
+      if (options.quiet || (parallel && !parallel->is_main())) return;
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const bool terminal = ::isatty(STDERR_FILENO);
       if (!terminal && done % 50 != 0 && done != total) return;
@@ -325,14 +345,22 @@ std::unique_ptr<FeatureCache> FeatureCache::open_or_build(const FeatureCacheOpti
                    terminal && done != total ? "   " : "\n");
       std::fflush(stderr);
     };
-    build(options.path, target, data, id, steps, options.dtype, progress);
+    build(options.path, target, data, id, steps, options.dtype, progress, parallel);
+    // The others open the file once rank 0 has renamed it into place (or end with it, if writing failed).
+    if (parallel) check(parallel->all_ok(true), "data parallel: rank 0 failed to write the feature cache " + options.path);
   }
   return open(options.path, target, id);
 }
 
 FeatureCache::~FeatureCache() = default;
 
-CachedBatch FeatureCache::batch(int64_t step) const {
+CachedBatch FeatureCache::batch(int64_t step) const { return read_rows(rows_of_step(step), {0, batch_}); }
+
+CachedBatch FeatureCache::batch(int64_t step, DataParallel::Rows rows) const {
+  return read_rows(rows_of_step(step), rows);
+}
+
+std::vector<int64_t> FeatureCache::rows_of_step(int64_t step) const {
   std::vector<int64_t> rows(static_cast<size_t>(batch_));
   if (step < steps_) {
     for (int64_t b = 0; b < batch_; ++b) rows[b] = step * batch_ + b;
@@ -343,15 +371,15 @@ CachedBatch FeatureCache::batch(int64_t step) const {
     std::mt19937_64 gen(seq);
     for (int64_t b = 0; b < batch_; ++b) rows[b] = static_cast<int64_t>(gen() % static_cast<uint64_t>(windows()));
   }
-  return read_rows(rows);
+  return rows;
 }
 
-CachedBatch FeatureCache::read_rows(const std::vector<int64_t>& rows) const {
+CachedBatch FeatureCache::read_rows(const std::vector<int64_t>& rows, DataParallel::Rows features_of) const {
   const int64_t B = static_cast<int64_t>(rows.size());
   auto windows = at::empty({B, span_}, at::TensorOptions().dtype(at::kLong));
   auto mask = at::empty({B, span_}, at::TensorOptions().dtype(at::kByte));
   auto lengths = at::empty({B}, at::TensorOptions().dtype(at::kLong));
-  auto features = at::empty({B, span_, hidden_}, at::TensorOptions().dtype(feature_dtype_));
+  auto features = at::empty({features_of.count, span_, hidden_}, at::TensorOptions().dtype(feature_dtype_));
   const H5::FloatType f16 = float16_type();
   const H5::DataType& fmem =
       feature_dtype_ == at::kHalf ? static_cast<const H5::DataType&>(f16) : H5::PredType::NATIVE_FLOAT;
@@ -373,8 +401,14 @@ CachedBatch FeatureCache::read_rows(const std::vector<int64_t>& rows) const {
         file_->lengths.read(lengths.data_ptr<int64_t>() + i, H5::PredType::NATIVE_INT64, select_rows(ls, 1, first, count),
                             ls);
       }
+      i += n;
+    }
+    for (int64_t i = features_of.first, end = features_of.first + features_of.count; i < end;) {
+      int64_t n = 1;
+      while (i + n < end && rows[i + n] == rows[i] + n) ++n;
       H5::DataSpace fs = file_->features.getSpace();
-      file_->features.read(features[i].data_ptr(), fmem, select_rows(fs, 3, first, count), fs);
+      file_->features.read(features[i - features_of.first].data_ptr(), fmem,
+                           select_rows(fs, 3, static_cast<hsize_t>(rows[i]), static_cast<hsize_t>(n)), fs);
       i += n;
     }
   } catch (const H5::Exception& e) {

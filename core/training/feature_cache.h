@@ -16,6 +16,10 @@
 // uniformly from the whole cache with a generator seeded by (seed, s): later epochs reshuffle, and a resumed run
 // draws the same rows.
 //
+// Data parallel (a DataParallel given to open_or_build): the ranks compute the features of steps r, r + world, ...
+// and rank 0 gathers and writes them, so the file is the one process's, bit for bit; training then reads each
+// step's windows, masks and lengths whole and only its own rows' features.
+//
 // Identity: a cache is refused (Error naming the file, the field and both values) unless model_checksum, tokenizer,
 // data, context, batch, seed and hidden_size equal this run's. The file is written to FILE.tmp and renamed.
 #pragma once
@@ -28,6 +32,7 @@
 #include <memory>
 #include <string>
 
+#include "core/distributed/data_parallel.h"
 #include "core/model/llama_model.h"
 #include "core/text/tokenizer.h"
 #include "core/training/text_dataset.h"
@@ -74,9 +79,10 @@ class FeatureCache {
  public:
   // Computes and writes a cache of `steps` steps' windows (feature_dtype kFloat or kHalf). progress(s, steps) after
   // each step. Throws Error naming the file when it cannot be written (no partial file is left).
+  // `parallel`: every rank calls build, rank 0 alone writes (see the header comment).
   static void build(const std::string& path, const LlamaModel& target, const TextDataset& data,
                     const FeatureCacheIdentity& identity, int64_t steps, at::ScalarType feature_dtype,
-                    const std::function<void(int64_t, int64_t)>& progress = {});
+                    const std::function<void(int64_t, int64_t)>& progress = {}, DataParallel* parallel = nullptr);
 
   // Opens a cache and checks it against `expected` (and the target's compute options). Throws Error naming the
   // file and the first mismatching field with both values.
@@ -88,12 +94,15 @@ class FeatureCache {
   static std::unique_ptr<FeatureCache> open_or_build(const FeatureCacheOptions& options, const LlamaModel& target,
                                                      const TextDataset& data, int64_t batch, int64_t context,
                                                      uint64_t seed, int64_t run_steps,
-                                                     const std::vector<int64_t>& feature_layers = {});
+                                                     const std::vector<int64_t>& feature_layers = {},
+                                                     DataParallel* parallel = nullptr);
 
   ~FeatureCache();
 
   // The batch of training step `step` (see the header comment).
   CachedBatch batch(int64_t step) const;
+  // The same step's windows, mask and lengths whole, but the features of `rows` only (a data-parallel rank's).
+  CachedBatch batch(int64_t step, DataParallel::Rows rows) const;
 
   int64_t steps() const { return steps_; }
   int64_t windows() const { return steps_ * batch_; }
@@ -104,8 +113,9 @@ class FeatureCache {
  private:
   struct File;
   FeatureCache() = default;
-  // Rows [first, first + count) or the listed rows.
-  CachedBatch read_rows(const std::vector<int64_t>& rows) const;
+  // The listed rows; features only of the list's entries [features_of.first, + count).
+  CachedBatch read_rows(const std::vector<int64_t>& rows, DataParallel::Rows features_of) const;
+  std::vector<int64_t> rows_of_step(int64_t step) const;
 
   std::unique_ptr<File> file_;
   std::string path_;

@@ -169,8 +169,43 @@ std::vector<std::vector<int64_t>> prompts_from_corpus(const std::string& corpus_
 std::vector<GeneratedSequence> generate_head_data(const LlamaModel& target,
                                                   const std::vector<std::vector<int64_t>>& prompts,
                                                   const GenerationConfig& config, const GenerationProgress& progress,
-                                                  int64_t batch) {
+                                                  int64_t batch, DataParallel* parallel) {
   check(batch >= 1, "generate_head_data: batch must be >= 1, got " + std::to_string(batch));
+  if (parallel) {
+    // In rounds: rank r continues prompts [round + r * batch, + batch) of each round of world * batch prompts (a
+    // contiguous run: prompt i keeps seed + i), then rank 0 gathers the round. A rank waits for the others at most
+    // one round's work, so --dist-timeout need only cover that, not a whole share.
+    const int64_t n = static_cast<int64_t>(prompts.size()), world = parallel->world_size();
+    std::vector<GeneratedSequence> all;
+    int64_t done = 0, generated_here = 0;
+    for (int64_t round = 0; round < n; round += world * batch) {
+      const int64_t first = std::min(n, round + parallel->rank() * batch), last = std::min(n, first + batch);
+      GenerationConfig share = config;
+      share.seed = config.seed + static_cast<uint64_t>(first);
+      const std::vector<std::vector<int64_t>> mine(prompts.begin() + first, prompts.begin() + last);
+      // Sequences travel as one list: prompt length, continuation length, prompt, continuation, ...
+      std::vector<int64_t> packed;
+      for (const GeneratedSequence& s : generate_head_data(target, mine, share, {}, batch)) {
+        packed.push_back(static_cast<int64_t>(s.prompt.size()));
+        packed.push_back(static_cast<int64_t>(s.continuation.size()));
+        packed.insert(packed.end(), s.prompt.begin(), s.prompt.end());
+        packed.insert(packed.end(), s.continuation.begin(), s.continuation.end());
+        generated_here += static_cast<int64_t>(s.continuation.size());
+      }
+      done += last - first;
+      if (progress) progress(done, generated_here);
+      for (const std::vector<int64_t>& part : parallel->gather_to_main(packed)) {
+        for (size_t at = 0; at < part.size();) {
+          const auto p = static_cast<size_t>(part[at]), c = static_cast<size_t>(part[at + 1]);
+          const auto begin = part.begin() + static_cast<std::ptrdiff_t>(at + 2);
+          all.push_back({{begin, begin + static_cast<std::ptrdiff_t>(p)},
+                         {begin + static_cast<std::ptrdiff_t>(p), begin + static_cast<std::ptrdiff_t>(p + c)}});
+          at += 2 + p + c;
+        }
+      }
+    }
+    return all;
+  }
   std::vector<GeneratedSequence> out;
   out.reserve(prompts.size());
   int64_t generated = 0;

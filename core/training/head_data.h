@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/decoding/vanilla_decoder.h"
+#include "core/distributed/data_parallel.h"
 #include "core/model/llama_model.h"
 #include "core/text/chat_template.h"
 #include "core/text/tokenizer.h"
@@ -66,11 +67,14 @@ using GenerationProgress = std::function<void(int64_t done, int64_t generated_to
 
 // The target's continuation of each prompt (config.seed + i seeds prompt i; config.stop_tokens as given).
 // batch > 1 decodes that many prompts together (batch_decoder.h: one forward per step for all of them), with
-// exactly the same continuations.
+// exactly the same continuations. Data parallel: the ranks take turns continuing `batch` prompts each (with their
+// own seeds) and rank 0 gathers every round's sequences, in order (the other ranks get an empty list): the same
+// sequences as one process. progress then counts this rank's prompts.
 std::vector<GeneratedSequence> generate_head_data(const LlamaModel& target,
                                                   const std::vector<std::vector<int64_t>>& prompts,
                                                   const GenerationConfig& config,
-                                                  const GenerationProgress& progress = {}, int64_t batch = 1);
+                                                  const GenerationProgress& progress = {}, int64_t batch = 1,
+                                                  DataParallel* parallel = nullptr);
 
 // Writes sequences as token lines (Tokens) or decoded stories (Text), atomically.
 void write_head_data(const std::string& path, HeadDataFormat format, const std::vector<GeneratedSequence>& sequences,

@@ -17,7 +17,30 @@ at::Tensor head_batch_features(const LlamaModel& target, const at::Tensor& windo
                                  feature_layers);
 }
 
+HeadBatch HeadBatch::step() const {
+  if (!is_shard()) return *this;
+  HeadBatch whole;
+  whole.mask = step_mask;
+  whole.lengths = step_lengths;
+  whole.step_rows = 0;
+  return whole;
+}
+
 namespace {
+
+// This rank's rows of a whole step's rows (tokens, mask, lengths; features come after, for these rows only).
+HeadBatch shard_of(const RowBatch& r, const DataParallel::Rows& rows) {
+  HeadBatch b;
+  auto cut = [&](const at::Tensor& t) { return t.defined() ? t.narrow(0, rows.first, rows.count) : at::Tensor(); };
+  b.windows = cut(r.tokens);
+  b.mask = cut(r.mask);
+  b.lengths = cut(r.lengths);
+  b.first_row = rows.first;
+  b.step_rows = r.tokens.size(0);
+  b.step_mask = r.mask;
+  b.step_lengths = r.lengths;
+  return b;
+}
 
 // "accuracy 0.4123, alpha 0.41 0.30 ..." for the validation line.
 std::string metrics_line(const std::map<std::string, std::vector<double>>& values) {
@@ -49,12 +72,16 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
         "--context: expected " + std::to_string(head.min_context()) + ".." + std::to_string(max_context) +
             " for " + head.family().title + " (windows are context + 1 tokens), got " + std::to_string(o.context));
   check(!o.out_dir.empty(), "--out: expected a directory");
-  std::filesystem::create_directories(o.out_dir);
+  DataParallel* parallel = o.parallel.get();
+  check(!parallel || o.batch >= parallel->world_size(),
+        "--batch: expected at least one row per rank (" + std::to_string(parallel ? parallel->world_size() : 1) +
+            " ranks), got " + std::to_string(o.batch));
+  if (!parallel || parallel->is_main()) std::filesystem::create_directories(o.out_dir);
   const std::string state_path = o.out_dir + "/training_state.safetensors";
 
   TrainerOptions topt = o.trainer;
   topt.tokens_per_step = o.batch * o.context;
-  Trainer trainer(head.parameters(), topt);
+  Trainer trainer(head.parameters(), topt, o.parallel);
   std::map<std::string, std::string> identity = head.identity();
   identity["family"] = head.family().name;
   identity["seed"] = std::to_string(o.seed);
@@ -95,39 +122,67 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
   const std::unique_ptr<FeatureCache> cache =
       o.feature_cache.path.empty() ? nullptr
                                    : FeatureCache::open_or_build(o.feature_cache, target, data, o.batch, o.context,
-                                                                 o.seed, o.trainer.steps, layers);
+                                                                 o.seed, o.trainer.steps, layers, parallel);
   Trainer::Hooks hooks;
   hooks.loss = [&](int64_t step) {
     HeadBatch b;
     if (cache) {  // the same windows as on the fly for the cached steps, the target's features read back
-      const CachedBatch c = cache->batch(step);
-      b = {c.windows, c.mask, c.features, c.lengths};
+      if (parallel) {
+        const DataParallel::Rows rows = parallel->shard(o.batch);
+        const CachedBatch c = cache->batch(step, rows);  // the features of this rank's rows only
+        b = shard_of({c.windows, c.mask, c.lengths}, rows);
+        b.features = c.features;
+      } else {
+        const CachedBatch c = cache->batch(step);
+        b = {c.windows, c.mask, c.features, c.lengths};
+      }
     } else {
       const RowBatch r = data.train_rows(o.batch, o.context, o.seed, step);
-      b.windows = r.tokens;
-      b.mask = r.mask;
-      b.lengths = r.lengths;
+      if (parallel) {
+        b = shard_of(r, parallel->shard(o.batch));  // the target's features of this rank's rows only
+      } else {
+        b.windows = r.tokens;
+        b.mask = r.mask;
+        b.lengths = r.lengths;
+      }
       b.features = head_batch_features(target, b.windows, layers);
     }
     return head.loss(b, step);
   };
   hooks.eval_loss = [&] {
     at::NoGradGuard no_grad;
-    double total = 0;
     std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> counts;
-    const int64_t n = val.windows.size(0);
-    for (int64_t i = 0; i < n; i += o.batch) {
-      const int64_t m = std::min(o.batch, n - i);
+    const int64_t n = val.windows.size(0), batches = (n + o.batch - 1) / o.batch;
+    // Data parallel: rank r evaluates batches r, r + world, ... (every rank at least one, so each knows the
+    // family's metrics); each batch's loss has one slot, so the total adds the same numbers in the same order as
+    // one process. Fewer batches than ranks: every rank evaluates all.
+    const bool sharded = parallel && batches >= parallel->world_size();
+    std::vector<double> losses(static_cast<size_t>(batches), 0.0);
+    for (int64_t k = 0; k < batches; ++k) {
+      if (sharded && k % parallel->world_size() != parallel->rank()) continue;
+      const int64_t i = k * o.batch, m = std::min(o.batch, n - i);
       const HeadBatch part{val.windows.narrow(0, i, m), val.mask.defined() ? val.mask.narrow(0, i, m) : at::Tensor(),
                            val.features.narrow(0, i, m), val.lengths.narrow(0, i, m)};
       const HeadEvaluation e = head.evaluate(part);
-      total += e.loss * static_cast<double>(m);
+      losses[static_cast<size_t>(k)] = e.loss * static_cast<double>(m);
       for (const auto& [name, columns] : e.counts) {
         auto& sum = counts[name];
         sum.resize(std::max(sum.size(), columns.size()));
         for (size_t k = 0; k < columns.size(); ++k) sum[k].first += columns[k].first, sum[k].second += columns[k].second;
       }
     }
+    if (sharded) {  // losses, then every count, summed over the ranks in one message (counts are exact in float64)
+      std::vector<double> flat = losses;
+      for (const auto& [name, columns] : counts)
+        for (const auto& [hits, tries] : columns) flat.push_back(static_cast<double>(hits)), flat.push_back(static_cast<double>(tries));
+      flat = parallel->sum(flat);
+      std::copy(flat.begin(), flat.begin() + batches, losses.begin());
+      size_t at = static_cast<size_t>(batches);
+      for (auto& [name, columns] : counts)
+        for (auto& [hits, tries] : columns) hits = static_cast<int64_t>(flat[at++]), tries = static_cast<int64_t>(flat[at++]);
+    }
+    double total = 0;
+    for (double l : losses) total += l;
     std::map<std::string, std::vector<double>> values;
     for (const auto& [name, columns] : counts) {
       for (const auto& [hits, tries] : columns)
@@ -135,13 +190,13 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
       trainer.add_eval_metric(name, values[name]);
     }
     const double loss = total / static_cast<double>(n);
-    if (!o.trainer.quiet)
+    if (!trainer.options().quiet)
       std::fprintf(stderr, "\nvalidation at step %ld: loss %.4f%s\n", static_cast<long>(trainer.step()), loss,
                    metrics_line(values).c_str());
     return loss;
   };
   // The training state last, as in train_language_model: once it holds step N, so does every other file.
-  hooks.save = [&](int64_t) {
+  hooks.save = [&](int64_t) {  // rank 0 alone (Trainer)
     head.save(o.out_dir, o.save_dtype);
     TrainingCurves log = trainer.curves();
     log.attributes = identity;

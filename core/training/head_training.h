@@ -18,10 +18,12 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/distributed/data_parallel.h"
 #include "core/model/head_family.h"
 #include "core/model/llama_model.h"
 #include "core/training/feature_cache.h"
@@ -41,6 +43,18 @@ struct HeadBatch {
   // [B] int64: the real tokens of each row (rows of whole sequences are right-padded, the padding masked out);
   // undefined: all T + 1. Only rules that count a row by its input token need it (the official EAGLE mask[i]).
   at::Tensor lengths;
+
+  // Data parallel: these are rows [first_row, first_row + B) of a step of step_rows rows, whose whole mask and
+  // lengths are step_mask and step_lengths. A family divides its sums by the whole step's count (step()), so the
+  // ranks' losses add up to the step's loss; anything random is drawn for the whole step and cut to these rows.
+  // step_rows 0: the batch is the whole step.
+  int64_t first_row = 0, step_rows = 0;
+  at::Tensor step_mask, step_lengths;
+
+  bool is_shard() const { return step_rows > 0; }
+  int64_t rows_in_step() const { return is_shard() ? step_rows : windows.size(0); }
+  // The whole step's mask and lengths (windows and features left undefined when this is a shard): for counting.
+  HeadBatch step() const;
 };
 
 // The target's features of windows [B, T + 1] as HeadBatch::features lays them out (no gradient).
@@ -97,6 +111,8 @@ struct HeadTrainingOptions {
   // Training windows' target features from an HDF5 cache (built on first use) instead of the target; empty path:
   // on the fly. A dataset with a loss mask passes it to the loss either way.
   FeatureCacheOptions feature_cache;
+  // Data parallel: this rank trains on its rows of every step (DataParallel::shard); rank 0 writes out_dir.
+  std::shared_ptr<DataParallel> parallel;
 };
 
 struct HeadTrainingResult {

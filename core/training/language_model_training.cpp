@@ -24,16 +24,23 @@ void copy_tokenizer(const std::string& path, const std::string& dir) {
   write_file_atomically(dir + "/" + tokenizer_copy_name(path), read_text_file(source));
 }
 
-// Mean loss over fixed validation windows, in batches, without building a graph.
+// Mean loss over fixed validation windows, in batches, without building a graph. Data parallel: rank r takes
+// batches r, r + world, ...; each batch's sum has one slot, so the total adds the same numbers in the same order
+// as one process does.
 double validation_loss(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
-                       const at::Tensor& windows, int64_t batch) {
+                       const at::Tensor& windows, int64_t batch, DataParallel* parallel) {
   at::NoGradGuard no_grad;
-  double total = 0;
-  for (int64_t i = 0; i < windows.size(0); i += batch) {
-    const auto part = windows.narrow(0, i, std::min(batch, windows.size(0) - i));
-    total += next_token_loss(c, w, rope, part).item<double>() * static_cast<double>(part.size(0));
+  const int64_t n = windows.size(0), batches = (n + batch - 1) / batch;
+  std::vector<double> sums(static_cast<size_t>(batches), 0.0);
+  for (int64_t k = 0; k < batches; ++k) {
+    if (parallel && k % parallel->world_size() != parallel->rank()) continue;
+    const auto part = windows.narrow(0, k * batch, std::min(batch, n - k * batch));
+    sums[static_cast<size_t>(k)] = next_token_loss(c, w, rope, part).item<double>() * static_cast<double>(part.size(0));
   }
-  return total / static_cast<double>(windows.size(0));
+  if (parallel) sums = parallel->sum(sums);
+  double total = 0;
+  for (double s : sums) total += s;
+  return total / static_cast<double>(n);
 }
 
 }  // namespace
@@ -45,7 +52,12 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
   check(o.context > 0 && o.context <= c.max_position_embeddings,
         "--context: expected 1.." + std::to_string(c.max_position_embeddings) + ", got " + std::to_string(o.context));
   check(!o.out_dir.empty(), "--out: expected a directory");
-  std::filesystem::create_directories(o.out_dir);
+  DataParallel* parallel = o.parallel.get();
+  check(!parallel || o.batch >= parallel->world_size(),
+        "--batch: expected at least one row per rank (" + std::to_string(parallel ? parallel->world_size() : 1) +
+            " ranks), got " + std::to_string(o.batch));
+  const bool writer = !parallel || parallel->is_main();
+  if (writer) std::filesystem::create_directories(o.out_dir);
   const std::string state_path = o.out_dir + "/training_state.safetensors";
   const std::string config_text = c.to_hf_json().dump();
 
@@ -53,7 +65,7 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
   const RotaryEmbedding rope(c, o.compute);
   TrainerOptions topt = o.trainer;
   topt.tokens_per_step = o.batch * o.context;
-  Trainer trainer(trainable_parameters(c, weights), topt);
+  Trainer trainer(trainable_parameters(c, weights), topt, o.parallel);
   if (o.resume) {
     if (!is_file(state_path)) throw Error("--resume: " + state_path + " not found");
     const auto meta = trainer.load_state(state_path);
@@ -68,7 +80,7 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
     same("batch", std::to_string(o.batch));
     same("context", std::to_string(o.context));
   }
-  if (!o.tokenizer_path.empty()) copy_tokenizer(o.tokenizer_path, o.out_dir);
+  if (writer && !o.tokenizer_path.empty()) copy_tokenizer(o.tokenizer_path, o.out_dir);
 
   const at::Tensor val = data.validation_windows(o.context, o.eval_windows);
   const std::map<std::string, std::string> attributes = {
@@ -81,9 +93,15 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
   auto save_model = [&] { LlamaModel(c, inference_weights(c, weights), saving).save_hf(o.out_dir, o.save_dtype); };
   Trainer::Hooks hooks;
   hooks.loss = [&](int64_t step) {
-    return language_model_training_loss(c, weights, rope, data.train_batch(o.batch, o.context, o.seed, step));
+    const at::Tensor windows = data.train_batch(o.batch, o.context, o.seed, step);
+    if (!parallel) return language_model_training_loss(c, weights, rope, windows);
+    // This rank's rows; its mean loss weighted by its share of the rows, so the ranks' losses add up to the
+    // batch's mean.
+    const DataParallel::Rows rows = parallel->shard(o.batch);
+    return language_model_training_loss(c, weights, rope, windows.narrow(0, rows.first, rows.count)) *
+           (static_cast<double>(rows.count) / static_cast<double>(o.batch));
   };
-  hooks.eval_loss = [&] { return validation_loss(c, weights, rope, val, o.batch); };
+  hooks.eval_loss = [&] { return validation_loss(c, weights, rope, val, o.batch, parallel); };
   // The training state last: it is what --resume continues from, so once it holds step N every other file of
   // the checkpoint holds step N too. (A run killed before it resumes from the previous state and writes the rest
   // again; one killed after it has nothing left to write.)

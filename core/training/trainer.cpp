@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "core/base/error.h"
+#include "core/distributed/data_parallel.h"
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint_tensor.h"
 #include "core/training/progress.h"
@@ -36,8 +37,9 @@ double clip_gradients(const std::vector<at::Tensor>& parameters, double max_norm
   return norm;
 }
 
-Trainer::Trainer(std::vector<std::pair<std::string, at::Tensor>> parameters, TrainerOptions options)
-    : params_(std::move(parameters)), options_(options) {
+Trainer::Trainer(std::vector<std::pair<std::string, at::Tensor>> parameters, TrainerOptions options,
+                 std::shared_ptr<DataParallel> parallel)
+    : params_(std::move(parameters)), options_(options), parallel_(std::move(parallel)) {
   check(options_.steps > 0, "trainer: steps: expected a positive number, got " + std::to_string(options_.steps));
   check(options_.lr > 0, "trainer: lr: expected a positive learning rate, got " + std::to_string(options_.lr));
   check(options_.warmup >= 0, "trainer: warmup: expected >= 0, got " + std::to_string(options_.warmup));
@@ -57,6 +59,13 @@ Trainer::Trainer(std::vector<std::pair<std::string, at::Tensor>> parameters, Tra
   groups.emplace_back(decay, adam(options_.weight_decay));
   groups.emplace_back(no_decay, adam(0.0));
   optimizer_ = std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(options_.lr));
+  if (parallel_) {
+    // Every rank initialises from the same seed; the broadcast makes "the same weights" a fact, not a hope.
+    std::vector<at::Tensor> ps;
+    for (const auto& [name, p] : params_) ps.push_back(p);
+    parallel_->broadcast_from_main(ps);
+    if (!parallel_->is_main()) options_.quiet = true;
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -69,6 +78,8 @@ double Trainer::train_step(const std::function<at::Tensor()>& loss_fn) {
   loss.backward();
   std::vector<at::Tensor> ps;
   for (const auto& [name, p] : params_) ps.push_back(p);
+  // The ranks' losses are shares of the step's loss, so the sum of their gradients is the step's gradient.
+  if (parallel_) parallel_->sum_gradients(ps);
   if (options_.clip_by_value && options_.grad_clip > 0) {
     for (const auto& p : ps)
       if (p.grad().defined()) p.mutable_grad().clamp_(-options_.grad_clip, options_.grad_clip);
@@ -77,7 +88,7 @@ double Trainer::train_step(const std::function<at::Tensor()>& loss_fn) {
   }
   optimizer_->step();
   ++step_;
-  const double value = loss.item<double>();
+  const double value = parallel_ ? parallel_->sum(loss.item<double>()) : loss.item<double>();
   curves_.train_step.push_back(step_);
   curves_.train_loss.push_back(value);
   curves_.learning_rate.push_back(lr);
@@ -103,6 +114,21 @@ void Trainer::run(const Hooks& hooks) {
   check(options_.patience == 0 || (options_.eval_every > 0 && hooks.eval_loss),
         "trainer: patience (early stopping) needs validation (eval_every > 0)");
   ProgressLine progress(options_.steps, options_.log_every, options_.quiet);
+  // A checkpoint is written by rank 0 alone; if that fails, every rank ends (rank 0 with the error itself).
+  auto on_main = [&](const std::function<void(int64_t)>& write, const char* what) {
+    if (!parallel_) return write(step_);
+    std::exception_ptr failure;
+    if (parallel_->is_main()) {
+      try {
+        write(step_);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+    const bool ok = parallel_->all_ok(!failure);
+    if (failure) std::rethrow_exception(failure);
+    check(ok, std::string("data parallel: rank 0 failed to write ") + what + " at step " + std::to_string(step_));
+  };
   auto evaluate = [&] {
     if (!hooks.eval_loss) return;
     const double l = hooks.eval_loss();
@@ -113,7 +139,7 @@ void Trainer::run(const Hooks& hooks) {
     std::snprintf(line, sizeof line, "step %ld: validation loss %.4f, perplexity %.2f%s", static_cast<long>(step_), l,
                   std::exp(l), best.step == step_ ? " (best so far)" : "");
     progress.message(line);
-    if (best.step == step_ && hooks.save_best) hooks.save_best(step_);
+    if (best.step == step_ && hooks.save_best) on_main(hooks.save_best, "the best checkpoint");
   };
   auto patience_ran_out = [&] { return options_.patience > 0 && best_eval().evals_since >= options_.patience; };
   int64_t stop = options_.stop_at > 0 ? std::min(options_.stop_at, options_.steps) : options_.steps;
@@ -133,7 +159,7 @@ void Trainer::run(const Hooks& hooks) {
                        " at step " + std::to_string(best.step) + ")");
     }
     if (hooks.save && ((options_.save_every > 0 && step_ % options_.save_every == 0) || step_ == stop)) {
-      hooks.save(step_);
+      on_main(hooks.save, "the checkpoint");
       progress.message("step " + std::to_string(step_) + ": checkpoint saved");
     }
   }

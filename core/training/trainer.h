@@ -6,6 +6,12 @@
 // The trainer knows nothing about models: the caller gives named parameter tensors and closures for the loss
 // of a step, the validation loss, and what to save. Data for step s must depend only on (seed, s), so a resumed
 // run sees the same batches as an uninterrupted one.
+//
+// Data parallel (a DataParallel given): rank 0's initial parameters are broadcast; each rank's loss closure returns
+// its share of the step's loss (the shares add up to the whole batch's loss); gradients are summed over the ranks
+// before clipping, so every rank takes the same step. Hooks::loss and Hooks::eval_loss run on every rank (they
+// may use collectives); Hooks::save and save_best run on rank 0 alone, and a failure there ends every rank.
+// Progress lines come from rank 0 only.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -26,6 +32,8 @@ class AdamW;
 }
 
 namespace draftlab {
+
+class DataParallel;
 
 struct TrainerOptions {
   int64_t steps = 1000;
@@ -51,7 +59,9 @@ struct TrainerOptions {
 class Trainer {
  public:
   // `parameters`: leaf tensors to optimise, by name (the names key the training state). requires_grad is set here.
-  Trainer(std::vector<std::pair<std::string, at::Tensor>> parameters, TrainerOptions options);
+  // `parallel`: the data-parallel group this rank trains in (null: one process).
+  Trainer(std::vector<std::pair<std::string, at::Tensor>> parameters, TrainerOptions options,
+          std::shared_ptr<DataParallel> parallel = nullptr);
   ~Trainer();
 
   struct Hooks {
@@ -100,6 +110,7 @@ class Trainer {
   int64_t step_ = 0;
   TrainingCurves curves_;
   double tokens_per_second_ = 0;
+  std::shared_ptr<DataParallel> parallel_;
 };
 
 // Global L2 norm of the gradients; scales them down to max_norm when above it. Returns the norm before scaling.

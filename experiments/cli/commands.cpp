@@ -22,6 +22,7 @@ const Command kCommands[] = {
     {"train-tokenizer", run_train_tokenizer, "train a byte-level BPE vocabulary on a corpus (tokenizer.json out)"},
     {"train-lm", run_train_lm, "pretrain a small Llama from scratch on a text corpus (HF folder out, resumable)"},
     {"train-head", run_train_head, "train a draft head for a target on a text corpus (head folder out, resumable)"},
+    {"launch", run_launch, "start N ranks of train-lm / train-head / gen-head-data here (torchrun's contract)"},
     {"gen-head-data", run_gen_head_data, "continue prompts with the target: head training data (train-head --data)"},
     {"convert-head", run_convert_head, "a published EAGLE head's pytorch_model.bin -> a safetensors head folder"},
     {"export-llama2c", run_export_llama2c, "write a model as a llama2.c v0 .bin checkpoint"},

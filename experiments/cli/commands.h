@@ -27,5 +27,6 @@ int run_merge(int argc, char** argv);
 int run_table(int argc, char** argv);
 int run_plot(int argc, char** argv);
 int run_schema(int argc, char** argv);
+int run_launch(int argc, char** argv);
 
 }  // namespace draftlab::cli

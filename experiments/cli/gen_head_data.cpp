@@ -13,6 +13,7 @@
 #include "core/text/chat_template.h"
 #include "core/training/head_data.h"
 #include "experiments/cli/commands.h"
+#include "experiments/cli/data_parallel_options.h"
 #include "experiments/cli/model_loading.h"
 
 namespace po = boost::program_options;
@@ -24,6 +25,7 @@ int run_gen_head_data(int argc, char** argv) {
   std::string prompts_path, corpus, out, format_name = "auto", chat_template = "plain";
   int64_t prompt_tokens = 16, max_prompts = 0, validation_every = 50, batch = 1;
   bool quiet = false;
+  double dist_timeout = 300;
   GenerationConfig gen;
   gen.max_new_tokens = 128;
 
@@ -57,6 +59,7 @@ int run_gen_head_data(int argc, char** argv) {
 
   SamplingFilterOptions filters;
   add_sampling_filter_options(desc, filters);
+  add_data_parallel_options(desc, dist_timeout);
 
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "gen-head-data", vm)) return 0;
@@ -78,9 +81,19 @@ int run_gen_head_data(int argc, char** argv) {
   // llama2.c-style corpora separate stories with BOS: a BOS ends the continuation (what follows is a new story).
   if (tok.bos_id() >= 0) gen.stop_tokens.push_back(tok.bos_id());
 
+  check(batch >= 1, "--batch: expected >= 1, got " + std::to_string(batch));
+  // Several ranks: each continues its share of the prompts, rank 0 writes them all (the same file as one process).
+  const auto parallel = join_data_parallel(dist_timeout, loaded.model->options().device);
+  const bool main_rank = !parallel || parallel->is_main();
+  quiet = quiet || !main_rank;
   const bool terminal = ::isatty(STDERR_FILENO);
   const auto start = std::chrono::steady_clock::now();
-  const int64_t total = static_cast<int64_t>(prompts.size());
+  // Several ranks: progress counts rank 0's prompts (every world * batch prompts, it continues batch of them).
+  int64_t total = static_cast<int64_t>(prompts.size());
+  if (parallel) {
+    const int64_t round = parallel->world_size() * batch;
+    total = total / round * batch + std::min(batch, total % round);
+  }
   auto progress = [&](int64_t done, int64_t generated) {
     if (quiet || (!terminal && done % 100 != 0 && done != total)) return;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -90,12 +103,12 @@ int run_gen_head_data(int argc, char** argv) {
                  s / static_cast<double>(done) * static_cast<double>(total - done), terminal && done != total ? "   " : "\n");
     std::fflush(stderr);
   };
-  check(batch >= 1, "--batch: expected >= 1, got " + std::to_string(batch));
-  const auto sequences = generate_head_data(*loaded.model, prompts, gen, progress, batch);
+  const auto sequences = generate_head_data(*loaded.model, prompts, gen, progress, batch, parallel.get());
+  if (!main_rank) return 0;
   write_head_data(out, text_out ? HeadDataFormat::Text : HeadDataFormat::Tokens, sequences, tok);
   int64_t generated = 0;
   for (const auto& s : sequences) generated += static_cast<int64_t>(s.continuation.size());
-  std::fprintf(stderr, "%ld prompts, %ld generated tokens written to %s (%s)\n", static_cast<long>(total),
+  std::fprintf(stderr, "%ld prompts, %ld generated tokens written to %s (%s)\n", static_cast<long>(sequences.size()),
                static_cast<long>(generated), out.c_str(), text_out ? "text" : "tokens");
   return 0;
 }

@@ -20,6 +20,7 @@
 #include "core/training/hydra_training.h"
 #include "core/training/medusa_training.h"
 #include "experiments/cli/commands.h"
+#include "experiments/cli/data_parallel_options.h"
 #include "experiments/cli/model_loading.h"
 #include "experiments/cli/trainer_options.h"
 #include "strategies/strategy_options.h"
@@ -39,7 +40,9 @@ void check_kind_options(const po::variables_map& vm, const po::options_descripti
 }
 
 // One summary for every family: parameters, speed, and the last validation pass's loss and metrics.
-void report(const HeadTrainingResult& r, const std::string& out_dir) {
+void report(const HeadTrainingResult& r, const std::string& out_dir, const DataParallel* parallel) {
+  if (parallel && !parallel->is_main()) return;
+  if (parallel) std::fprintf(stderr, "%s\n", parallel->traffic_line().c_str());
   std::fprintf(stderr, "%ld head parameters; %.0f tokens/s; saved to %s\n", static_cast<long>(r.parameters),
                r.tokens_per_second, out_dir.c_str());
   if (r.curves.eval_loss.empty()) return;
@@ -60,6 +63,7 @@ int run_train_head(int argc, char** argv) {
   std::string corpus, save_dtype = "float32", kind_name = "eagle";
   std::string data_path, data_format = "auto", chat_template = "plain", cache_dtype = "float32", samples = "whole";
   int validation_every = 50;
+  double dist_timeout = 300;
   double data_fraction = 1.0;
   EagleHeadTrainingOptions o;  // the EAGLE options, and the ones every kind shares
   o.context = 128;
@@ -168,6 +172,7 @@ int run_train_head(int argc, char** argv) {
        "shared (the target's LM head) or own (a [vocab, d] copy with bias per head, as the official heads)");
   desc.add(eagle).add(recipe_desc).add(draft_vocab_desc).add(eagle3_desc).add(parallel_desc).add(medusa_desc).add(hydra_desc);
   add_trainer_options(desc, t);
+  add_data_parallel_options(desc, dist_timeout);
 
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "train-head", vm)) return 0;
@@ -232,11 +237,14 @@ int run_train_head(int argc, char** argv) {
     o.feature_cache.tokenizer = tokenizer_checksum(*loaded.tokenizer);
     o.feature_cache.data_source = source + " (" + head_data_format_name(format) + ")";
   }
-  std::fprintf(stderr, "%s %s: %ld sequences, %ld training and %ld validation tokens%s, sampled %s\n",
+  o.parallel = join_data_parallel(dist_timeout, loaded.model->options().device);
+  const bool main_rank = !o.parallel || o.parallel->is_main();  // the others train in silence
+  if (main_rank)
+    std::fprintf(stderr, "%s %s: %ld sequences, %ld training and %ld validation tokens%s, sampled %s\n",
                head_data_format_name(format), source.c_str(), static_cast<long>(data.stories()),
                static_cast<long>(data.train_tokens()), static_cast<long>(data.validation_tokens()),
                data.has_loss_mask() ? ", with a loss mask" : "", sampling_name(sampling));
-  if (const double padding = data.padding_share(o.context); padding > 0.5)
+  if (const double padding = data.padding_share(o.context); main_rank && padding > 0.5)
     std::fprintf(stderr,
                  "note: with --samples whole, %.0f%% of each row is padding (the sequences are short for --context "
                  "%ld): a smaller --context with a larger --batch spends less compute per token, --samples windows "
@@ -247,10 +255,10 @@ int run_train_head(int argc, char** argv) {
   parallel.loss = loss;
   if (kind == "medusa") {
     MedusaTrainingModel heads(*loaded.model, o.seed, medusa);
-    report(train_parallel_heads(*loaded.model, heads, parallel, data), o.out_dir);
+    report(train_parallel_heads(*loaded.model, heads, parallel, data), o.out_dir, o.parallel.get());
   } else if (kind == "hydra") {
     HydraTrainingModel heads(*loaded.model, o.seed, hydra);
-    report(train_parallel_heads(*loaded.model, heads, parallel, data), o.out_dir);
+    report(train_parallel_heads(*loaded.model, heads, parallel, data), o.out_dir, o.parallel.get());
   } else if (kind == "eagle3") {
     static_cast<HeadTrainingOptions&>(e3) = o;
     e3.draft_vocab = o.draft_vocab;
@@ -259,9 +267,9 @@ int run_train_head(int argc, char** argv) {
     for (int64_t layer : e3.feature_layers)
       check(layer <= L, "--feature-layers: expected three layer indices in 1.." + std::to_string(L) +
                             " (the target's layers) or top, got '" + feature_layers + "'");
-    report(train_eagle3_head(*loaded.model, e3, data), o.out_dir);
+    report(train_eagle3_head(*loaded.model, e3, data), o.out_dir, o.parallel.get());
   } else {
-    report(train_eagle_head(*loaded.model, o, data), o.out_dir);
+    report(train_eagle_head(*loaded.model, o, data), o.out_dir, o.parallel.get());
   }
   return 0;
 }

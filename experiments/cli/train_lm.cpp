@@ -9,6 +9,7 @@
 #include "core/base/error.h"
 #include "core/training/language_model_training.h"
 #include "experiments/cli/commands.h"
+#include "experiments/cli/data_parallel_options.h"
 #include "experiments/cli/model_loading.h"
 #include "experiments/cli/trainer_options.h"
 
@@ -21,6 +22,7 @@ int run_train_lm(int argc, char** argv) {
   int64_t dim = 64, layers = 4, heads = 4, kv_heads = 0, hidden = 0, experts = 0, experts_per_token = 2;
   double router_aux_loss_coef = 0.01;
   int threads = 0, validation_every = 50;
+  double dist_timeout = 300;
   LmTrainingOptions o;
   o.context = 128;
   o.batch = 16;
@@ -61,6 +63,7 @@ int run_train_lm(int argc, char** argv) {
       ("device", po::value(&device)->default_value(device), "cpu, cuda, cuda:N");
 
   add_trainer_options(desc, t);
+  add_data_parallel_options(desc, dist_timeout);
 
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "train-lm", vm)) return 0;
@@ -101,10 +104,15 @@ int run_train_lm(int argc, char** argv) {
   o.tokenizer_path = tokenizer_path;
 
   const TextDataset data(corpus, *tokenizer, validation_every);
-  std::fprintf(stderr, "corpus %s: %ld stories, %ld training and %ld validation tokens\n", corpus.c_str(),
+  o.parallel = join_data_parallel(dist_timeout, o.compute.device);
+  const bool main_rank = !o.parallel || o.parallel->is_main();  // the others train in silence
+  if (main_rank)
+    std::fprintf(stderr, "corpus %s: %ld stories, %ld training and %ld validation tokens\n", corpus.c_str(),
                static_cast<long>(data.stories()), static_cast<long>(data.train_tokens()),
                static_cast<long>(data.validation_tokens()));
   const LmTrainingResult r = train_language_model(o, data);
+  if (!main_rank) return 0;
+  if (o.parallel) std::fprintf(stderr, "%s\n", o.parallel->traffic_line().c_str());
   std::fprintf(stderr, "%ld parameters; %.0f tokens/s; saved to %s\n", static_cast<long>(r.parameters),
                r.tokens_per_second, o.out_dir.c_str());
   if (!r.curves.eval_loss.empty()) std::fprintf(stderr, "final validation loss %.4f\n", r.curves.eval_loss.back());

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Data-parallel training on loopback (Gloo): N ranks equal one process with the same global batch.
+#   - train-lm and train-head (EAGLE with whole-sequence masks and input noise, the official recipe, windows with a
+#     feature cache, Medusa, Hydra, EAGLE-3): 2 ranks (`draftlab launch`) against 1, loss curves within a relative
+#     1e-5 and every parameter and Adam moment within 1e-5 (compare_training.py; seen: 2e-7 and 1.2e-7); 3 ranks on a
+#     batch of 4 (uneven shards); resumed with another world size (2 then 1, 1 then 2); a feature cache built by 2
+#     ranks equal to one process's, dataset for dataset; gen-head-data on 2 ranks byte for byte one process's file.
+#   - the comparison can fail: another seed is caught.
+#   - launchers: `draftlab launch`, Open MPI's mpirun and torchrun (each when installed), Slurm's variables as
+#     srun sets them; a Slurm batch shell outside srun runs as one process.
+#   - failures: a lone rank 0 (rendezvous never completes) and a stopped rank end with an error within
+#     --dist-timeout (+ 3 s); a killed rank ends the other at once (within 5 s), with no checkpoint written.
+#   usage: test_data_parallel.sh DRAFTLAB_BINARY SHARED_DIR SOURCE_DIR
+set -u
+BIN=$1
+export DRAFTLAB_SHARED=${DRAFTLAB_SHARED:-$2}
+SRC=$3
+PY=/usr/bin/python3
+COMPARE=$SRC/tests/distributed/compare_training.py
+source "$(dirname "$0")/../test_lib.sh"
+MODEL=$SRC/data/models/ts-tiny
+CORPUS=$DRAFTLAB_SHARED/data/tinystories/tinystories.txt
+[ -f "$CORPUS" ] || skip_all "$CORPUS missing (set DRAFTLAB_SHARED)"
+$PY -c 'import h5py, numpy' 2>/dev/null || skip_all "needs /usr/bin/python3 with h5py and numpy"
+head -c 200000 "$CORPUS" >"$TMP/small.txt"
+unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK SLURM_PROCID SLURM_STEP_ID
+
+LM_ARGS=(train-lm --corpus "$TMP/small.txt" --tokenizer "$MODEL/tokenizer.json" --dim 64 --layers 2 --context 64
+  --eval-windows 8 --threads 1 -q)
+LM=("${LM_ARGS[@]}" --steps 20 --batch 4 --eval-every 10)
+HEAD_ARGS=(train-head -m "$MODEL" --corpus "$TMP/small.txt" --batch 4 --context 32 --eval-windows 8 --threads 1 -q)
+HEAD=("${HEAD_ARGS[@]}" --steps 20 --eval-every 10)
+
+# same NAME DIR_A DIR_B: the two runs are one run (compare_training.py's tolerances).
+same() {
+  if $PY "$COMPARE" "$2" "$3" >"$TMP/cmp" 2>&1; then ok "$1: $(grep -o 'largest [a-z]* difference [0-9.e-]*' "$TMP/cmp" | sort -t' ' -k4 -g | tail -1)"
+  else bad "$1: $(cat "$TMP/cmp")"; fi
+}
+# run NAME COMMAND...: the command must succeed.
+run() {
+  local name=$1
+  shift
+  "$@" >"$TMP/out" 2>"$TMP/err" || bad "$name: exit $?: $(grep -v '^[EWI][0-9]' "$TMP/err" | tail -3)"
+}
+
+# 1. train-lm: 2 ranks and 3 ranks (shards of 1, 1 and 2 rows) against 1.
+run "train-lm, 1 rank" "$BIN" "${LM[@]}" --out "$TMP/lm1"
+run "train-lm, 2 ranks" "$BIN" launch --nproc 2 "${LM[@]}" --out "$TMP/lm2"
+same "train-lm: 2 ranks = 1 rank" "$TMP/lm1" "$TMP/lm2"
+run "train-lm, 3 ranks" "$BIN" launch --nproc 3 "${LM[@]}" --out "$TMP/lm3"
+same "train-lm: 3 ranks on a batch of 4 = 1 rank" "$TMP/lm1" "$TMP/lm3"
+run "train-lm, seed 1" "$BIN" "${LM[@]}" --seed 1 --out "$TMP/lm_seed1"
+$PY "$COMPARE" "$TMP/lm1" "$TMP/lm_seed1" >/dev/null 2>&1 && bad "the comparison passes another seed's run" \
+  || ok "the comparison catches another seed's run"
+[ "$(grep -c 'parameters;' "$TMP/err")" -le 1 ] && ok "train-lm: one summary (rank 0's)" || bad "summaries: $(cat "$TMP/err")"
+
+# 2. train-head, every family and the data paths.
+for variant in "eagle" "eagle --recipe official" "eagle --samples windows --feature-cache FC" "medusa" "hydra" "eagle3"; do
+  set -- $variant
+  kind=$1
+  shift
+  name=$(echo "$variant" | tr -c 'a-z0-9\n' '_')
+  run "train-head $variant, 1 rank" "$BIN" "${HEAD[@]}" --kind "$kind" "${@//FC/$TMP/$name.1.h5}" --out "$TMP/$name.1"
+  run "train-head $variant, 2 ranks" "$BIN" launch --nproc 2 "${HEAD[@]}" --kind "$kind" "${@//FC/$TMP/$name.2.h5}" \
+    --out "$TMP/$name.2"
+  same "train-head $variant: 2 ranks = 1 rank" "$TMP/$name.1" "$TMP/$name.2"
+done
+cache=$(echo "eagle --samples windows --feature-cache FC" | tr -c 'a-z0-9\n' '_')
+$PY - "$TMP/$cache.1.h5" "$TMP/$cache.2.h5" <<'PY' >"$TMP/cmp" 2>&1 && ok "a feature cache built by 2 ranks = 1 rank's" || bad "feature caches: $(cat "$TMP/cmp")"
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1]), h5py.File(sys.argv[2])
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+for k in a: assert np.array_equal(a[k][()], b[k][()]), k
+assert {k: a.attrs[k] for k in a.attrs if k != "date"} == {k: b.attrs[k] for k in b.attrs if k != "date"}
+PY
+
+# 3. Resumed with another world size.
+run "resume: 2 ranks to step 10" "$BIN" launch --nproc 2 "${HEAD[@]}" --stop-at 10 --out "$TMP/r21"
+run "resume: 1 rank to the end" "$BIN" "${HEAD[@]}" --resume --out "$TMP/r21"
+same "train-head: 2 ranks then 1 = 1 rank" "$TMP/eagle.1" "$TMP/r21"
+run "resume: 1 rank to step 10" "$BIN" "${LM[@]}" --stop-at 10 --out "$TMP/r12"
+run "resume: 2 ranks to the end" "$BIN" launch --nproc 2 "${LM[@]}" --resume --out "$TMP/r12"
+same "train-lm: 1 rank then 2 = 1 rank" "$TMP/lm1" "$TMP/r12"
+
+# 4. gen-head-data: the same file.
+GEN=(gen-head-data -m "$MODEL" --corpus "$TMP/small.txt" --max-prompts 7 -n 12 --temperature 0.8 --seed 3 --threads 1 --quiet)
+run "gen-head-data, 1 rank" "$BIN" "${GEN[@]}" --out "$TMP/gen1.tok"
+run "gen-head-data, 2 ranks" "$BIN" launch --nproc 2 "${GEN[@]}" --batch 2 --out "$TMP/gen2.tok"
+cmp -s "$TMP/gen1.tok" "$TMP/gen2.tok" && ok "gen-head-data: 2 ranks write 1 rank's file" || bad "gen-head-data files differ"
+
+# 5. Launchers. Slurm's srun as its tasks see it (a real srun: scripts/slurm/local_cluster.sh).
+port() { $PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+P=$(port)
+for r in 0 1; do
+  env SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=$r SLURM_STEP_ID=0 SLURM_JOB_ID=7 SLURM_JOB_NODELIST=localhost \
+    MASTER_PORT="$P" "$BIN" "${LM[@]}" --out "$TMP/slurm" >"$TMP/slurm$r.out" 2>&1 &
+done
+wait
+grep -q "data parallel: 2 ranks (slurm" "$TMP/slurm0.out" && same "Slurm's variables: 2 ranks = 1 rank" "$TMP/lm1" "$TMP/slurm" \
+  || bad "Slurm's variables: $(tail -3 "$TMP/slurm0.out")"
+env SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_JOB_NODELIST=localhost timeout 60 "$BIN" "${LM[@]}" --out "$TMP/batch_shell" \
+  >/dev/null 2>"$TMP/err" && same "a Slurm batch shell without srun runs as one process" "$TMP/lm1" "$TMP/batch_shell" \
+  || bad "Slurm batch shell: $(tail -3 "$TMP/err")"
+if command -v mpirun >/dev/null; then
+  run "mpirun -n 2" mpirun --allow-run-as-root --oversubscribe -n 2 -x MASTER_PORT="$(port)" "$BIN" "${LM[@]}" --out "$TMP/mpi"
+  grep -q "data parallel: 2 ranks (openmpi" "$TMP/err" && same "mpirun: 2 ranks = 1 rank" "$TMP/lm1" "$TMP/mpi" \
+    || bad "mpirun: $(tail -3 "$TMP/err")"
+else
+  skip_part "mpirun: not installed (openmpi-bin)"
+fi
+if command -v torchrun >/dev/null; then
+  # Debian 12's torchrun (torch 1.13 on Python 3.11) fails on its own default --redirects/--tee 0: give a map.
+  run "torchrun" torchrun --nproc_per_node 2 --master_port "$(port)" --redirects 0:2,1:2 --tee 0:2,1:2 --no_python \
+    "$BIN" "${LM[@]}" --out "$TMP/torchrun"
+  grep -q "data parallel: 2 ranks (torchrun" "$TMP/err" && same "torchrun: 2 ranks = 1 rank" "$TMP/lm1" "$TMP/torchrun" \
+    || bad "torchrun: $(tail -3 "$TMP/err")"
+else
+  skip_part "torchrun: not installed (python3-torch)"
+fi
+
+# 6. Failures end every rank with an error, within the timeout.
+LONG=("${HEAD_ARGS[@]}" --steps 100000 --eval-every 0 --dist-timeout 5)
+elapsed() { $PY -c "import time; print(f'{time.time() - $1:.1f}')"; }
+now() { $PY -c 'import time; print(time.time())'; }
+t=$(now)
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(port) "$BIN" "${LONG[@]}" --out "$TMP/alone" >/dev/null 2>"$TMP/err"
+rc=$? s=$(elapsed "$t")
+[ $rc = 1 ] && grep -q "not every rank arrived within 5 s" "$TMP/err" && $PY -c "assert $s < 8" \
+  && ok "a rendezvous that never completes: exit 1 after $s s (timeout 5 s)" || bad "lone rank: exit $rc after $s s: $(tail -2 "$TMP/err")"
+# stop_or_kill SIGNAL LIMIT: two ranks; rank 1 gets SIGNAL 4 s in; rank 0 must exit 1 within LIMIT seconds.
+stop_or_kill() {
+  local p
+  p=$(port)
+  rm -rf "$TMP/failing"
+  RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$p "$BIN" "${LONG[@]}" --out "$TMP/failing" >/dev/null 2>"$TMP/err0" &
+  local r0=$!
+  RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$p "$BIN" "${LONG[@]}" --out "$TMP/failing" >/dev/null 2>&1 &
+  local r1=$!
+  sleep 4
+  kill -"$1" $r1
+  t=$(now)
+  ( sleep 30; kill -9 $r0 2>/dev/null ) &
+  local watchdog=$!
+  wait $r0
+  rc=$? s=$(elapsed "$t")
+  kill $watchdog 2>/dev/null
+  { kill -9 $r1; wait $r1; } 2>/dev/null
+  [ $rc = 1 ] && grep -q "data parallel: rank 0 of 2: all-reduce.* failed" "$TMP/err0" && $PY -c "assert $s < $2" \
+    && ok "rank 1 $1: rank 0 exits 1 after $s s (limit $2 s)" || bad "rank 1 $1: rank 0 exit $rc after $s s: $(tail -2 "$TMP/err0")"
+  [ -z "$(ls "$TMP/failing" 2>/dev/null)" ] && ok "rank 1 $1: no checkpoint written" || bad "rank 1 $1: left $(ls "$TMP/failing")"
+}
+stop_or_kill KILL 5
+stop_or_kill STOP 8
+expect_error "a batch smaller than the world" "--batch: expected at least one row per rank (2 ranks)" \
+  "$BIN" launch --nproc 2 "${LM_ARGS[@]}" --steps 2 --batch 1 --out "$TMP/small_batch"
+finish
