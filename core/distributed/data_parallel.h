@@ -64,6 +64,8 @@ class DataParallel {
     int64_t first = 0, count = 0;
   };
   Rows shard(int64_t rows) const;
+  // Whether this rank takes work item `item` of a list dealt out in turns (validation batches): item % world == rank.
+  bool takes(int64_t item) const { return item % env_.world_size == env_.rank; }
 
   // Rank 0's values of `tensors`, copied into every rank's tensors in place.
   void broadcast_from_main(const std::vector<at::Tensor>& tensors);

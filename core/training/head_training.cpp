@@ -159,7 +159,7 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
     const bool sharded = parallel && batches >= parallel->world_size();
     std::vector<double> losses(static_cast<size_t>(batches), 0.0);
     for (int64_t k = 0; k < batches; ++k) {
-      if (sharded && k % parallel->world_size() != parallel->rank()) continue;
+      if (sharded && !parallel->takes(k)) continue;
       const int64_t i = k * o.batch, m = std::min(o.batch, n - i);
       const HeadBatch part{val.windows.narrow(0, i, m), val.mask.defined() ? val.mask.narrow(0, i, m) : at::Tensor(),
                            val.features.narrow(0, i, m), val.lengths.narrow(0, i, m)};

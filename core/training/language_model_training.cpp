@@ -33,7 +33,7 @@ double validation_loss(const ModelConfig& c, const LlamaWeights& w, const Rotary
   const int64_t n = windows.size(0), batches = (n + batch - 1) / batch;
   std::vector<double> sums(static_cast<size_t>(batches), 0.0);
   for (int64_t k = 0; k < batches; ++k) {
-    if (parallel && k % parallel->world_size() != parallel->rank()) continue;
+    if (parallel && !parallel->takes(k)) continue;
     const auto part = windows.narrow(0, k * batch, std::min(batch, n - k * batch));
     sums[static_cast<size_t>(k)] = next_token_loss(c, w, rope, part).item<double>() * static_cast<double>(part.size(0));
   }
