@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: builds what changed, then CTest (unit tests, golden tests, ASan parser tests, CLI).
 #   bash scripts/test.sh                 # everything
-#   bash scripts/test.sh -L model        # only a label: base, model, isa, asan, cli, experiments, analysis, python
+#   bash scripts/test.sh -L model        # only a label: base, model, isa, asan, cli, experiments, analysis, python,
+#                                        # distributed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
