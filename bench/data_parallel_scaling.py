@@ -23,15 +23,18 @@ SHARED = os.environ.get("DRAFTLAB_SHARED", os.path.join(SRC, "..", "shared"))
 TARGET = os.path.join(SRC, "data", "models", "ts-target")
 
 
+BATCH, CONTEXT = 16, 256  # the global batch of every run: BATCH rows of CONTEXT tokens
+
+
 def workloads(corpus, steps):
-    common = ["--steps", str(steps), "--eval-every", "0", "--log-every", "1", "--warmup", "1"]
+    common = ["--steps", str(steps), "--eval-every", "0", "--log-every", "1", "--warmup", "1",
+              "--batch", str(BATCH), "--context", str(CONTEXT)]
     return {
-        "train-lm (dim 256, 16 layers, ts-target's shape; batch 16 x 256)": [
+        f"train-lm (dim 256, 16 layers, ts-target's shape; batch {BATCH} x {CONTEXT})": [
             "train-lm", "--corpus", corpus, "--tokenizer", os.path.join(TARGET, "tokenizer.json"), "--dim", "256",
-            "--layers", "16", "--heads", "4", "--context", "256", "--batch", "16"] + common,
-        "train-head eagle on ts-target (batch 16 x 256, windows)": [
-            "train-head", "-m", TARGET, "--corpus", corpus, "--samples", "windows", "--context", "256",
-            "--batch", "16"] + common,
+            "--layers", "16", "--heads", "4"] + common,
+        f"train-head eagle on ts-target (batch {BATCH} x {CONTEXT}, windows)": [
+            "train-head", "-m", TARGET, "--corpus", corpus, "--samples", "windows"] + common,
     }
 
 
@@ -56,7 +59,7 @@ def main():
           f", DRAFTLAB_ISA={os.environ.get('DRAFTLAB_ISA', '(native)')}; {a.steps} steps, rate over steps "
           f"{a.skip + 1}..{a.steps}, median of {a.repeats}")
     for name, cmd in workloads(corpus, a.steps).items():
-        tokens = 16 * 256
+        tokens = BATCH * CONTEXT
         ways = {"1 rank x 1 thread": ([BIN], "1"), "1 rank x 2 threads": ([BIN], "2"),
                 "2 ranks x 1 thread": ([BIN, "launch", "--nproc", "2"], "1")}
         rates, traffic, params = {k: [] for k in ways}, "", ""

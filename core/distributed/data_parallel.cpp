@@ -49,9 +49,8 @@ DataParallel::DataParallel(const LaunchEnvironment& env, const Options& options,
   try {
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(env_.master_port);
-    so.isServer = env_.rank == 0 && !env_.launcher_hosts_store;
-    so.numWorkers = static_cast<size_t>(env_.world_size);
-    so.waitWorkers = true;  // rank 0 returns only once every rank has connected (or the timeout passed)
+    so.isServer = env_.rank == 0 && !env_.launcher_hosts_store();
+    so.waitWorkers = false;  // the check-in below waits for every rank, within the same deadline
     so.timeout = options_.timeout;
     group_->store = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, so);
   } catch (const std::exception& e) {
@@ -62,8 +61,8 @@ DataParallel::DataParallel(const LaunchEnvironment& env, const Options& options,
   c10::intrusive_ptr<c10d::Store> base = group_->store;
   if (!env_.store_prefix.empty()) base = c10::make_intrusive<c10d::PrefixStore>(env_.store_prefix, base);
   auto store = c10::make_intrusive<c10d::PrefixStore>("draftlab", base);
-  // Every rank checks in, and waits for the others within what is left of the timeout: the store's server alone
-  // does not wait for them all, and the process group would then wait a whole timeout more.
+  // Every rank checks in and waits for the others within what is left of the timeout (the process group would
+  // otherwise start waiting a whole timeout of its own).
   try {
     store->set("arrived/" + std::to_string(env_.rank), {1});
     std::vector<std::string> keys;
@@ -122,7 +121,8 @@ std::string DataParallel::traffic_line() const {
                 "data parallel: %d ranks; per step %.3f MB of gradients all-reduced in %.0f bucket(s) (%.1f ms, waits "
                 "included) and %.0f small reductions (%.0f bytes); %.1f MB broadcast, %.1f MB gathered in all",
                 env_.world_size, static_cast<double>(t.gradient_bytes) / steps / 1e6,
-                static_cast<double>(t.gradient_buckets) / steps, t.gradient_seconds / steps * 1e3, static_cast<double>(t.other_all_reduce_calls) / steps,
+                static_cast<double>(t.gradient_buckets) / steps, t.gradient_seconds / steps * 1e3,
+                static_cast<double>(t.other_all_reduce_calls) / steps,
                 static_cast<double>(t.other_all_reduce_bytes) / steps, static_cast<double>(t.broadcast_bytes) / 1e6,
                 static_cast<double>(t.gather_bytes) / 1e6);
   return line;

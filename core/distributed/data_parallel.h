@@ -54,8 +54,6 @@ class DataParallel {
   int rank() const { return env_.rank; }
   int world_size() const { return env_.world_size; }
   bool is_main() const { return env_.rank == 0; }
-  const LaunchEnvironment& environment() const { return env_; }
-  const Traffic& traffic() const { return traffic_; }
   // "data parallel: 2 ranks; per step 0.935 MB of gradients all-reduced in 1 bucket(s) and ..." for the log.
   std::string traffic_line() const;
 
@@ -81,6 +79,7 @@ class DataParallel {
   std::vector<at::Tensor> gather_to_main(const at::Tensor& tensor);
   // True on every rank iff `ok` is true on every rank: rank 0's checkpoint failing must end the others too.
   bool all_ok(bool ok);
+  // Returns once every rank has called it.
   void barrier();
 
  private:

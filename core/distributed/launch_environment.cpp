@@ -67,7 +67,6 @@ LaunchEnvironment read_launch_environment(const std::function<const char*(const 
     env.launcher = "torchrun";
     take("RANK", "WORLD_SIZE", "LOCAL_RANK");
     if (get("TORCHELASTIC_USE_AGENT_STORE") && std::string(get("TORCHELASTIC_USE_AGENT_STORE")) == "True") {
-      env.launcher_hosts_store = true;
       const char* attempt = get("TORCHELASTIC_RESTART_COUNT");
       env.store_prefix = "/worker/attempt_" + std::string(attempt ? attempt : "0");
     }

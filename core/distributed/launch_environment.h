@@ -23,9 +23,10 @@ struct LaunchEnvironment {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string launcher = "none";  // torchrun, slurm, openmpi or none
-  // torchrun's agent hosts the store at the master address (rank 0 must not bind it); its keys go under this prefix.
-  bool launcher_hosts_store = false;
+  // Set when torchrun's agent hosts the store at the master address (rank 0 must not bind it): its keys' prefix.
   std::string store_prefix;
+
+  bool launcher_hosts_store() const { return !store_prefix.empty(); }
 
   bool distributed() const { return world_size > 1; }
   // "rank 1 of 2 (slurm, rendezvous at node01:29517)"

@@ -140,7 +140,7 @@ HeadTrainingModel::Loss HeadTrainingModel::loss(const at::Tensor& windows_in, in
     // U(-0.1, 0.1); the official recipe scales it by 512 / L (L: the sequence length, here the window's T).
     const double scale = official_recipe_ ? 0.2 * 512.0 / static_cast<double>(T) : 0.2;
     // A share of a step draws the whole step's noise and keeps its rows: the same noise as one process.
-    auto noise = share.step_rows > 0
+    auto noise = share.partial()
                      ? at::rand({share.step_rows, T, d}, gen, at::TensorOptions().dtype(at::kFloat)).narrow(0, share.first_row, B)
                      : at::rand(inputs.sizes(), gen, at::TensorOptions().dtype(at::kFloat));
     noise = (noise - 0.5) * scale;
@@ -156,7 +156,7 @@ HeadTrainingModel::Loss HeadTrainingModel::loss(const at::Tensor& windows_in, in
   };
   Loss out;
   at::Tensor smooth, soft_ce;
-  if (share.step_rows > 0) {
+  if (share.partial()) {
     // This share's sums over the whole step's count: the ranks' losses add up to the step's mean.
     const at::Tensor step_rows =
         share.step_mask.defined() ? row_mask(share.step_mask, share.step_rows, T, official_recipe_) : at::Tensor();
@@ -326,8 +326,8 @@ at::Tensor HeadTrainingModel::batch_mask(const HeadBatch& batch) const {
 at::Tensor HeadTrainingModel::loss(const HeadBatch& batch, int64_t step) const {
   // The noise of step s depends only on (seed, s), like its batch, so a resumed run is the same run.
   const int64_t noise_seed = static_cast<int64_t>((seed_ * 1000003ULL + static_cast<uint64_t>(step)) & 0x7fffffffffffULL);
-  StepShare share{0, 0, {}};
-  if (batch.is_shard()) share = {batch.first_row, batch.step_rows, batch_mask(batch.step())};
+  StepShare share = batch.share;
+  if (share.partial()) share.step_mask = batch_mask({{}, share.step_mask, {}, share.step_lengths});
   return loss(batch.windows, noise_seed, cls_weight_, batch_mask(batch), batch.features, share).loss;
 }
 

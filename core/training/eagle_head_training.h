@@ -95,15 +95,11 @@ class HeadTrainingModel : public TrainableHead {
   //   to the unmasked code.
   // target_features (optional) [B, T + 1, d] float: the frozen target's features f_0..f_T of the windows (e.g.
   //   from a feature cache), used instead of running the target.
-  // share (data parallel): the windows are rows [first_row, first_row + B) of a step of step_rows rows whose mask
-  //   is step_mask; the losses are this share's sums over the whole step's count (the ranks' losses add up to the
-  //   step's) and the noise is the step's, cut to these rows. step_rows 0: the windows are the whole step.
-  struct StepShare {
-    int64_t first_row, step_rows;
-    at::Tensor step_mask;
-  };
+  // share (data parallel, head_training.h): the windows are a rank's rows of a step whose mask (after the
+  //   recipe's rule) is share.step_mask; the losses are then sums over the whole step's count and the noise is the
+  //   step's, cut to these rows.
   Loss loss(const at::Tensor& windows, int64_t noise_seed, double cls_weight = 0.1, const at::Tensor& loss_mask = {},
-            const at::Tensor& target_features = {}, const StepShare& share = {0, 0, {}}) const;
+            const at::Tensor& target_features = {}, const StepShare& share = {}) const;
 
   static constexpr int kAlphaSteps = 5;  // 0-alpha .. 4-alpha
   struct ChainAcceptance {

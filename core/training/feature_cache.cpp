@@ -170,31 +170,34 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
   const int64_t B = identity.batch, span = identity.context + 1, d = identity.width();
   const hsize_t N = static_cast<hsize_t>(steps * B);
   const RotaryEmbedding rope(target.config(), target.options());
-  // The target's features of step s's windows: the very windows (and tensor shapes) that on-the-fly training
-  // gives the target at step s.
-  auto features_of_step = [&](int64_t s) {
+  // The rows of step s and the target's features of them: the very windows (and tensor shapes) that on-the-fly
+  // training gives the target at step s.
+  auto rows_of_step = [&](int64_t s) { return data.train_rows(B, identity.context, identity.seed, s); };
+  auto features_of = [&](const RowBatch& r) {
     at::NoGradGuard no_grad;
-    const RowBatch r = data.train_rows(B, identity.context, identity.seed, s);
     return training_layer_features(target.config(), target.weights(), rope, r.tokens.to(target.options().device),
                                    identity.feature_layers)
         .to(at::kCPU, feature_dtype)
         .contiguous();
   };
-  // Calls write(s, features) for every step in order, on rank 0 alone; the ranks take turns computing steps.
-  auto for_each_step = [&](const std::function<void(int64_t, const at::Tensor&)>& write) {
+  // Calls write(s, rows, features) for every step in order, on rank 0 alone; the ranks take turns computing steps
+  // (rank 0 draws the others' rows again: only their features travel).
+  using Write = std::function<void(int64_t, const RowBatch&, const at::Tensor&)>;
+  auto for_each_step = [&](const Write& write) {
     const int64_t world = parallel ? parallel->world_size() : 1, rank = parallel ? parallel->rank() : 0;
     for (int64_t first = 0; first < steps; first += world) {
       const int64_t mine = first + rank;
-      const at::Tensor f = mine < steps ? features_of_step(mine)
-                                        : at::zeros({B, span, d}, at::TensorOptions().dtype(feature_dtype));
+      const RowBatch own = mine < steps ? rows_of_step(mine) : RowBatch{};
+      const at::Tensor f =
+          mine < steps ? features_of(own) : at::zeros({B, span, d}, at::TensorOptions().dtype(feature_dtype));
       const std::vector<at::Tensor> all = parallel ? parallel->gather_to_main(f) : std::vector<at::Tensor>{f};
       for (int64_t r = 0; r < static_cast<int64_t>(all.size()) && first + r < steps; ++r) {
-        write(first + r, all[static_cast<size_t>(r)]);
+        write(first + r, r == rank ? own : rows_of_step(first + r), all[static_cast<size_t>(r)]);
         if (progress) progress(first + r + 1, steps);
       }
     }
   };
-  if (parallel && !parallel->is_main()) return for_each_step([](int64_t, const at::Tensor&) {});
+  if (parallel && !parallel->is_main()) return for_each_step([](int64_t, const RowBatch&, const at::Tensor&) {});
   write_through_temporary(path, [&](const std::string& tmp) {
     try {
       H5::Exception::dontPrint();
@@ -216,8 +219,7 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
       H5::DataSet features = file.createDataSet("features", ftype, fspace);
       const H5::DataType& fmem =
           feature_dtype == at::kHalf ? static_cast<const H5::DataType&>(f16) : H5::PredType::NATIVE_FLOAT;
-      for_each_step([&](int64_t s, const at::Tensor& f) {
-        const RowBatch r = data.train_rows(B, identity.context, identity.seed, s);
+      for_each_step([&](int64_t s, const RowBatch& r, const at::Tensor& f) {
         const at::Tensor& w = r.tokens;
         H5::DataSpace ws = windows.getSpace();
         windows.write(w.data_ptr<int64_t>(), H5::PredType::NATIVE_INT64, select_rows(ws, 2, s * B, B), ws);
@@ -346,8 +348,9 @@ std::unique_ptr<FeatureCache> FeatureCache::open_or_build(const FeatureCacheOpti
       std::fflush(stderr);
     };
     build(options.path, target, data, id, steps, options.dtype, progress, parallel);
-    // The others open the file once rank 0 has renamed it into place (or end with it, if writing failed).
-    if (parallel) check(parallel->all_ok(true), "data parallel: rank 0 failed to write the feature cache " + options.path);
+    // The others open the file once rank 0 has renamed it into place; if rank 0 failed, it has ended, and so
+    // does this wait (with an error naming the barrier).
+    if (parallel) parallel->barrier();
   }
   return open(options.path, target, id);
 }

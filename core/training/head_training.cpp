@@ -17,29 +17,15 @@ at::Tensor head_batch_features(const LlamaModel& target, const at::Tensor& windo
                                  feature_layers);
 }
 
-HeadBatch HeadBatch::step() const {
-  if (!is_shard()) return *this;
-  HeadBatch whole;
-  whole.mask = step_mask;
-  whole.lengths = step_lengths;
-  whole.step_rows = 0;
-  return whole;
-}
-
 namespace {
 
-// This rank's rows of a whole step's rows (tokens, mask, lengths; features come after, for these rows only).
-HeadBatch shard_of(const RowBatch& r, const DataParallel::Rows& rows) {
-  HeadBatch b;
+// What this process trains on of a step's rows (tokens, mask, lengths; the features come after, for these rows):
+// all of them, or a rank's share.
+HeadBatch own_rows(const RowBatch& r, const DataParallel* parallel) {
+  if (!parallel) return {r.tokens, r.mask, {}, r.lengths};
+  const DataParallel::Rows rows = parallel->shard(r.tokens.size(0));
   auto cut = [&](const at::Tensor& t) { return t.defined() ? t.narrow(0, rows.first, rows.count) : at::Tensor(); };
-  b.windows = cut(r.tokens);
-  b.mask = cut(r.mask);
-  b.lengths = cut(r.lengths);
-  b.first_row = rows.first;
-  b.step_rows = r.tokens.size(0);
-  b.step_mask = r.mask;
-  b.step_lengths = r.lengths;
-  return b;
+  return {cut(r.tokens), cut(r.mask), {}, cut(r.lengths), {rows.first, r.tokens.size(0), r.mask, r.lengths}};
 }
 
 // "accuracy 0.4123, alpha 0.41 0.30 ..." for the validation line.
@@ -127,24 +113,11 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
   hooks.loss = [&](int64_t step) {
     HeadBatch b;
     if (cache) {  // the same windows as on the fly for the cached steps, the target's features read back
-      if (parallel) {
-        const DataParallel::Rows rows = parallel->shard(o.batch);
-        const CachedBatch c = cache->batch(step, rows);  // the features of this rank's rows only
-        b = shard_of({c.windows, c.mask, c.lengths}, rows);
-        b.features = c.features;
-      } else {
-        const CachedBatch c = cache->batch(step);
-        b = {c.windows, c.mask, c.features, c.lengths};
-      }
+      const CachedBatch c = parallel ? cache->batch(step, parallel->shard(o.batch)) : cache->batch(step);
+      b = own_rows({c.windows, c.mask, c.lengths}, parallel);
+      b.features = c.features;  // of this process's rows only
     } else {
-      const RowBatch r = data.train_rows(o.batch, o.context, o.seed, step);
-      if (parallel) {
-        b = shard_of(r, parallel->shard(o.batch));  // the target's features of this rank's rows only
-      } else {
-        b.windows = r.tokens;
-        b.mask = r.mask;
-        b.lengths = r.lengths;
-      }
+      b = own_rows(data.train_rows(o.batch, o.context, o.seed, step), parallel);
       b.features = head_batch_features(target, b.windows, layers);
     }
     return head.loss(b, step);

@@ -33,6 +33,17 @@
 
 namespace draftlab {
 
+// Data parallel: which rows of a training step a batch holds. A family divides its sums by the whole step's count
+// (from step_mask, or step_rows rows when there is no mask), so the ranks' losses add up to the step's loss, and
+// draws anything random for the whole step, keeping these rows. step_rows 0: the batch is the whole step.
+struct StepShare {
+  int64_t first_row = 0, step_rows = 0;
+  at::Tensor step_mask;     // [step_rows, T + 1] the whole step's loss mask (undefined: none)
+  at::Tensor step_lengths;  // [step_rows] its real tokens per row (undefined: none)
+
+  bool partial() const { return step_rows > 0; }
+};
+
 // One batch: windows w_0..w_T, their loss mask, and the frozen target's features of every window token.
 struct HeadBatch {
   at::Tensor windows;   // [B, T + 1] int64
@@ -43,18 +54,9 @@ struct HeadBatch {
   // [B] int64: the real tokens of each row (rows of whole sequences are right-padded, the padding masked out);
   // undefined: all T + 1. Only rules that count a row by its input token need it (the official EAGLE mask[i]).
   at::Tensor lengths;
+  StepShare share;  // data parallel: a rank's rows of the step (default: the whole step)
 
-  // Data parallel: these are rows [first_row, first_row + B) of a step of step_rows rows, whose whole mask and
-  // lengths are step_mask and step_lengths. A family divides its sums by the whole step's count (step()), so the
-  // ranks' losses add up to the step's loss; anything random is drawn for the whole step and cut to these rows.
-  // step_rows 0: the batch is the whole step.
-  int64_t first_row = 0, step_rows = 0;
-  at::Tensor step_mask, step_lengths;
-
-  bool is_shard() const { return step_rows > 0; }
-  int64_t rows_in_step() const { return is_shard() ? step_rows : windows.size(0); }
-  // The whole step's mask and lengths (windows and features left undefined when this is a shard): for counting.
-  HeadBatch step() const;
+  int64_t rows_in_step() const { return share.partial() ? share.step_rows : windows.size(0); }
 };
 
 // The target's features of windows [B, T + 1] as HeadBatch::features lays them out (no gradient).

@@ -41,7 +41,7 @@ void apply_official_parallel_recipe(const std::string& kind, TrainerOptions& t, 
 ParallelHeadLoss parallel_head_loss(const std::vector<at::Tensor>& logits, const at::Tensor& windows_in,
                                     const at::Tensor& loss_mask, const at::Tensor& features,
                                     const at::Tensor& target_lm_head, const ParallelHeadLossOptions& options,
-                                    int64_t step_rows, const at::Tensor& step_mask) {
+                                    const StepShare& share) {
   check(windows_in.dim() == 2 && windows_in.size(1) >= 2, "parallel head loss: windows must be [batch, length + 1]");
   check(!logits.empty(), "parallel head loss: no heads");
   const int64_t B = windows_in.size(0), T = windows_in.size(1) - 1;
@@ -85,10 +85,10 @@ ParallelHeadLoss parallel_head_loss(const std::vector<at::Tensor>& logits, const
     }
     const at::Tensor top1 = lg.detach().argmax(-1).eq(labels);
     at::Tensor ce;
-    if (step_rows > 0) {  // a share of a step: this share's sum over the whole step's count
-      const double whole = step_mask.defined()
-                               ? std::max(step_mask.narrow(1, k + 2, n).ne(0).sum().item<double>(), 1.0)
-                               : static_cast<double>(step_rows * n);
+    if (share.partial()) {  // a rank's rows: their sum over the whole step's count
+      const double whole = share.step_mask.defined()
+                               ? std::max(share.step_mask.narrow(1, k + 2, n).ne(0).sum().item<double>(), 1.0)
+                               : static_cast<double>(share.step_rows * n);
       const at::Tensor rows = mask.defined() ? mask.narrow(1, k + 2, n) : at::ones_like(labels, at::kBool);
       ce = (nll * rows.to(loss_type)).sum() / whole;
       out.correct.push_back(top1.logical_and(rows).sum().item<int64_t>());
@@ -145,7 +145,7 @@ class ParallelTrainable : public TrainableHead {
  private:
   ParallelHeadLoss of(const HeadBatch& b) const {
     return parallel_head_loss(heads_.logits(b.windows, b.features), b.windows, b.mask, b.features,
-                              target_.weights().lm_head, loss_options_, b.step_rows, b.step_mask);
+                              target_.weights().lm_head, loss_options_, b.share);
   }
   const LlamaModel& target_;
   TrainableParallelHeads& heads_;

@@ -27,8 +27,8 @@ namespace draftlab::cli {
 
 namespace {
 
-// The ranks, for the signal handler: a SIGTERM or SIGINT to the launcher (scancel, Ctrl-C, a time limit) is passed
-// on, so no rank is left behind.
+// The ranks' process ids (-1 once ended). Global for the signal handler: a SIGTERM or SIGINT to the launcher
+// (scancel, Ctrl-C, a time limit) is passed on, so no rank is left behind.
 pid_t g_ranks[1024];
 volatile sig_atomic_t g_rank_count = 0;
 void pass_on(int signal) {
@@ -93,7 +93,6 @@ int run_launch(int argc, char** argv) {
   const long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
   const std::string threads = std::to_string(std::max(1L, cores / nproc));
 
-  std::vector<pid_t> ranks;
   for (int r = 0; r < nproc; ++r) {
     const pid_t pid = ::fork();
     check(pid >= 0, "launch: fork failed: " + std::string(std::strerror(errno)));
@@ -112,7 +111,6 @@ int run_launch(int argc, char** argv) {
       std::fprintf(stderr, "launch: cannot run %s: %s\n", exe.c_str(), std::strerror(errno));
       ::_exit(127);
     }
-    ranks.push_back(pid);
     g_ranks[r] = pid;
     g_rank_count = r + 1;
   }
@@ -122,35 +120,31 @@ int run_launch(int argc, char** argv) {
   ::sigaction(SIGINT, &action, nullptr);
   // Wait for every rank; the first failure ends the rest.
   int result = 0;
-  size_t running = ranks.size();
+  int running = nproc;
   bool stopping = false;
   auto deadline = std::chrono::steady_clock::time_point::max();
   while (running > 0) {
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, stopping ? WNOHANG : 0);
     if (pid > 0) {
+      const auto it = std::find(g_ranks, g_ranks + nproc, pid);
+      if (it == g_ranks + nproc) continue;
       --running;
-      const auto it = std::find(ranks.begin(), ranks.end(), pid);
-      if (it == ranks.end()) continue;
-      const int rank = static_cast<int>(it - ranks.begin());
+      const int rank = static_cast<int>(it - g_ranks);
       *it = -1;
-      g_ranks[rank] = -1;
       if (exit_code(status) != 0 && !stopping) {
         result = exit_code(status);
         std::fprintf(stderr, "launch: rank %d %s %d: ending the other ranks\n", rank,
                      WIFEXITED(status) ? "exited with" : "was killed by signal",
                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
         stopping = true;
-        for (pid_t p : ranks)
-          if (p > 0) ::kill(p, SIGTERM);
+        pass_on(SIGTERM);
         deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace * 1000));
       }
     } else if (pid < 0 && errno != EINTR) {
       break;
     } else if (stopping) {
-      if (std::chrono::steady_clock::now() > deadline)
-        for (pid_t p : ranks)
-          if (p > 0) ::kill(p, SIGKILL);
+      if (std::chrono::steady_clock::now() > deadline) pass_on(SIGKILL);
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }

@@ -9,7 +9,9 @@
 #   - launchers: `draftlab launch`, Open MPI's mpirun and torchrun (each when installed), Slurm's variables as
 #     srun sets them; a Slurm batch shell outside srun runs as one process.
 #   - failures: a lone rank 0 (rendezvous never completes) and a stopped rank end with an error within
-#     --dist-timeout (+ 3 s); a killed rank ends the other at once (within 5 s), with no checkpoint written.
+#     --dist-timeout (+ 3 s); a killed rank ends the other at once (within 5 s), with no checkpoint written; rank 0
+#     failing to write its checkpoint ends rank 1; `draftlab launch` ends every rank when one is killed or when it
+#     gets SIGTERM itself.
 #   usage: test_data_parallel.sh DRAFTLAB_BINARY SHARED_DIR SOURCE_DIR
 set -u
 BIN=$1
@@ -141,7 +143,7 @@ stop_or_kill() {
   t=$(now)
   ( sleep 30; kill -9 $r0 2>/dev/null ) &
   local watchdog=$!
-  wait $r0
+  wait $r0 2>/dev/null
   rc=$? s=$(elapsed "$t")
   kill $watchdog 2>/dev/null
   { kill -9 $r1; wait $r1; } 2>/dev/null
@@ -151,6 +153,42 @@ stop_or_kill() {
 }
 stop_or_kill KILL 5
 stop_or_kill STOP 8
+# Rank 0 cannot write its checkpoint (training_log.h5 is a folder): both ranks exit 1, rank 1 saying why.
+P=$(port)
+mkdir -p "$TMP/unwritable/training_log.h5"
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$P "$BIN" "${LM_ARGS[@]}" --steps 2 --batch 4 --eval-every 0 \
+    --dist-timeout 20 --out "$TMP/unwritable" >/dev/null 2>"$TMP/unwritable$r.err" &
+done
+wait -n; rc_a=$?; wait -n; rc_b=$?
+[ $rc_a = 1 ] && [ $rc_b = 1 ] && grep -q "rank 0 failed to write the checkpoint at step 2" "$TMP/unwritable1.err" \
+  && ok "rank 0's checkpoint write fails: both ranks exit 1" \
+  || bad "unwritable checkpoint: exits $rc_a $rc_b: $(tail -1 "$TMP/unwritable1.err")"
+# The launcher: a rank killed ends the others and the launcher (137); a SIGTERM to it reaches every rank.
+# launched_ranks: the children of the last background launcher, once both have started.
+launched_ranks() {
+  for _ in $(seq 100); do
+    mapfile -t kids < <(pgrep -P "$launcher")
+    [ ${#kids[@]} = 2 ] && return
+    sleep 0.1
+  done
+}
+for how in "kill -9 rank 1" "SIGTERM the launcher"; do
+  "$BIN" launch --nproc 2 --grace 3 "${LONG[@]}" --out "$TMP/launched" >/dev/null 2>"$TMP/launch.err" &
+  launcher=$!
+  launched_ranks
+  sleep 3
+  if [ "$how" = "kill -9 rank 1" ]; then kill -9 "${kids[1]}"; else kill -TERM $launcher; fi
+  t=$(now)
+  ( sleep 30; kill -9 $launcher "${kids[@]}" 2>/dev/null ) &
+  watchdog=$!
+  wait $launcher
+  rc=$? s=$(elapsed "$t")
+  kill $watchdog 2>/dev/null
+  left=$(for k in "${kids[@]}"; do kill -0 "$k" 2>/dev/null && echo "$k"; done)
+  [ $rc != 0 ] && [ -z "$left" ] && $PY -c "assert $s < 8" && ok "launch, $how: every rank ended, exit $rc after $s s" \
+    || bad "launch, $how: exit $rc after $s s, ranks left: $left: $(tail -2 "$TMP/launch.err")"
+done
 expect_error "a batch smaller than the world" "--batch: expected at least one row per rank (2 ranks)" \
   "$BIN" launch --nproc 2 "${LM_ARGS[@]}" --steps 2 --batch 1 --out "$TMP/small_batch"
 finish

@@ -7,6 +7,7 @@
 
 #include "core/base/error.h"
 #include "core/distributed/launch_environment.h"
+#include "test_errors.h"
 
 namespace draftlab {
 namespace {
@@ -18,13 +19,8 @@ LaunchEnvironment read(const std::map<std::string, std::string>& vars) {
   });
 }
 
-void expect_error(const std::map<std::string, std::string>& vars, const std::string& names) {
-  try {
-    read(vars);
-    FAIL() << "no error; expected one naming " << names;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(names), std::string::npos) << e.what();
-  }
+void expect_error(const std::map<std::string, std::string>& vars, const std::string& variable) {
+  testing::expect_error([&] { read(vars); }, {variable});
 }
 
 TEST(LaunchEnvironment, NoLauncherIsOneProcess) {
@@ -44,7 +40,7 @@ TEST(LaunchEnvironment, Torchrun) {
   EXPECT_EQ(env.local_rank, 1);
   EXPECT_EQ(env.master_addr, "node07");
   EXPECT_EQ(env.master_port, 29400);
-  EXPECT_FALSE(env.launcher_hosts_store);
+  EXPECT_FALSE(env.launcher_hosts_store());
 }
 
 TEST(LaunchEnvironment, TorchrunAgentStore) {
@@ -52,7 +48,7 @@ TEST(LaunchEnvironment, TorchrunAgentStore) {
   const LaunchEnvironment env = read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
                                       {"MASTER_PORT", "29500"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
                                       {"TORCHELASTIC_RESTART_COUNT", "2"}});
-  EXPECT_TRUE(env.launcher_hosts_store);
+  EXPECT_TRUE(env.launcher_hosts_store());
   EXPECT_EQ(env.store_prefix, "/worker/attempt_2");
 }
 
