@@ -145,7 +145,7 @@ stop_or_kill() {
   local watchdog=$!
   wait $r0 2>/dev/null
   rc=$? s=$(elapsed "$t")
-  kill $watchdog 2>/dev/null
+  { kill $watchdog; wait $watchdog; } 2>/dev/null
   { kill -9 $r1; wait $r1; } 2>/dev/null
   [ $rc = 1 ] && grep -q "data parallel: rank 0 of 2: all-reduce.* failed" "$TMP/err0" && $PY -c "assert $s < $2" \
     && ok "rank 1 $1: rank 0 exits 1 after $s s (limit $2 s)" || bad "rank 1 $1: rank 0 exit $rc after $s s: $(tail -2 "$TMP/err0")"
@@ -159,8 +159,10 @@ mkdir -p "$TMP/unwritable/training_log.h5"
 for r in 0 1; do
   RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$P "$BIN" "${LM_ARGS[@]}" --steps 2 --batch 4 --eval-every 0 \
     --dist-timeout 20 --out "$TMP/unwritable" >/dev/null 2>"$TMP/unwritable$r.err" &
+  ranks[$r]=$!
 done
-wait -n; rc_a=$?; wait -n; rc_b=$?
+# Each rank by its pid: a bare `wait -n` may report an earlier background job (a watchdog) instead.
+wait "${ranks[0]}"; rc_a=$?; wait "${ranks[1]}"; rc_b=$?
 [ $rc_a = 1 ] && [ $rc_b = 1 ] && grep -q "rank 0 failed to write the checkpoint at step 2" "$TMP/unwritable1.err" \
   && ok "rank 0's checkpoint write fails: both ranks exit 1" \
   || bad "unwritable checkpoint: exits $rc_a $rc_b: $(tail -1 "$TMP/unwritable1.err")"
@@ -184,7 +186,7 @@ for how in "kill -9 rank 1" "SIGTERM the launcher"; do
   watchdog=$!
   wait $launcher
   rc=$? s=$(elapsed "$t")
-  kill $watchdog 2>/dev/null
+  { kill $watchdog; wait $watchdog; } 2>/dev/null
   left=$(for k in "${kids[@]}"; do kill -0 "$k" 2>/dev/null && echo "$k"; done)
   [ $rc != 0 ] && [ -z "$left" ] && $PY -c "assert $s < 8" && ok "launch, $how: every rank ended, exit $rc after $s s" \
     || bad "launch, $how: exit $rc after $s s, ranks left: $left: $(tail -2 "$TMP/launch.err")"
