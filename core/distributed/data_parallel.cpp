@@ -128,11 +128,6 @@ std::string DataParallel::traffic_line() const {
   return line;
 }
 
-DataParallel::Rows DataParallel::shard(int64_t rows) const {
-  const int64_t w = env_.world_size, r = env_.rank;
-  return {rows * r / w, rows * (r + 1) / w - rows * r / w};
-}
-
 void DataParallel::broadcast_from_main(const std::vector<at::Tensor>& tensors) {
   at::NoGradGuard no_grad;
   for (const at::Tensor& t : tensors) {

@@ -1,6 +1,6 @@
 // DataParallel - the process group of a data-parallel job and the few collectives training needs.
 //
-// Every rank holds the whole model and computes the loss of its rows of each step's batch (shard()); the ranks'
+// Every rank holds the whole model and computes the loss of its rows of each step's batch (BatchPart); the ranks'
 // gradients are summed in buckets (sum_gradients), so each rank's optimizer takes the same step. The losses are
 // written so that the ranks' losses add up to the loss of the whole batch (each rank divides its sums by the
 // whole step's count): the result equals one process training on the same global batch, up to the order of
@@ -57,11 +57,6 @@ class DataParallel {
   // "data parallel: 2 ranks; per step 0.935 MB of gradients all-reduced in 1 bucket(s) and ..." for the log.
   std::string traffic_line() const;
 
-  // This rank's rows of a batch of `rows`: contiguous, in rank order, sizes differing by at most one.
-  struct Rows {
-    int64_t first = 0, count = 0;
-  };
-  Rows shard(int64_t rows) const;
   // Whether this rank takes work item `item` of a list dealt out in turns (validation batches): item % world == rank.
   bool takes(int64_t item) const { return item % env_.world_size == env_.rank; }
 

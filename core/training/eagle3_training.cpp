@@ -202,7 +202,7 @@ Eagle3TrainingModel::Loss Eagle3TrainingModel::ttt_loss(const HeadBatch& batch, 
     const auto log_q = at::log_softmax(u.logits[k], -1);
     if (k < steps_) {
       const auto weight = counted * shift_up(in_vocab, k);
-      // Over the whole step's rows (a data-parallel share's losses add up to the step's).
+      // Over the whole step's rows (the parts' losses add up to the step's).
       const auto loss_k = -(weight * (shift_up(p_all, k) * log_q).sum(-1)).sum() /
                           static_cast<double>(batch.rows_in_step() * T);
       out.step_loss.push_back(loss_k.item<double>());

@@ -157,7 +157,7 @@ HeadTrainingModel::Loss HeadTrainingModel::loss(const at::Tensor& windows_in, in
   Loss out;
   at::Tensor smooth, soft_ce;
   if (share.partial()) {
-    // This share's sums over the whole step's count: the ranks' losses add up to the step's mean.
+    // This share's sums over the whole step's count: the parts' losses add up to the step's mean.
     const at::Tensor step_rows =
         share.step_mask.defined() ? row_mask(share.step_mask, share.step_rows, T, official_recipe_) : at::Tensor();
     const at::Tensor rows = loss_mask.defined() ? row_mask(loss_mask, B, T, official_recipe_).to(logits.device(), loss_type)

@@ -95,7 +95,7 @@ class HeadTrainingModel : public TrainableHead {
   //   to the unmasked code.
   // target_features (optional) [B, T + 1, d] float: the frozen target's features f_0..f_T of the windows (e.g.
   //   from a feature cache), used instead of running the target.
-  // share (data parallel, head_training.h): the windows are a rank's rows of a step whose mask (after the
+  // share (a part of a step, head_training.h): the windows are some rows of a step whose mask (after the
   //   recipe's rule) is share.step_mask; the losses are then sums over the whole step's count and the noise is the
   //   step's, cut to these rows.
   Loss loss(const at::Tensor& windows, int64_t noise_seed, double cls_weight = 0.1, const at::Tensor& loss_mask = {},

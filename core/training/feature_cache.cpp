@@ -359,7 +359,7 @@ FeatureCache::~FeatureCache() = default;
 
 CachedBatch FeatureCache::batch(int64_t step) const { return read_rows(rows_of_step(step), {0, batch_}); }
 
-CachedBatch FeatureCache::batch(int64_t step, DataParallel::Rows rows) const {
+CachedBatch FeatureCache::batch(int64_t step, BatchRows rows) const {
   return read_rows(rows_of_step(step), rows);
 }
 
@@ -377,7 +377,7 @@ std::vector<int64_t> FeatureCache::rows_of_step(int64_t step) const {
   return rows;
 }
 
-CachedBatch FeatureCache::read_rows(const std::vector<int64_t>& rows, DataParallel::Rows features_of) const {
+CachedBatch FeatureCache::read_rows(const std::vector<int64_t>& rows, BatchRows features_of) const {
   const int64_t B = static_cast<int64_t>(rows.size());
   auto windows = at::empty({B, span_}, at::TensorOptions().dtype(at::kLong));
   auto mask = at::empty({B, span_}, at::TensorOptions().dtype(at::kByte));

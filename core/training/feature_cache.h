@@ -35,6 +35,7 @@
 #include "core/distributed/data_parallel.h"
 #include "core/model/llama_model.h"
 #include "core/text/tokenizer.h"
+#include "core/training/batch_part.h"
 #include "core/training/text_dataset.h"
 
 namespace draftlab {
@@ -101,8 +102,8 @@ class FeatureCache {
 
   // The batch of training step `step` (see the header comment).
   CachedBatch batch(int64_t step) const;
-  // The same step's windows, mask and lengths whole, but the features of `rows` only (a data-parallel rank's).
-  CachedBatch batch(int64_t step, DataParallel::Rows rows) const;
+  // The same step's windows, mask and lengths whole, but the features of `rows` only (a rank's or a micro-batch's).
+  CachedBatch batch(int64_t step, BatchRows rows) const;
 
   int64_t steps() const { return steps_; }
   int64_t windows() const { return steps_ * batch_; }
@@ -114,7 +115,7 @@ class FeatureCache {
   struct File;
   FeatureCache() = default;
   // The listed rows; features only of the list's entries [features_of.first, + count).
-  CachedBatch read_rows(const std::vector<int64_t>& rows, DataParallel::Rows features_of) const;
+  CachedBatch read_rows(const std::vector<int64_t>& rows, BatchRows features_of) const;
   std::vector<int64_t> rows_of_step(int64_t step) const;
 
   std::unique_ptr<File> file_;

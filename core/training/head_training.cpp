@@ -19,11 +19,11 @@ at::Tensor head_batch_features(const LlamaModel& target, const at::Tensor& windo
 
 namespace {
 
-// What this process trains on of a step's rows (tokens, mask, lengths; the features come after, for these rows):
-// all of them, or a rank's share.
-HeadBatch own_rows(const RowBatch& r, const DataParallel* parallel) {
-  if (!parallel) return {r.tokens, r.mask, {}, r.lengths};
-  const DataParallel::Rows rows = parallel->shard(r.tokens.size(0));
+// What one pass trains on of a step's rows (tokens, mask, lengths; the features come after, for these rows): all
+// of them, or a part (a rank's share, or a micro-batch of it).
+HeadBatch part_rows(const RowBatch& r, const BatchPart& part) {
+  if (part.whole()) return {r.tokens, r.mask, {}, r.lengths};
+  const BatchRows rows = part.rows(r.tokens.size(0));
   auto cut = [&](const at::Tensor& t) { return t.defined() ? t.narrow(0, rows.first, rows.count) : at::Tensor(); };
   return {cut(r.tokens), cut(r.mask), {}, cut(r.lengths), {rows.first, r.tokens.size(0), r.mask, r.lengths}};
 }
@@ -59,9 +59,7 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
             " for " + head.family().title + " (windows are context + 1 tokens), got " + std::to_string(o.context));
   check(!o.out_dir.empty(), "--out: expected a directory");
   DataParallel* parallel = o.parallel.get();
-  check(!parallel || o.batch >= parallel->world_size(),
-        "--batch: expected at least one row per rank (" + std::to_string(parallel ? parallel->world_size() : 1) +
-            " ranks), got " + std::to_string(o.batch));
+  check_batch_parts(o.batch, parallel ? parallel->world_size() : 1, o.trainer.accumulate);
   if (!parallel || parallel->is_main()) std::filesystem::create_directories(o.out_dir);
   const std::string state_path = o.out_dir + "/training_state.safetensors";
 
@@ -110,14 +108,14 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
                                    : FeatureCache::open_or_build(o.feature_cache, target, data, o.batch, o.context,
                                                                  o.seed, o.trainer.steps, layers, parallel);
   Trainer::Hooks hooks;
-  hooks.loss = [&](int64_t step) {
+  hooks.loss = [&](int64_t step, const BatchPart& part) {
     HeadBatch b;
     if (cache) {  // the same windows as on the fly for the cached steps, the target's features read back
-      const CachedBatch c = parallel ? cache->batch(step, parallel->shard(o.batch)) : cache->batch(step);
-      b = own_rows({c.windows, c.mask, c.lengths}, parallel);
-      b.features = c.features;  // of this process's rows only
+      const CachedBatch c = part.whole() ? cache->batch(step) : cache->batch(step, part.rows(o.batch));
+      b = part_rows({c.windows, c.mask, c.lengths}, part);
+      b.features = c.features;  // of this part's rows only
     } else {
-      b = own_rows(data.train_rows(o.batch, o.context, o.seed, step), parallel);
+      b = part_rows(data.train_rows(o.batch, o.context, o.seed, step), part);
       b.features = head_batch_features(target, b.windows, layers);
     }
     return head.loss(b, step);

@@ -33,9 +33,10 @@
 
 namespace draftlab {
 
-// Data parallel: which rows of a training step a batch holds. A family divides its sums by the whole step's count
-// (from step_mask, or step_rows rows when there is no mask), so the ranks' losses add up to the step's loss, and
-// draws anything random for the whole step, keeping these rows. step_rows 0: the batch is the whole step.
+// A part of a step (batch_part.h: a rank's rows, or a micro-batch of them): which rows of the step a batch holds.
+// A family divides its sums by the whole step's count (from step_mask, or step_rows rows when there is no mask), so
+// the parts' losses add up to the step's loss, and draws anything random for the whole step, keeping these rows.
+// step_rows 0: the batch is the whole step.
 struct StepShare {
   int64_t first_row = 0, step_rows = 0;
   at::Tensor step_mask;     // [step_rows, T + 1] the whole step's loss mask (undefined: none)
@@ -54,7 +55,7 @@ struct HeadBatch {
   // [B] int64: the real tokens of each row (rows of whole sequences are right-padded, the padding masked out);
   // undefined: all T + 1. Only rules that count a row by its input token need it (the official EAGLE mask[i]).
   at::Tensor lengths;
-  StepShare share;  // data parallel: a rank's rows of the step (default: the whole step)
+  StepShare share;  // a part's rows of the step (default: the whole step)
 
   int64_t rows_in_step() const { return share.partial() ? share.step_rows : windows.size(0); }
 };
@@ -113,7 +114,7 @@ struct HeadTrainingOptions {
   // Training windows' target features from an HDF5 cache (built on first use) instead of the target; empty path:
   // on the fly. A dataset with a loss mask passes it to the loss either way.
   FeatureCacheOptions feature_cache;
-  // Data parallel: this rank trains on its rows of every step (DataParallel::shard); rank 0 writes out_dir.
+  // Data parallel: this rank trains on its rows of every step (batch_part.h); rank 0 writes out_dir.
   std::shared_ptr<DataParallel> parallel;
 };
 

@@ -53,9 +53,7 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
         "--context: expected 1.." + std::to_string(c.max_position_embeddings) + ", got " + std::to_string(o.context));
   check(!o.out_dir.empty(), "--out: expected a directory");
   DataParallel* parallel = o.parallel.get();
-  check(!parallel || o.batch >= parallel->world_size(),
-        "--batch: expected at least one row per rank (" + std::to_string(parallel ? parallel->world_size() : 1) +
-            " ranks), got " + std::to_string(o.batch));
+  check_batch_parts(o.batch, parallel ? parallel->world_size() : 1, o.trainer.accumulate);
   const bool writer = !parallel || parallel->is_main();
   if (writer) std::filesystem::create_directories(o.out_dir);
   const std::string state_path = o.out_dir + "/training_state.safetensors";
@@ -92,12 +90,12 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
   saving.cpu_path = CpuPath::Reference;  // only saved: no native copy of the weights
   auto save_model = [&] { LlamaModel(c, inference_weights(c, weights), saving).save_hf(o.out_dir, o.save_dtype); };
   Trainer::Hooks hooks;
-  hooks.loss = [&](int64_t step) {
+  hooks.loss = [&](int64_t step, const BatchPart& part) {
     const at::Tensor windows = data.train_batch(o.batch, o.context, o.seed, step);
-    if (!parallel) return language_model_training_loss(c, weights, rope, windows);
-    // This rank's rows; its mean loss weighted by its share of the rows, so the ranks' losses add up to the
+    if (part.whole()) return language_model_training_loss(c, weights, rope, windows);
+    // The part's rows; their mean loss weighted by their share of the rows, so the parts' losses add up to the
     // batch's mean.
-    const DataParallel::Rows rows = parallel->shard(o.batch);
+    const BatchRows rows = part.rows(o.batch);
     return language_model_training_loss(c, weights, rope, windows.narrow(0, rows.first, rows.count)) *
            (static_cast<double>(rows.count) / static_cast<double>(o.batch));
   };

@@ -36,7 +36,7 @@ struct LmTrainingOptions {
   std::string command_line;   // recorded in the log
   at::ScalarType save_dtype = at::kFloat;  // of model.safetensors (the training state stays float32)
   ComputeOptions compute;
-  // Data parallel: this rank trains on its rows of every step (DataParallel::shard), rank 0 writes out_dir.
+  // Data parallel: this rank trains on its rows of every step (batch_part.h), rank 0 writes out_dir.
   // The same global batch (`batch`) whatever the world size; a mixture of experts' load-balancing loss is
   // computed per rank (over its rows), so only dense models equal one process exactly.
   std::shared_ptr<DataParallel> parallel;

@@ -85,7 +85,7 @@ ParallelHeadLoss parallel_head_loss(const std::vector<at::Tensor>& logits, const
     }
     const at::Tensor top1 = lg.detach().argmax(-1).eq(labels);
     at::Tensor ce;
-    if (share.partial()) {  // a rank's rows: their sum over the whole step's count
+    if (share.partial()) {  // a part's rows: their sum over the whole step's count
       const double whole = share.step_mask.defined()
                                ? std::max(share.step_mask.narrow(1, k + 2, n).ne(0).sum().item<double>(), 1.0)
                                : static_cast<double>(share.step_rows * n);

@@ -95,8 +95,8 @@ struct ParallelHeadLoss {
 // The loss of per-head logits (as TrainableParallelHeads::logits returns them) on windows [B, T + 1].
 // loss_mask [B, T + 1] (undefined: every row counts). features [B, T + 1, d] and target_lm_head [vocab, d] are read
 // for ParallelHeadTarget::TargetDistribution only. Throws Error on shapes that do not fit.
-// Data parallel (share.partial(): a rank's rows of a step, head_training.h): each CE_k is this share's sum over the
-// whole step's count, so the ranks' losses add up to the step's.
+// A part of a step (share.partial(): a rank's rows or a micro-batch, head_training.h): each CE_k is this share's sum
+// over the whole step's count, so the parts' losses add up to the step's.
 ParallelHeadLoss parallel_head_loss(const std::vector<at::Tensor>& logits, const at::Tensor& windows,
                                     const at::Tensor& loss_mask, const at::Tensor& features,
                                     const at::Tensor& target_lm_head, const ParallelHeadLossOptions& options,

@@ -43,6 +43,8 @@ Trainer::Trainer(std::vector<std::pair<std::string, at::Tensor>> parameters, Tra
   check(options_.steps > 0, "trainer: steps: expected a positive number, got " + std::to_string(options_.steps));
   check(options_.lr > 0, "trainer: lr: expected a positive learning rate, got " + std::to_string(options_.lr));
   check(options_.warmup >= 0, "trainer: warmup: expected >= 0, got " + std::to_string(options_.warmup));
+  check(options_.accumulate >= 1,
+        "--accumulate: expected a positive number of micro-batches, got " + std::to_string(options_.accumulate));
   schedule_ = CosineSchedule{options_.lr, options_.warmup, options_.steps, options_.min_lr_ratio};
 
   // Two groups: weight decay pulls matrices towards 0; on a norm gain (init 1) it would only fight the model.
@@ -70,15 +72,22 @@ Trainer::Trainer(std::vector<std::pair<std::string, at::Tensor>> parameters, Tra
 
 Trainer::~Trainer() = default;
 
-double Trainer::train_step(const std::function<at::Tensor()>& loss_fn) {
+double Trainer::train_step(const std::function<at::Tensor(const BatchPart& part)>& part_loss) {
   const double lr = schedule_.at(step_);
   for (auto& g : optimizer_->param_groups()) group_options(g).lr(lr);
   optimizer_->zero_grad();
-  at::Tensor loss = loss_fn();
-  loss.backward();
+  // Each part's backward adds into .grad before the next part's forward: one part's graph alive at a time.
+  const int64_t parts = options_.accumulate, rank = parallel_ ? parallel_->rank() : 0;
+  const int64_t world = parallel_ ? parallel_->world_size() : 1;
+  double loss = 0;
+  for (int64_t k = 0; k < parts; ++k) {
+    at::Tensor part = part_loss(BatchPart{rank * parts + k, world * parts});
+    part.backward();
+    loss += part.item<double>();
+  }
   std::vector<at::Tensor> ps;
   for (const auto& [name, p] : params_) ps.push_back(p);
-  // The ranks' losses are shares of the step's loss, so the sum of their gradients is the step's gradient.
+  // The parts' losses are shares of the step's loss, so the sum of their gradients is the step's gradient.
   if (parallel_) parallel_->sum_gradients(ps);
   if (options_.clip_by_value && options_.grad_clip > 0) {
     for (const auto& p : ps)
@@ -88,11 +97,18 @@ double Trainer::train_step(const std::function<at::Tensor()>& loss_fn) {
   }
   optimizer_->step();
   ++step_;
-  const double value = parallel_ ? parallel_->sum(loss.item<double>()) : loss.item<double>();
+  const double value = parallel_ ? parallel_->sum(loss) : loss;
   curves_.train_step.push_back(step_);
   curves_.train_loss.push_back(value);
   curves_.learning_rate.push_back(lr);
   return value;
+}
+
+double Trainer::train_step(const std::function<at::Tensor()>& loss) {
+  check(!parallel_ && options_.accumulate == 1,
+        "trainer: a loss closure without a BatchPart computes the whole batch: it cannot split a step over ranks "
+        "or micro-batches");
+  return train_step([&](const BatchPart&) { return loss(); });
 }
 
 Trainer::BestEval Trainer::best_eval() const {
@@ -147,7 +163,7 @@ void Trainer::run(const Hooks& hooks) {
   if (patience_ran_out()) stop = step_;  // a resumed run that had already stopped early
   while (step_ < stop) {
     const int64_t s = step_;
-    const double loss = train_step([&] { return hooks.loss(s); });
+    const double loss = train_step([&](const BatchPart& part) { return hooks.loss(s, part); });
     progress.update(step_, loss, curves_.learning_rate.back(), options_.tokens_per_step);
     // Validation on its own schedule (a stop_at split must not add points); a checkpoint wherever this run ends.
     if (options_.eval_every > 0 && (step_ % options_.eval_every == 0 || step_ == options_.steps)) evaluate();

@@ -7,9 +7,12 @@
 // of a step, the validation loss, and what to save. Data for step s must depend only on (seed, s), so a resumed
 // run sees the same batches as an uninterrupted one.
 //
-// Data parallel (a DataParallel given): rank 0's initial parameters are broadcast; each rank's loss closure returns
-// its share of the step's loss (the shares add up to the whole batch's loss); gradients are summed over the ranks
-// before clipping, so every rank takes the same step. Hooks::loss and Hooks::eval_loss run on every rank (they
+// Parts of a step (batch_part.h): the loss closure computes one BatchPart of the step's batch and returns that
+// part's share of the step's loss (the shares add up to the whole batch's loss). One process calls it once with
+// the whole batch; gradient accumulation (options.accumulate = A) calls it A times per step, backward after each,
+// so only one part's activations are alive at a time. Data parallel (a DataParallel given): rank 0's initial
+// parameters are broadcast; each rank computes its own parts, and the gradients are summed over the ranks before
+// clipping, so every rank takes the same step. Hooks::loss and Hooks::eval_loss run on every rank (they
 // may use collectives); Hooks::save and save_best run on rank 0 alone, and a failure there ends every rank.
 // Progress lines come from rank 0 only.
 #pragma once
@@ -24,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/training/batch_part.h"
 #include "core/training/lr_schedule.h"
 #include "core/training/training_log.h"
 
@@ -54,6 +58,7 @@ struct TrainerOptions {
                                // `steps`: splits a run across jobs; 0 = run to `steps`
   int64_t patience = 0;        // early stopping: end (with a checkpoint) after this many validations in a row
                                // without a new best validation loss; 0 = run to `steps`
+  int64_t accumulate = 1;      // gradient accumulation: micro-batches per rank per step (the same step, less memory)
 };
 
 class Trainer {
@@ -65,7 +70,8 @@ class Trainer {
   ~Trainer();
 
   struct Hooks {
-    std::function<at::Tensor(int64_t step)> loss;   // scalar training loss of step `step` (0-based), with its graph
+    // Scalar training loss of `part` of step `step` (0-based), with its graph: the part's share of the step's loss.
+    std::function<at::Tensor(int64_t step, const BatchPart& part)> loss;
     std::function<double()> eval_loss;              // optional: mean held-out loss, computed without gradients
     std::function<void(int64_t steps_done)> save;   // optional: write a checkpoint (call save_state from it)
     std::function<void(int64_t steps_done)> save_best;  // optional: called after a validation that is the best so far
@@ -82,7 +88,11 @@ class Trainer {
   // Runs from step() up to options.steps (or options.stop_at, or until `patience` runs out).
   void run(const Hooks& hooks);
 
-  // One optimisation step on the given loss closure; returns the loss. Public for callers with their own loop.
+  // One optimisation step: `part_loss` for each of this rank's parts, then the summed gradients; returns the
+  // step's loss (summed over parts and ranks).
+  double train_step(const std::function<at::Tensor(const BatchPart& part)>& part_loss);
+  // The same for a closure that computes the whole batch in one pass (one process, no accumulation). Public for
+  // callers with their own loop.
   double train_step(const std::function<at::Tensor()>& loss);
 
   int64_t step() const { return step_; }

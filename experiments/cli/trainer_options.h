@@ -28,7 +28,10 @@ inline void add_trainer_options(boost::program_options::options_description& des
       ("stop-at", po::value(&t.stop_at)->default_value(t.stop_at),
        "end this invocation after step N with a checkpoint; continue later with --resume (0 = run to --steps)")
       ("patience", po::value(&t.patience)->default_value(t.patience),
-       "early stopping: end after N validations in a row without a new best validation loss (0 = run to --steps)");
+       "early stopping: end after N validations in a row without a new best validation loss (0 = run to --steps)")
+      ("accumulate", po::value(&t.accumulate)->default_value(t.accumulate),
+       "gradient accumulation: each rank's rows of a step in N micro-batches, one forward and backward at a time "
+       "(the same step as one pass, less activation memory)");
 }
 
 }  // namespace draftlab::cli

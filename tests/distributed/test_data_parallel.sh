@@ -5,6 +5,8 @@
 #     1e-5 and every parameter and Adam moment within 1e-5 (compare_training.py; seen: 2e-7 and 1.2e-7); 3 ranks on a
 #     batch of 4 (uneven shards); resumed with another world size (2 then 1, 1 then 2); a feature cache built by 2
 #     ranks equal to one process's, dataset for dataset; gen-head-data on 2 ranks byte for byte one process's file.
+#   - gradient accumulation (--accumulate): micro-batches equal one pass, for train-lm and every train-head variant
+#     above (one process), and 2 ranks x 2 micro-batches equal 1 rank.
 #   - the comparison can fail: another seed is caught.
 #   - launchers: `draftlab launch`, Open MPI's mpirun and torchrun (each when installed), Slurm's variables as
 #     srun sets them; a Slurm batch shell outside srun runs as one process.
@@ -55,6 +57,8 @@ run "train-lm, seed 1" "$BIN" "${LM[@]}" --seed 1 --out "$TMP/lm_seed1"
 $PY "$COMPARE" "$TMP/lm1" "$TMP/lm_seed1" >/dev/null 2>&1 && bad "the comparison passes another seed's run" \
   || ok "the comparison catches another seed's run"
 [ "$(grep -c 'parameters;' "$TMP/err")" -le 1 ] && ok "train-lm: one summary (rank 0's)" || bad "summaries: $(cat "$TMP/err")"
+run "train-lm, 4 micro-batches" "$BIN" "${LM[@]}" --accumulate 4 --out "$TMP/lm_acc4"
+same "train-lm: 4 micro-batches = 1 pass" "$TMP/lm1" "$TMP/lm_acc4"
 
 # 2. train-head, every family and the data paths.
 for variant in "eagle" "eagle --recipe official" "eagle --samples windows --feature-cache FC" "medusa" "hydra" "eagle3"; do
@@ -66,7 +70,14 @@ for variant in "eagle" "eagle --recipe official" "eagle --samples windows --feat
   run "train-head $variant, 2 ranks" "$BIN" launch --nproc 2 "${HEAD[@]}" --kind "$kind" "${@//FC/$TMP/$name.2.h5}" \
     --out "$TMP/$name.2"
   same "train-head $variant: 2 ranks = 1 rank" "$TMP/$name.1" "$TMP/$name.2"
+  # Micro-batches (the feature cache variant reads the cache the 1-rank run built).
+  run "train-head $variant, 2 micro-batches" "$BIN" "${HEAD[@]}" --kind "$kind" "${@//FC/$TMP/$name.1.h5}" \
+    --accumulate 2 --out "$TMP/$name.acc2"
+  same "train-head $variant: 2 micro-batches = 1 pass" "$TMP/$name.1" "$TMP/$name.acc2"
 done
+run "train-head, 2 ranks x 2 micro-batches" "$BIN" launch --nproc 2 "${HEAD[@]}" --accumulate 2 \
+  --out "$TMP/eagle.2x2"
+same "train-head eagle: 2 ranks x 2 micro-batches = 1 rank" "$TMP/eagle.1" "$TMP/eagle.2x2"
 cache=$(echo "eagle --samples windows --feature-cache FC" | tr -c 'a-z0-9\n' '_')
 $PY - "$TMP/$cache.1.h5" "$TMP/$cache.2.h5" <<'PY' >"$TMP/cmp" 2>&1 && ok "a feature cache built by 2 ranks = 1 rank's" || bad "feature caches: $(cat "$TMP/cmp")"
 import sys, h5py, numpy as np
@@ -191,6 +202,9 @@ for how in "kill -9 rank 1" "SIGTERM the launcher"; do
   [ $rc != 0 ] && [ -z "$left" ] && $PY -c "assert $s < 8" && ok "launch, $how: every rank ended, exit $rc after $s s" \
     || bad "launch, $how: exit $rc after $s s, ranks left: $left: $(tail -2 "$TMP/launch.err")"
 done
-expect_error "a batch smaller than the world" "--batch: expected at least one row per rank (2 ranks)" \
+expect_error "a batch smaller than the world" \
+  "--batch: expected at least one row per part of a step (2 ranks x 1 micro-batch = 2 rows), got 1" \
   "$BIN" launch --nproc 2 "${LM_ARGS[@]}" --steps 2 --batch 1 --out "$TMP/small_batch"
+expect_error "more micro-batches than rows" "(1 rank x 5 micro-batches = 5 rows), got 4" \
+  "$BIN" "${LM_ARGS[@]}" --steps 2 --batch 4 --accumulate 5 --out "$TMP/small_batch"
 finish

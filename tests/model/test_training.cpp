@@ -4,6 +4,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -338,6 +339,89 @@ TEST(LanguageModelTraining, ResumeContinuesExactly) {
   EXPECT_THROW(train_language_model(other, data), Error);
 }
 
+// Parts of a batch: contiguous, in order, covering it, sizes within one; a rank's micro-batches together are its
+// shard (the W-part cut), whatever the batch, ranks and accumulation.
+TEST(BatchPart, MicroBatchesOfARankAreItsShard) {
+  for (int64_t batch = 1; batch <= 13; ++batch) {
+    for (int64_t world = 1; world <= 3; ++world) {
+      for (int64_t accumulate = 1; accumulate <= 4; ++accumulate) {
+        if (batch < world * accumulate) continue;
+        const int64_t parts = world * accumulate;
+        int64_t next = 0, smallest = batch, largest = 0;
+        for (int64_t r = 0; r < world; ++r) {
+          const int64_t shard_first = next;  // where rank r's rows begin: right after rank r - 1's
+          for (int64_t k = 0; k < accumulate; ++k) {
+            const BatchRows rows = BatchPart{r * accumulate + k, parts}.rows(batch);
+            EXPECT_EQ(rows.first, next);
+            next += rows.count;
+            smallest = std::min(smallest, rows.count);
+            largest = std::max(largest, rows.count);
+          }
+          // The same rank's rows without accumulation: the one part r of `world`.
+          const BatchRows shard = BatchPart{r, world}.rows(batch);
+          EXPECT_EQ(shard.first, shard_first);
+          EXPECT_EQ(shard.count, next - shard_first);
+        }
+        EXPECT_EQ(next, batch);
+        EXPECT_GE(smallest, 1);
+        EXPECT_LE(largest - smallest, 1);
+      }
+    }
+  }
+  testing::expect_error([] { check_batch_parts(3, 2, 2); }, {"--batch", "(2 ranks x 2 micro-batches = 4 rows), got 3"});
+  testing::expect_error([] { check_batch_parts(3, 1, 0); }, {"--accumulate", "got 0"});
+}
+
+// Gradient accumulation against one pass over the whole batch (the reference): the same summed gradient and
+// loss on the first step, the same weights after a few; a part loss that forgets its share's weight is caught.
+TEST(Trainer, AccumulatedPartsEqualTheWholeBatch) {
+  const ModelConfig c = small_config(97, false, 2);
+  const ComputeOptions o;
+  const RotaryEmbedding rope(c, o);
+  const TextDataset data = synthetic_data(97, 3000);
+  const int64_t batch = 7;  // parts of 3, 2, 2 rows with accumulate 3
+  auto windows = [&](int64_t step) { return data.train_batch(batch, 16, 1, step); };
+  auto make = [&](LlamaWeights& w, int64_t accumulate) {
+    TrainerOptions t;
+    t.steps = 3;
+    t.warmup = 0;
+    t.lr = 1e-2;
+    t.grad_clip = 0;  // keep the summed gradient readable after the step
+    t.quiet = true;
+    t.accumulate = accumulate;
+    return std::make_unique<Trainer>(trainable_parameters(c, w), t);
+  };
+  auto part_loss = [&](const LlamaWeights& w, int64_t step, const BatchPart& part, bool weighted) {
+    const BatchRows rows = part.rows(batch);
+    const at::Tensor l = language_model_training_loss(c, w, rope, windows(step).narrow(0, rows.first, rows.count));
+    return weighted ? l * (static_cast<double>(rows.count) / batch) : l;
+  };
+  LlamaWeights whole_w = random_llama_weights(c, 5, o), parts_w = random_llama_weights(c, 5, o),
+               unweighted_w = random_llama_weights(c, 5, o);
+  auto whole = make(whole_w, 1), parts = make(parts_w, 3), unweighted = make(unweighted_w, 3);
+  for (int64_t s = 0; s < 3; ++s) {
+    const double a = whole->train_step([&] { return language_model_training_loss(c, whole_w, rope, windows(s)); });
+    const double b = parts->train_step([&](const BatchPart& p) { return part_loss(parts_w, s, p, true); });
+    const double u = unweighted->train_step([&](const BatchPart& p) { return part_loss(unweighted_w, s, p, false); });
+    EXPECT_NEAR(a, b, 1e-6 * a) << "step " << s;
+    EXPECT_GT(std::abs(u - a), 0.5 * a) << "the unweighted parts' loss is about three times the batch's";
+    if (s == 0) {
+      const auto wp = trainable_parameters(c, whole_w), pp = trainable_parameters(c, parts_w);
+      for (size_t i = 0; i < wp.size(); ++i) {
+        const at::Tensor& g = wp[i].second.grad();
+        EXPECT_LT(max_abs_diff(g, pp[i].second.grad()), 1e-5 * (g.abs().max().item<double>() + 1e-12))
+            << wp[i].first;
+      }
+    }
+  }
+  const auto wp = trainable_parameters(c, whole_w), pp = trainable_parameters(c, parts_w);
+  for (size_t i = 0; i < wp.size(); ++i)
+    EXPECT_LT(max_abs_diff(wp[i].second, pp[i].second), 1e-5) << wp[i].first;
+  // A closure without a BatchPart cannot be split into micro-batches.
+  auto whole_batch = [&] { return language_model_training_loss(c, parts_w, rope, windows(0)); };
+  testing::expect_error([&] { parts->train_step(whole_batch); }, {"without a BatchPart", "micro-batches"});
+}
+
 // Early stopping against a scripted validation curve: the best is tracked, save_best fires exactly at new bests,
 // the run ends after `patience` validations without one, and a resumed run keeps counting where it stopped.
 TEST(Trainer, PatienceStopsAfterValidationsWithoutANewBest) {
@@ -355,7 +439,7 @@ TEST(Trainer, PatienceStopsAfterValidationsWithoutANewBest) {
   };
   auto run = [&](Trainer& trainer, size_t& calls, std::vector<int64_t>& bests, std::vector<int64_t>& saves) {
     Trainer::Hooks h;
-    h.loss = [&](int64_t) { return at::ones({3}).requires_grad_(true).pow(2).sum(); };  // any scalar with a graph
+    h.loss = [&](int64_t, const BatchPart&) { return at::ones({3}).requires_grad_(true).pow(2).sum(); };  // any graph
     h.eval_loss = [&] { return curve.at(calls++); };
     h.save_best = [&](int64_t s) { bests.push_back(s); };
     h.save = [&](int64_t s) { saves.push_back(s); };
