@@ -95,13 +95,22 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
   }
 
   const std::vector<int64_t> layers = head.feature_layers();
-  // Validation windows and their features, once: the target is frozen.
+  // Validation in batches of --batch rows, with their features computed once (the target is frozen), a batch at a
+  // time (the target's forward never holds more rows than a training step's). Data parallel: rank r evaluates
+  // batches r, r + world, ... (every rank at least one, so each knows the family's metrics) and computes only
+  // their features; with fewer batches than ranks every rank evaluates all.
   const RowBatch v = data.validation_rows(o.context, o.eval_windows);
-  HeadBatch val;
-  val.windows = v.tokens;
-  val.mask = v.mask;
-  val.lengths = v.lengths;
-  val.features = head_batch_features(target, val.windows, layers);
+  const int64_t val_rows = v.tokens.size(0), val_batches = (val_rows + o.batch - 1) / o.batch;
+  const bool sharded_eval = parallel && val_batches >= parallel->world_size();
+  std::vector<HeadBatch> val(static_cast<size_t>(val_batches));  // empty where another rank evaluates
+  for (int64_t k = 0; k < val_batches; ++k) {
+    if (sharded_eval && !parallel->takes(k)) continue;
+    const int64_t i = k * o.batch, m = std::min(o.batch, val_rows - i);
+    HeadBatch& b = val[static_cast<size_t>(k)];
+    b = {v.tokens.narrow(0, i, m), v.mask.defined() ? v.mask.narrow(0, i, m) : at::Tensor(), {},
+         v.lengths.narrow(0, i, m)};
+    b.features = head_batch_features(target, b.windows, layers);
+  }
   // Built on first use (the target's features of the first epoch's windows), then read back on every run.
   const std::unique_ptr<FeatureCache> cache =
       o.feature_cache.path.empty() ? nullptr
@@ -123,32 +132,26 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
   hooks.eval_loss = [&] {
     at::NoGradGuard no_grad;
     std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> counts;
-    const int64_t n = val.windows.size(0), batches = (n + o.batch - 1) / o.batch;
-    // Data parallel: rank r evaluates batches r, r + world, ... (every rank at least one, so each knows the
-    // family's metrics); each batch's loss has one slot, so the total adds the same numbers in the same order as
-    // one process. Fewer batches than ranks: every rank evaluates all.
-    const bool sharded = parallel && batches >= parallel->world_size();
-    std::vector<double> losses(static_cast<size_t>(batches), 0.0);
-    for (int64_t k = 0; k < batches; ++k) {
-      if (sharded && !parallel->takes(k)) continue;
-      const int64_t i = k * o.batch, m = std::min(o.batch, n - i);
-      const HeadBatch part{val.windows.narrow(0, i, m), val.mask.defined() ? val.mask.narrow(0, i, m) : at::Tensor(),
-                           val.features.narrow(0, i, m), val.lengths.narrow(0, i, m)};
+    // Each batch's loss has one slot, so the ranks' total adds the same numbers in the same order as one process.
+    std::vector<double> losses(static_cast<size_t>(val_batches), 0.0);
+    for (int64_t k = 0; k < val_batches; ++k) {
+      const HeadBatch& part = val[static_cast<size_t>(k)];
+      if (!part.windows.defined()) continue;
       const HeadEvaluation e = head.evaluate(part);
-      losses[static_cast<size_t>(k)] = e.loss * static_cast<double>(m);
+      losses[static_cast<size_t>(k)] = e.loss * static_cast<double>(part.windows.size(0));
       for (const auto& [name, columns] : e.counts) {
         auto& sum = counts[name];
         sum.resize(std::max(sum.size(), columns.size()));
         for (size_t k = 0; k < columns.size(); ++k) sum[k].first += columns[k].first, sum[k].second += columns[k].second;
       }
     }
-    if (sharded) {  // losses, then every count, summed over the ranks in one message (counts are exact in float64)
+    if (sharded_eval) {  // losses, then every count, summed over the ranks in one message (counts are exact in float64)
       std::vector<double> flat = losses;
       for (const auto& [name, columns] : counts)
         for (const auto& [hits, tries] : columns) flat.push_back(static_cast<double>(hits)), flat.push_back(static_cast<double>(tries));
       flat = parallel->sum(flat);
-      std::copy(flat.begin(), flat.begin() + batches, losses.begin());
-      size_t at = static_cast<size_t>(batches);
+      std::copy(flat.begin(), flat.begin() + val_batches, losses.begin());
+      size_t at = static_cast<size_t>(val_batches);
       for (auto& [name, columns] : counts)
         for (auto& [hits, tries] : columns) hits = static_cast<int64_t>(flat[at++]), tries = static_cast<int64_t>(flat[at++]);
     }
@@ -160,7 +163,7 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
         values[name].push_back(tries ? static_cast<double>(hits) / static_cast<double>(tries) : 0.0);
       trainer.add_eval_metric(name, values[name]);
     }
-    const double loss = total / static_cast<double>(n);
+    const double loss = total / static_cast<double>(val_rows);
     if (!trainer.options().quiet)
       std::fprintf(stderr, "\nvalidation at step %ld: loss %.4f%s\n", static_cast<long>(trainer.step()), loss,
                    metrics_line(values).c_str());
