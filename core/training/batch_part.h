@@ -30,9 +30,9 @@ struct BatchPart {
   }
 };
 
-// Every part needs a row: throws Error naming --batch unless batch >= ranks * accumulate.
+// Every part needs a row: throws Error naming --batch unless batch >= ranks * accumulate (accumulate >= 1 is the
+// Trainer's own check).
 inline void check_batch_parts(int64_t batch, int64_t ranks, int64_t accumulate) {
-  check(accumulate >= 1, "--accumulate: expected a positive number of micro-batches, got " + std::to_string(accumulate));
   auto count = [](int64_t n, const char* one, const char* many) { return std::to_string(n) + (n == 1 ? one : many); };
   check(batch >= ranks * accumulate,
         "--batch: expected at least one row per part of a step (" + count(ranks, " rank", " ranks") + " x " +

@@ -60,12 +60,12 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
   check(!o.out_dir.empty(), "--out: expected a directory");
   DataParallel* parallel = o.parallel.get();
   check_batch_parts(o.batch, parallel ? parallel->world_size() : 1, o.trainer.accumulate);
-  if (!parallel || parallel->is_main()) std::filesystem::create_directories(o.out_dir);
   const std::string state_path = o.out_dir + "/training_state.safetensors";
 
   TrainerOptions topt = o.trainer;
   topt.tokens_per_step = o.batch * o.context;
   Trainer trainer(head.parameters(), topt, o.parallel);
+  if (!parallel || parallel->is_main()) std::filesystem::create_directories(o.out_dir);  // after the options' checks
   std::map<std::string, std::string> identity = head.identity();
   identity["family"] = head.family().name;
   identity["seed"] = std::to_string(o.seed);

@@ -55,7 +55,6 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
   DataParallel* parallel = o.parallel.get();
   check_batch_parts(o.batch, parallel ? parallel->world_size() : 1, o.trainer.accumulate);
   const bool writer = !parallel || parallel->is_main();
-  if (writer) std::filesystem::create_directories(o.out_dir);
   const std::string state_path = o.out_dir + "/training_state.safetensors";
   const std::string config_text = c.to_hf_json().dump();
 
@@ -64,6 +63,7 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
   TrainerOptions topt = o.trainer;
   topt.tokens_per_step = o.batch * o.context;
   Trainer trainer(trainable_parameters(c, weights), topt, o.parallel);
+  if (writer) std::filesystem::create_directories(o.out_dir);  // after the trainer has checked its options
   if (o.resume) {
     if (!is_file(state_path)) throw Error("--resume: " + state_path + " not found");
     const auto meta = trainer.load_state(state_path);

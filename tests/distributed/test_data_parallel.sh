@@ -207,4 +207,8 @@ expect_error "a batch smaller than the world" \
   "$BIN" launch --nproc 2 "${LM_ARGS[@]}" --steps 2 --batch 1 --out "$TMP/small_batch"
 expect_error "more micro-batches than rows" "(1 rank x 5 micro-batches = 5 rows), got 4" \
   "$BIN" "${LM_ARGS[@]}" --steps 2 --batch 4 --accumulate 5 --out "$TMP/small_batch"
+expect_error "no micro-batch" "--accumulate: expected a positive number of micro-batches, got 0" \
+  "$BIN" "${LM_ARGS[@]}" --steps 2 --batch 4 --accumulate 0 --out "$TMP/no_part"
+[ ! -e "$TMP/small_batch" ] && [ ! -e "$TMP/no_part" ] && ok "refused options leave no output folder" \
+  || bad "an output folder was left: $(ls -d "$TMP/small_batch" "$TMP/no_part" 2>&1)"
 finish

@@ -369,7 +369,9 @@ TEST(BatchPart, MicroBatchesOfARankAreItsShard) {
     }
   }
   testing::expect_error([] { check_batch_parts(3, 2, 2); }, {"--batch", "(2 ranks x 2 micro-batches = 4 rows), got 3"});
-  testing::expect_error([] { check_batch_parts(3, 1, 0); }, {"--accumulate", "got 0"});
+  TrainerOptions zero;
+  zero.accumulate = 0;
+  testing::expect_error([&] { Trainer({{"w", at::ones({3})}}, zero); }, {"--accumulate", "got 0"});
 }
 
 // Gradient accumulation against one pass over the whole batch (the reference): the same summed gradient and
