@@ -6,12 +6,17 @@
 
 namespace draftlab {
 
+const std::vector<const DraftFamily*>& draft_family_table() {
+#define DRAFTLAB_LIST_FAMILY(name) &name##_family(),
+  static const std::vector<const DraftFamily*> table{DRAFTLAB_FAMILIES(DRAFTLAB_LIST_FAMILY)};
+#undef DRAFTLAB_LIST_FAMILY
+  return table;
+}
+
 const std::vector<const StrategyDescriptor*>& strategy_table() {
   static const std::vector<const StrategyDescriptor*> table = [] {
     std::vector<const StrategyDescriptor*> t;
-#define DRAFTLAB_LIST_STRATEGY(file) t.push_back(&file##_strategy());
-    DRAFTLAB_STRATEGIES(DRAFTLAB_LIST_STRATEGY)
-#undef DRAFTLAB_LIST_STRATEGY
+    for (const DraftFamily* f : draft_family_table()) t.insert(t.end(), f->strategies.begin(), f->strategies.end());
     return t;
   }();
   return table;
@@ -82,6 +87,9 @@ StrategyOptions resolve_options(const StrategyDescriptor& strategy, const Strate
                   " (" + o.help + ")");
     out.set_default(o.key, o.default_value);
   }
+  if (strategy.needs == StrategyNeeds::Head && !strategy.head_family.empty() && given.given("head"))
+    check_head_path(find_head_family(strategy.head_family), out.get_string("head"));
+  if (strategy.check_options) strategy.check_options(out);
   return out;
 }
 

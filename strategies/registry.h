@@ -1,35 +1,45 @@
-// The registry: every strategy's descriptor (strategy_descriptor.h), found by name.
+// The registry: every draft family, one line each. A family is one folder, strategies/<name>/, holding its code
+// (head, checkpoint reading and writing, trainer, options, strategies) and its descriptor <name>_family(): the
+// strategies it drafts with (strategy_descriptor.h) and, for trainable heads, its HeadFamily (head_family.h).
 //
-// Adding a strategy: copy strategies/vanilla.cpp to strategies/<file>.cpp, rename its descriptor function to
-// <file>_strategy(), fill in the descriptor, and add X(<file>) to the list below. It then appears in --help,
-// `draftlab strategies` (README's table), the lossless tests, `compare -s` and `exp`.
+// Adding a family: a folder strategies/<name>/ whose <name>_family() lists its strategies (start from
+// strategies/vanilla/vanilla.cpp), and X(<name>) below. Its strategies then appear in --help, `draftlab strategies`
+// (README's table), the lossless tests, `compare -s` and `exp`; its heads in train-head --kind and the drivers.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "strategies/head_family.h"
 #include "strategies/strategy_descriptor.h"
 
-// Every strategy, one line each, in the order of --help, README's table and `exp speed`'s methods.
-#define DRAFTLAB_STRATEGIES(X) \
-  X(vanilla)                   \
-  X(chain_draft)               \
-  X(prompt_lookup)             \
-  X(lookahead)                 \
-  X(static_tree)               \
-  X(eagle_chain)               \
-  X(medusa)                    \
-  X(hydra)                     \
-  X(eagle2)                    \
+// Every family, in the order of --help, README's table and `exp speed`'s methods.
+#define DRAFTLAB_FAMILIES(X) \
+  X(vanilla)                 \
+  X(chain)                   \
+  X(pld)                     \
+  X(lookahead)               \
+  X(eagle)                   \
+  X(medusa)                  \
+  X(hydra)                   \
   X(eagle3)
 
 namespace draftlab {
 
-#define DRAFTLAB_DECLARE_STRATEGY(file) const StrategyDescriptor& file##_strategy();
-DRAFTLAB_STRATEGIES(DRAFTLAB_DECLARE_STRATEGY)
-#undef DRAFTLAB_DECLARE_STRATEGY
+struct DraftFamily {
+  std::string name;                                   // its folder under strategies/
+  std::vector<const StrategyDescriptor*> strategies;  // what it drafts with, in table order
+  const HeadFamily* heads = nullptr;                  // its trainable draft heads, if it has any
+};
 
+#define DRAFTLAB_DECLARE_FAMILY(name) const DraftFamily& name##_family();
+DRAFTLAB_FAMILIES(DRAFTLAB_DECLARE_FAMILY)
+#undef DRAFTLAB_DECLARE_FAMILY
+
+const std::vector<const DraftFamily*>& draft_family_table();
+
+// Every family's strategies, in registry order.
 const std::vector<const StrategyDescriptor*>& strategy_table();
 
 // Throws Error for an unknown name, listing the known ones.

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/decoding/draft_strategy.h"
-#include "core/model/head_family.h"
 #include "core/model/llama_model.h"
+#include "strategies/option_spec.h"
 #include "strategies/strategy_options.h"
 
 namespace draftlab {
@@ -37,34 +37,6 @@ enum class DraftShape {
   DynamicTree,  // a tree grown per cycle
 };
 
-enum class OptionType { Integer, Number, Boolean, Text, Path, Choice };
-
-// One row of a strategy's option table.
-struct OptionSpec {
-  std::string key;
-  OptionType type = OptionType::Text;
-  std::string default_value;         // "" = none: absent unless given (reads as "")
-  std::string help;
-  std::optional<double> min, max;    // Integer, Number
-  std::vector<std::string> choices;  // Choice; for an Integer, words accepted besides numbers ("auto")
-  bool required = false;
-
-  OptionSpec& also(const std::string& word) {  // integer("total_tokens", ...).also("auto")
-    choices.push_back(word);
-    return *this;
-  }
-  // "1..1024", "value|confidence", "true|false", "PATH": what the value may be.
-  std::string range() const;
-  // Throws Error "strategy NAME: option KEY: expected RANGE, got 'VALUE'".
-  void check(const std::string& strategy, const std::string& value) const;
-};
-
-OptionSpec integer_option(const std::string& key, int64_t default_value, int64_t min, int64_t max, const std::string& help);
-OptionSpec number_option(const std::string& key, double default_value, double min, double max, const std::string& help);
-OptionSpec bool_option(const std::string& key, bool default_value, const std::string& help);
-OptionSpec choice_option(const std::string& key, const std::vector<std::string>& choices, const std::string& help);
-OptionSpec text_option(const std::string& key, const std::string& default_value, const std::string& help);
-OptionSpec path_option(const std::string& key, bool required, const std::string& help);
 
 // A configuration the lossless tests run the strategy in. In option values, {target} stands for the test's target
 // model folder and {other_model} for another model with the target's vocabulary.
@@ -89,7 +61,7 @@ struct StrategyDescriptor {
   StrategyNeeds needs = StrategyNeeds::Nothing;
   // For StrategyNeeds::Head: the family of head it loads (HeadFamily::name), so drivers hand it the --head of
   // that family.
-  std::string head_family = "eagle";
+  std::string head_family;
   DraftShape shape = DraftShape::Chain;
   // Whether its drafted nodes carry a draft probability (calibration figures); model-free drafts have none and
   // record NaN in results files.
@@ -100,6 +72,8 @@ struct StrategyDescriptor {
   // `exp speed` (EAGLE-2 Table 1) runs beside the default, labelled "<name> (<paper_setting_label>)".
   std::vector<std::pair<std::string, std::string>> paper_setting;
   std::string paper_setting_label;
+  // Rules across options (optional): throws Error naming them. resolve_options runs it, before any model loads.
+  std::function<void(const StrategyOptions&)> check_options;
   // Builds it from validated options: every declared key reads its given value or default.
   StrategyFactory make;
 

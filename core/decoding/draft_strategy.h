@@ -12,7 +12,7 @@
 // nodes, scored by the target in the same verification forward and handed back as VerifyResult::extra_logits.
 // They are never accepted, never stay in the cache and are invisible to the tree's rows, so they cannot change
 // the output. This is how a strategy gets target predictions it does not commit to: lookahead decoding's Jacobi
-// window (strategies/lookahead.cpp), or any parallel / Jacobi draft. Read their logits without the decoding
+// window (strategies/lookahead/lookahead.cpp), or any parallel / Jacobi draft. Read their logits without the decoding
 // sampler's random stream (argmax, or a generator of the strategy's own): drawing from request.sampler outside
 // a tree's recorded draft distributions would change which tokens T > 0 decoding samples.
 #pragma once

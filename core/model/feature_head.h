@@ -1,4 +1,4 @@
-// FeatureHead - what the EAGLE strategies draft through (strategies/eagle_drafter.h): a one-layer draft head with
+// FeatureHead - what the EAGLE strategies draft through (strategies/eagle_tree/eagle_drafter.h): a one-layer draft head with
 // its own KV cache that reads rows of (token, feature) and returns a state per row, whose logits give the next
 // token. Two families implement it:
 //   EagleHead  (EAGLE-1/2, eagle_head.h)   features: the target's final normed hidden state; state: the predicted

@@ -56,7 +56,7 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
   check(o.batch > 0, "--batch: expected a positive number, got " + std::to_string(o.batch));
   check(o.context >= head.min_context() && o.context <= max_context,
         "--context: expected " + std::to_string(head.min_context()) + ".." + std::to_string(max_context) +
-            " for " + head.family().title + " (windows are context + 1 tokens), got " + std::to_string(o.context));
+            " for --kind " + head.family_name() + " (windows are context + 1 tokens), got " + std::to_string(o.context));
   check(!o.out_dir.empty(), "--out: expected a directory");
   DataParallel* parallel = o.parallel.get();
   check_batch_parts(o.batch, parallel ? parallel->world_size() : 1, o.trainer.accumulate);
@@ -67,7 +67,7 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
   Trainer trainer(head.parameters(), topt, o.parallel);
   if (!parallel || parallel->is_main()) std::filesystem::create_directories(o.out_dir);  // after the options' checks
   std::map<std::string, std::string> identity = head.identity();
-  identity["family"] = head.family().name;
+  identity["family"] = head.family_name();
   identity["seed"] = std::to_string(o.seed);
   identity["batch"] = std::to_string(o.batch);
   identity["context"] = std::to_string(o.context);
@@ -80,7 +80,7 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
       auto it = meta.find(key);
       // States written before a key existed stand for its default (the family for states of one-family trainers,
       // windows for states written before whole-sequence sampling).
-      const std::string fallback = key == "family"    ? head.family().name
+      const std::string fallback = key == "family"    ? head.family_name()
                                    : key == "samples" ? sampling_name(Sampling::Windows)
                                                       : head.identity_default(key);
       if (it == meta.end() ? fallback != value : it->second != value)

@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "core/distributed/data_parallel.h"
-#include "core/model/head_family.h"
 #include "core/model/llama_model.h"
 #include "core/training/feature_cache.h"
 #include "core/training/text_dataset.h"
@@ -76,7 +75,8 @@ class TrainableHead {
  public:
   virtual ~TrainableHead() = default;
 
-  virtual const HeadFamily& family() const = 0;
+  // Its family (HeadFamily::name, strategies/head_family.h): recorded in the training state and log.
+  virtual std::string family_name() const = 0;
   // Leaf tensors for the Trainer (names key the training state).
   virtual std::vector<std::pair<std::string, at::Tensor>> parameters() const = 0;
   // What a resumed run must match besides family, seed, batch and context: the head's shape and the family's

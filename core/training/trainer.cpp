@@ -37,14 +37,18 @@ double clip_gradients(const std::vector<at::Tensor>& parameters, double max_norm
   return norm;
 }
 
+void check_trainer_options(const TrainerOptions& o) {
+  check(o.steps > 0, "--steps: expected a positive number, got " + std::to_string(o.steps));
+  check(o.lr > 0, "--lr: expected a positive learning rate, got " + std::to_string(o.lr));
+  check(o.warmup >= 0, "--warmup: expected >= 0, got " + std::to_string(o.warmup));
+  check(o.accumulate >= 1, "--accumulate: expected a positive number of micro-batches, got " +
+                               std::to_string(o.accumulate));
+}
+
 Trainer::Trainer(std::vector<std::pair<std::string, at::Tensor>> parameters, TrainerOptions options,
                  std::shared_ptr<DataParallel> parallel)
     : params_(std::move(parameters)), options_(options), parallel_(std::move(parallel)) {
-  check(options_.steps > 0, "trainer: steps: expected a positive number, got " + std::to_string(options_.steps));
-  check(options_.lr > 0, "trainer: lr: expected a positive learning rate, got " + std::to_string(options_.lr));
-  check(options_.warmup >= 0, "trainer: warmup: expected >= 0, got " + std::to_string(options_.warmup));
-  check(options_.accumulate >= 1,
-        "--accumulate: expected a positive number of micro-batches, got " + std::to_string(options_.accumulate));
+  check_trainer_options(options_);
   schedule_ = CosineSchedule{options_.lr, options_.warmup, options_.steps, options_.min_lr_ratio};
 
   // Two groups: weight decay pulls matrices towards 0; on a norm gain (init 1) it would only fight the model.

@@ -61,6 +61,10 @@ struct TrainerOptions {
   int64_t accumulate = 1;      // gradient accumulation: micro-batches per rank per step (the same step, less memory)
 };
 
+// Throws Error naming the flag (--steps, --lr, --warmup, --accumulate) of an option out of range: the commands call
+// it before anything loads, the Trainer again.
+void check_trainer_options(const TrainerOptions& options);
+
 class Trainer {
  public:
   // `parameters`: leaf tensors to optimise, by name (the names key the training state). requires_grad is set here.

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "core/model/head_family.h"
+#include "strategies/head_family.h"
 #include "core/model/torch_checkpoint.h"
 #include "experiments/cli/commands.h"
 

@@ -1,29 +1,23 @@
 // draftlab train-head: train draft heads for a frozen target on a text corpus (stories separated by blank lines),
-// chat data or target-generated token lines, and write a head folder that the strategies of that kind run:
-//   --kind eagle    an EAGLE head (EAGLE paper section 3.2; core/training/eagle_head_training.h), for
-//                   --strategy eagle2:head=DIR and the other EAGLE strategies
-//   --kind medusa   Medusa-1 heads (core/training/medusa_training.h, parallel_head_training.h), for -s medusa:head=DIR
-//   --kind hydra    Hydra heads (core/training/hydra_training.h, the same trainer), for -s hydra:head=DIR
-//   --kind eagle3   an EAGLE-3 head trained with training-time test (core/training/eagle3_training.h), for
-//                   -s eagle3:head=DIR
-// Every kind trains through one pipeline (core/training/head_training.h); --resume continues a run exactly.
+// chat data or target-generated token lines, and write a head folder that the family's strategies run.
+// --kind names the family (strategies/head_family.h: eagle, eagle3, medusa, hydra); the flags every family shares
+// are here, each family's own flags and its trainer are declared in its folder (HeadFamily::training_options,
+// HeadFamily::train), and every flag is checked before the target or the data loads. Every family trains through
+// one pipeline (core/training/head_training.h); --resume continues a run exactly.
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
 #include "core/base/error.h"
-#include "core/model/head_family.h"
-#include "core/training/eagle3_training.h"
-#include "core/training/eagle_head_training.h"
+#include "core/text/chat_template.h"
 #include "core/training/head_data.h"
-#include "core/training/hydra_training.h"
-#include "core/training/medusa_training.h"
+#include "strategies/head_family.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/data_parallel_options.h"
 #include "experiments/cli/model_loading.h"
 #include "experiments/cli/trainer_options.h"
-#include "strategies/strategy_options.h"
 
 namespace po = boost::program_options;
 
@@ -31,12 +25,70 @@ namespace draftlab::cli {
 
 namespace {
 
-// Refuses an option of another kind given on the command line (defaults do not count).
-void check_kind_options(const po::variables_map& vm, const po::options_description& group, const std::string& kind,
-                        const std::string& kind_given) {
-  for (const auto& o : group.options())
-    if (vm.count(o->long_name()) && !vm[o->long_name()].defaulted())
-      throw Error("--" + o->long_name() + ": applies to --kind " + kind + ", not --kind " + kind_given);
+// Every head family's own flags (HeadFamily::training_options), each once, in declaration order: families that
+// share a flag declare it alike. A flag's value arrives as text and is checked against the chosen family's table.
+struct FamilyFlag {
+  const OptionSpec* spec = nullptr;  // the first declaration (type, range, default)
+  std::vector<const HeadFamily*> families;
+  std::string value;
+};
+
+std::string family_names(const std::vector<const HeadFamily*>& families) {
+  std::string s;
+  for (const HeadFamily* f : families) s += (s.empty() ? "" : ", ") + f->name;
+  return s;
+}
+
+po::options_description family_flags(std::vector<FamilyFlag>& flags) {
+  for (const HeadFamily* f : head_family_table())
+    for (const OptionSpec& o : f->training_options) {
+      auto it = std::find_if(flags.begin(), flags.end(), [&](const FamilyFlag& g) { return g.spec->key == o.key; });
+      if (it == flags.end()) it = flags.insert(flags.end(), FamilyFlag{&o, {}, ""});
+      check(it->spec->type == o.type, "train-head: --" + o.key + " is declared with two types by the head families");
+      it->families.push_back(f);
+    }
+  po::options_description desc("the head families' own options (--kind FAMILY: the families that take each)");
+  for (FamilyFlag& flag : flags) {
+    std::string help = "[" + family_names(flag.families) + "] " + flag.spec->range();
+    if (!flag.spec->default_value.empty()) help += ", default " + flag.spec->default_value;
+    std::vector<std::string> helps;
+    for (const HeadFamily* f : flag.families) {
+      const std::string& h = f->training_option(flag.spec->key)->help;
+      if (std::find(helps.begin(), helps.end(), h) == helps.end()) helps.push_back(h);
+    }
+    for (const HeadFamily* f : flag.families) {
+      const std::string& h = f->training_option(flag.spec->key)->help;
+      if (helps.size() == 1) {
+        help += ": " + h;
+        break;
+      }
+      help += "; " + f->name + ": " + h;
+    }
+    auto* value = po::value(&flag.value);
+    if (flag.spec->type == OptionType::Boolean) value->zero_tokens()->implicit_value("true");
+    desc.add_options()(flag.spec->key.c_str(), value, help.c_str());
+  }
+  return desc;
+}
+
+// The chosen family's options from the flags given: a flag of another family is refused, values are checked
+// against the family's table, defaults filled in, then the family's rules across flags.
+StrategyOptions resolve_family_flags(const HeadFamily& family, const std::vector<FamilyFlag>& flags,
+                                     const po::variables_map& vm) {
+  StrategyOptions options;
+  for (const FamilyFlag& flag : flags) {
+    const std::string& key = flag.spec->key;
+    if (!vm.count(key)) continue;
+    const OptionSpec* spec = family.training_option(key);
+    if (!spec)
+      throw Error("--" + key + ": applies to --kind " + family_names(flag.families) + ", not --kind " + family.name);
+    if (!spec->accepts(flag.value))
+      throw Error("--" + key + ": expected " + spec->range() + " (--kind " + family.name + "), got '" + flag.value + "'");
+    options.set(key, flag.value);
+  }
+  for (const OptionSpec& o : family.training_options) options.set_default(o.key, o.default_value);
+  if (family.check_training_options) family.check_training_options(options);
+  return options;
 }
 
 // One summary for every family: parameters, speed, and the last validation pass's loss and metrics.
@@ -65,7 +117,7 @@ int run_train_head(int argc, char** argv) {
   int validation_every = 50;
   double dist_timeout = 300;
   double data_fraction = 1.0;
-  EagleHeadTrainingOptions o;  // the EAGLE options, and the ones every kind shares
+  HeadTrainingOptions o;  // the options every family shares
   o.context = 128;
   o.batch = 16;
   TrainerOptions& t = o.trainer;
@@ -76,17 +128,12 @@ int run_train_head(int argc, char** argv) {
   t.beta1 = 0.9;
   t.beta2 = 0.95;
   t.grad_clip = 0.5;
-  MedusaConfig medusa;
-  HydraConfig hydra;
-  std::string medusa_lm_head = "shared", hydra_lm_head = "shared";
-  ParallelHeadLossOptions loss;  // Medusa and Hydra
-  bool teacher = false;
 
   po::options_description desc("draftlab train-head: train draft heads for a target on a text corpus\n\noptions");
   desc.add_options()("help,h", "show this help");
   add_model_options(desc, mo);
   desc.add_options()
-      ("kind", po::value(&kind_name)->default_value(kind_name), "eagle (an EAGLE head), eagle3 (an EAGLE-3 head, trained with training-time test), medusa (Medusa-1 heads) or hydra (Hydra heads)")
+      ("kind", po::value(&kind_name)->default_value(kind_name), ("the head family: " + head_family_names()).c_str())
       ("corpus", po::value(&corpus), "text file of stories separated by blank lines (or --data)")
       ("data", po::value(&data_path),
        "training data instead of --corpus: text stories, chat JSONL (loss on assistant turns) or token lines from "
@@ -120,106 +167,37 @@ int run_train_head(int argc, char** argv) {
       ("resume", po::bool_switch(&o.resume), "continue from --out/training_state.safetensors")
       ("save-dtype", po::value(&save_dtype)->default_value(save_dtype),
        "dtype of model.safetensors: float32, float16 or bfloat16");
-  po::options_description eagle("--kind eagle");
-  eagle.add_options()
-      ("input", po::value(&o.input)->default_value(o.input),
-       "the head's input (EAGLE Figure 8): feature_shifted_token (EAGLE), feature_unshifted_token, feature_only, "
-       "token_only")
-      ("cls-weight", po::value(&o.cls_weight)->default_value(o.cls_weight, "0.1"), "weight of the soft cross-entropy");
-  po::options_description recipe_desc("--kind eagle, medusa and hydra");
-  recipe_desc.add_options()
-      ("recipe", po::value(&o.recipe)->default_value(o.recipe),
-       "paper (the documented defaults) or official, the official trainer's settings: eagle (train/main.py) noise "
-       "scaled by 512 / context, row i iff mask[i], clip each gradient by value; medusa (Medusa-1) and hydra "
-       "(Hydra++) unweighted head sum, AdamW (0.9, 0.999), their lr, decay, warm-up and clipping, hydra the teacher "
-       "loss (docs/fidelity.md); optimiser flags given explicitly override it");
-  po::options_description draft_vocab_desc("--kind eagle and --kind eagle3");
-  draft_vocab_desc.add_options()
-      ("draft-vocab", po::value(&o.draft_vocab)->default_value(o.draft_vocab),
-       "K > 0: draft over the K most frequent training tokens only (a cheaper LM head; EAGLE-3: its own LM head of "
-       "K rows, the tokens predicted under the loss mask); 0 = the full vocabulary");
-  Eagle3TrainingOptions e3;
-  std::string feature_layers;
-  po::options_description eagle3_desc("--kind eagle3");
-  eagle3_desc.add_options()
-      ("ttt-steps", po::value(&e3.steps)->default_value(e3.steps),
-       "training-time test: unrolled steps K, each feeding the head's own output back (the paper's 7)")
-      ("ttt-decay", po::value(&e3.decay)->default_value(e3.decay, "0.8"), "step k's loss weighs decay^k")
-      ("feature-layers", po::value(&feature_layers),
-       "the three target layers whose inputs the head reads, comma-separated (0-based layer indices, L = the last "
-       "layer's output; default: the official 2, L/2, L-3), or top: L three times (EAGLE-3 Table 2's TTT without "
-       "fusion)");
-  po::options_description parallel_desc("--kind medusa and --kind hydra");
-  parallel_desc.add_options()
-      ("decay", po::value(&loss.decay)->default_value(loss.decay, "0.8"),
-       "head k's loss weight is decay^(k+1) (the Medusa paper's 0.8^k for heads 1..K); 1 = unweighted sum")
-      ("teacher", po::bool_switch(&teacher),
-       "learn the target's distribution of each label (Hydra++'s teacher loss) instead of the data's token");
-  po::options_description medusa_desc("--kind medusa");
-  medusa_desc.add_options()
-      ("medusa-heads", po::value(&medusa.num_heads)->default_value(medusa.num_heads),
-       "heads (head k predicts the token k + 2 positions after the feature)")
-      ("medusa-layers", po::value(&medusa.num_layers)->default_value(medusa.num_layers), "residual blocks per head")
-      ("medusa-lm-head", po::value(&medusa_lm_head)->default_value(medusa_lm_head),
-       "shared (the target's LM head: small folders) or own (a [vocab, d] copy per head, as the official heads)");
-  po::options_description hydra_desc("--kind hydra");
-  hydra_desc.add_options()
-      ("hydra-heads", po::value(&hydra.num_heads)->default_value(hydra.num_heads),
-       "heads (head k reads the feature and k + 1 tokens, and predicts the token k + 2 positions after the feature)")
-      ("hydra-layers", po::value(&hydra.num_layers)->default_value(hydra.num_layers),
-       "ResBlocks per head (the first one reads the tokens; Hydra++ uses 4)")
-      ("hydra-lm-head", po::value(&hydra_lm_head)->default_value(hydra_lm_head),
-       "shared (the target's LM head) or own (a [vocab, d] copy with bias per head, as the official heads)");
-  desc.add(eagle).add(recipe_desc).add(draft_vocab_desc).add(eagle3_desc).add(parallel_desc).add(medusa_desc).add(hydra_desc);
+  std::vector<FamilyFlag> flags;
+  desc.add(family_flags(flags));
   add_trainer_options(desc, t);
   add_data_parallel_options(desc, dist_timeout);
 
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "train-head", vm)) return 0;
-  const std::string kind = find_head_family(kind_name).name;
-  if (kind != "eagle") check_kind_options(vm, eagle, "eagle", kind_name);
-  if (kind == "eagle3") check_kind_options(vm, recipe_desc, "eagle, medusa or hydra", kind_name);
-  if (kind != "eagle" && kind != "eagle3") check_kind_options(vm, draft_vocab_desc, "eagle or eagle3", kind_name);
-  if (kind != "eagle3") check_kind_options(vm, eagle3_desc, "eagle3", kind_name);
-  if (kind != "medusa" && kind != "hydra") check_kind_options(vm, parallel_desc, "medusa or hydra", kind_name);
-  if (kind != "medusa") check_kind_options(vm, medusa_desc, "medusa", kind_name);
-  if (kind != "hydra") check_kind_options(vm, hydra_desc, "hydra", kind_name);
-  check(medusa_lm_head == "shared" || medusa_lm_head == "own",
-        "--medusa-lm-head: expected shared or own, got '" + medusa_lm_head + "'");
-  check(medusa.num_heads >= 1 && medusa.num_layers >= 0,
-        "--medusa-heads / --medusa-layers: expected at least 1 head and 0 layers");
-  medusa.own_lm_head = medusa_lm_head == "own";
-  check(hydra_lm_head == "shared" || hydra_lm_head == "own",
-        "--hydra-lm-head: expected shared or own, got '" + hydra_lm_head + "'");
-  check(hydra.num_heads >= 1 && hydra.num_layers >= 1,
-        "--hydra-heads / --hydra-layers: expected at least 1 head and 1 layer");
-  hydra.own_lm_head = hydra_lm_head == "own";
-  loss.target = teacher ? ParallelHeadTarget::TargetDistribution : ParallelHeadTarget::Tokens;
-  check_recipe(o.recipe);
-  if ((kind == "medusa" || kind == "hydra") && o.recipe == "official")  // flags given explicitly keep their values
-    apply_official_parallel_recipe(kind, t, loss, [&](const std::string& flag) { return !vm[flag].defaulted(); });
-  o.save_dtype = parse_compute_dtype(save_dtype);
+  // Everything that needs no model is checked here, before the target and the data load.
+  const HeadFamily& family = find_head_family(kind_name);
+  const StrategyOptions family_options = resolve_family_flags(family, flags, vm);
+  check_trainer_options(t);
+  check(o.batch > 0, "--batch: expected a positive number, got " + std::to_string(o.batch));
+  try {
+    o.save_dtype = parse_compute_dtype(save_dtype);
+  } catch (const Error&) {
+    throw Error("--save-dtype: expected float32, float16 or bfloat16, got '" + save_dtype + "'");
+  }
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "draftlab ") + std::string(argv[i]);
 
-  // --feature-layers' form now, its range (the target's layers) once the target is loaded.
-  if (!feature_layers.empty() && feature_layers != "top") {
-    std::stringstream list(feature_layers);
-    for (std::string v; std::getline(list, v, ',');) {
-      int64_t layer = 0;
-      check(parse_option_int(v, &layer) && layer >= 1,
-            "--feature-layers: expected three layer indices >= 1 or top, got '" + feature_layers + "'");
-      e3.feature_layers.push_back(layer);
-    }
-    check(e3.feature_layers.size() == 3, "--feature-layers: expected three layers, got '" + feature_layers + "'");
-  }
   check(corpus.empty() != data_path.empty(), "train-head: expected exactly one of --corpus and --data");
   check_training_fraction(data_fraction);
   const Sampling sampling = parse_sampling(samples);
-  const LoadedModel loaded = load_model_and_tokenizer(mo);
   const std::string source = corpus.empty() ? data_path : corpus;
   const HeadDataFormat format = corpus.empty() ? parse_head_data_format(data_format, data_path) : HeadDataFormat::Text;
-  TextDataset data = load_head_data(source, format, *loaded.tokenizer, loaded.model->config().vocab_size,
-                                    parse_chat_template(chat_template), validation_every);
+  const ChatTemplate chat = parse_chat_template(chat_template);
+  check(cache_dtype == "float32" || cache_dtype == "float16",
+        "--feature-cache-dtype: expected float32 or float16, got " + cache_dtype);
+
+  const LoadedModel loaded = load_model_and_tokenizer(mo);
+  TextDataset data = load_head_data(source, format, *loaded.tokenizer, loaded.model->config().vocab_size, chat,
+                                    validation_every);
   data.keep_training_fraction(data_fraction);
   data.set_sampling(sampling);
   o.data_description = source + " (" + head_data_format_name(format) + ")";
@@ -229,8 +207,6 @@ int run_train_head(int argc, char** argv) {
     o.data_description += ", the first " + std::string(fraction) + " of its training split";
   }
   if (!o.feature_cache.path.empty()) {
-    check(cache_dtype == "float32" || cache_dtype == "float16",
-          "--feature-cache-dtype: expected float32 or float16, got " + cache_dtype);
     o.feature_cache.dtype = cache_dtype == "float16" ? at::kHalf : at::kFloat;
     o.feature_cache.quiet = t.quiet;
     o.feature_cache.model_path = mo.model_path;
@@ -250,27 +226,9 @@ int run_train_head(int argc, char** argv) {
                  "%ld): a smaller --context with a larger --batch spends less compute per token, --samples windows "
                  "none\n",
                  100 * padding, static_cast<long>(o.context));
-  ParallelHeadTrainingOptions parallel;
-  static_cast<HeadTrainingOptions&>(parallel) = o;
-  parallel.loss = loss;
-  if (kind == "medusa") {
-    MedusaTrainingModel heads(*loaded.model, o.seed, medusa);
-    report(train_parallel_heads(*loaded.model, heads, parallel, data), o.out_dir, o.parallel.get());
-  } else if (kind == "hydra") {
-    HydraTrainingModel heads(*loaded.model, o.seed, hydra);
-    report(train_parallel_heads(*loaded.model, heads, parallel, data), o.out_dir, o.parallel.get());
-  } else if (kind == "eagle3") {
-    static_cast<HeadTrainingOptions&>(e3) = o;
-    e3.draft_vocab = o.draft_vocab;
-    const int64_t L = loaded.model->config().num_hidden_layers;
-    if (feature_layers == "top") e3.feature_layers = {L, L, L};
-    for (int64_t layer : e3.feature_layers)
-      check(layer <= L, "--feature-layers: expected three layer indices in 1.." + std::to_string(L) +
-                            " (the target's layers) or top, got '" + feature_layers + "'");
-    report(train_eagle3_head(*loaded.model, e3, data), o.out_dir, o.parallel.get());
-  } else {
-    report(train_eagle_head(*loaded.model, o, data), o.out_dir, o.parallel.get());
-  }
+  const HeadTrainingRun run{*loaded.model, data, o, family_options,
+                            [&](const std::string& flag) { return vm.count(flag) && !vm[flag].defaulted(); }};
+  report(family.train(run), o.out_dir, o.parallel.get());
   return 0;
 }
 

@@ -67,6 +67,7 @@ int run_train_lm(int argc, char** argv) {
 
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "train-lm", vm)) return 0;
+  check_trainer_options(t);
   check(threads >= 0, "--threads: expected 0 (auto) or a positive number, got " + std::to_string(threads));
   if (threads > 0) at::set_num_threads(threads);
   o.compute.dtype = parse_compute_dtype(dtype);

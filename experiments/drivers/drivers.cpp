@@ -16,11 +16,15 @@
 #include "core/base/file_bytes.h"
 #include "core/base/platform.h"
 #include "core/base/sha256.h"
-#include "core/model/head_family.h"
+#include "strategies/head_family.h"
 #include "core/training/training_log.h"
 #include "core/results/git_revision.h"
 #include "analysis/run_metrics.h"
 #include "analysis/table_format.h"
+#include "strategies/eagle3/eagle3_strategy.h"
+#include "strategies/eagle_tree/eagle2.h"
+#include "strategies/eagle_tree/eagle_chain.h"
+#include "strategies/eagle_tree/static_tree.h"
 #include "strategies/registry.h"
 
 namespace draftlab {
@@ -51,7 +55,7 @@ const HeadSpec* main_head(const ExperimentConfig& c, const std::string& family) 
 }
 
 // The head of `family` of the drivers that run its strategies (the EAGLE-1/2 head unless named).
-std::string require_head(const ExperimentConfig& c, const std::string& family = "eagle") {
+std::string require_head(const ExperimentConfig& c, const std::string& family = eagle2_strategy().head_family) {
   const HeadSpec* h = main_head(c, family);
   if (!h)
     throw Error("exp " + c.experiment + ": --head DIR is required (the trained " + find_head_family(family).title +
@@ -147,13 +151,14 @@ void parse_shard(const std::string& text, int& index, int& count) {
 
 namespace {
 
-// The EAGLE-2 tree strategy of a head's family: eagle2 for an EAGLE head, eagle3 for an EAGLE-3 head.
+// The tree strategy of a head's family (HeadFamily::tree_strategy): eagle2 for an EAGLE head, eagle3 for an EAGLE-3
+// head. Only families the EAGLE tree grower drafts with (dynamic trees by value) have a tree to sweep here.
 const StrategyDescriptor& tree_strategy_of(const ExperimentConfig& c, const HeadSpec& h) {
   const HeadFamily& family = head_family_of(h.path);
-  for (const StrategyDescriptor* s : {&eagle2_strategy(), &eagle3_strategy()})
-    if (s->head_family == family.name) return *s;
-  throw Error("exp " + c.experiment + ": --head " + h.label + "=" + h.path + ": expected an EAGLE or EAGLE-3 head, " +
-              "got " + family.title + " folder");
+  if (!family.load_feature_head)
+    throw Error("exp " + c.experiment + ": --head " + h.label + "=" + h.path + ": expected an EAGLE or EAGLE-3 head, " +
+                "got " + family.title + " folder");
+  return find_strategy(family.tree_strategy);
 }
 
 // One method per labelled head (ablate-inputs, train-data, ablate-eagle3, data-scaling): the heads named in
@@ -283,7 +288,7 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
        "sets, T 0 and 1",
        kAllSets, {0.0, 1.0},
        [](const ExperimentConfig& c) {
-         const std::string eagle = require_head(c), eagle3 = require_head(c, "eagle3");
+         const std::string eagle = require_head(c), eagle3 = require_head(c, eagle3_strategy().head_family);
          const StrategyDescriptor& e2 = eagle2_strategy();
          const StrategyDescriptor& e3 = eagle3_strategy();
          const std::vector<std::pair<std::string, std::string>> small{{"total_tokens", "4"}, {"depth", "4"}, {"top_k", "1"}};
@@ -315,7 +320,7 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
            return o;
          };
          return Methods{method(eagle2_strategy(), with(require_head(c)), "eagle2 chain (EAGLE-2 head)"),
-                        method(eagle3_strategy(), with(require_head(c, "eagle3")), "eagle3 chain (EAGLE-3 head)")};
+                        method(eagle3_strategy(), with(require_head(c, eagle3_strategy().head_family)), "eagle3 chain (EAGLE-3 head)")};
        }},
       {"alpha", "EAGLE Table 2", "EAGLE chain drafts of depth 5: tau and n-alpha", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) { return Methods{method(eagle_chain_strategy(), {{"depth", "5"}, {"head", require_head(c)}})}; }},

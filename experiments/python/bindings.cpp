@@ -272,10 +272,10 @@ struct Model {
     std::vector<std::string> items;
     for (const auto& [k, v] : options) items.push_back(k + "=" + v);
     std::unique_ptr<DraftStrategy> drafter;
-    if (strategy != "vanilla")
+    if (strategy != baseline_strategy().name)
       drafter = make_strategy(strategy, StrategyContext{*loaded.model}, StrategyOptions::parse(items));
     else
-      check(items.empty(), "generate: options given for vanilla, which has none");
+      check(items.empty(), "generate: options given for " + strategy + ", which has none");
     SpeculativeResult r;
     {
       py::gil_scoped_release release;

@@ -14,7 +14,7 @@
 
 #include "core/base/error.h"
 #include "core/io/safetensors.h"
-#include "core/model/eagle_head.h"
+#include "strategies/eagle/eagle_head.h"
 #include "model/model_fixtures.h"
 #include "test_paths.h"
 

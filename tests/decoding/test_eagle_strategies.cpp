@@ -15,10 +15,11 @@
 #include "core/decoding/vanilla_decoder.h"
 #include "core/model/forward_clock.h"
 #include "model/model_fixtures.h"
-#include "strategies/eagle2.h"
-#include "strategies/eagle_drafter.h"
+#include "strategies/eagle/eagle_head.h"
+#include "strategies/eagle_tree/eagle2.h"
+#include "strategies/eagle_tree/eagle_drafter.h"
 #include "strategies/registry.h"
-#include "strategies/static_tree.h"
+#include "strategies/eagle_tree/static_tree.h"
 #include "test_paths.h"
 
 using namespace draftlab;

@@ -10,7 +10,7 @@
 #include "core/decoding/vanilla_decoder.h"
 #include "core/decoding/verifier.h"
 #include "model/model_fixtures.h"
-#include "strategies/lookahead.h"
+#include "strategies/lookahead/lookahead.h"
 #include "test_errors.h"
 
 using namespace draftlab;

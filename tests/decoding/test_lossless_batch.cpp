@@ -10,11 +10,12 @@
 #include <set>
 
 #include "core/decoding/batch_decoder.h"
+#include "strategies/eagle/eagle_head.h"
 #include "core/decoding/speculative_decoder.h"
 #include "core/decoding/vanilla_decoder.h"
 #include "core/model/llama_model.h"
 #include "lossless_fixtures.h"
-#include "strategies/eagle_drafter.h"
+#include "strategies/eagle_tree/eagle_drafter.h"
 #include "model/model_fixtures.h"
 
 using namespace draftlab;

@@ -11,9 +11,9 @@
 
 #include "core/decoding/speculative_decoder.h"
 #include "core/decoding/vanilla_decoder.h"
-#include "core/model/medusa_heads.h"
+#include "strategies/medusa/medusa_heads.h"
 #include "model/model_fixtures.h"
-#include "strategies/parallel_heads.h"
+#include "strategies/parallel_heads/parallel_heads.h"
 #include "strategies/registry.h"
 #include "test_errors.h"
 #include "test_paths.h"

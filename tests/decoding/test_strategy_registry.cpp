@@ -2,6 +2,8 @@
 // ranges, the options their needs imply) and enforced (unknown keys, types, ranges, required keys, defaults).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include "strategies/registry.h"
@@ -36,6 +38,47 @@ TEST(StrategyRegistry, DescriptorsAreConsistent) {
   }
   EXPECT_EQ(baselines, 1) << "exactly one strategy drafts nothing: the baseline of every speedup";
   EXPECT_EQ(baseline_strategy().shape, DraftShape::None);
+}
+
+// A family is one folder and one registry line: its descriptor must say everything the framework asks of it.
+TEST(StrategyRegistry, FamiliesDeclareWhatTheFrameworkNeeds) {
+  std::set<std::string> families, strategies;
+  std::map<std::string, OptionType> flag_types;  // train-head flags shared by families must be alike
+  for (const DraftFamily* f : draft_family_table()) {
+    SCOPED_TRACE(f->name);
+    EXPECT_TRUE(families.insert(f->name).second) << "two families named " << f->name;
+    EXPECT_FALSE(f->strategies.empty()) << "a family drafts with at least one strategy";
+    for (const StrategyDescriptor* s : f->strategies) {
+      EXPECT_TRUE(strategies.insert(s->name).second) << s->name << " listed by two families";
+      if (s->needs == StrategyNeeds::Head) {
+        ASSERT_NE(f->heads, nullptr) << s->name << " needs heads its family does not declare";
+        EXPECT_EQ(s->head_family, f->heads->name) << s->name << " loads heads of another family";
+      }
+    }
+    if (!f->heads) continue;
+    const HeadFamily& h = *f->heads;
+    EXPECT_EQ(&find_head_family(h.name), &h);
+    EXPECT_FALSE(h.title.empty());
+    EXPECT_FALSE(h.summary.empty());
+    EXPECT_TRUE(h.train != nullptr) << "train-head --kind " << h.name << " has no trainer";
+    const StrategyDescriptor& tree = find_strategy(h.tree_strategy);
+    EXPECT_EQ(tree.head_family, h.name) << "its tree strategy drafts with another family's heads";
+    EXPECT_EQ(h.load_feature_head == nullptr, h.random_feature_head == nullptr)
+        << "a family the EAGLE tree grower drafts with loads trained heads and makes random ones";
+    std::set<std::string> keys;
+    for (const OptionSpec& o : h.training_options) {
+      EXPECT_TRUE(keys.insert(o.key).second) << "--" << o.key << " twice";
+      EXPECT_EQ(o.key.find('_'), std::string::npos) << "--" << o.key << ": train-head flags are spelled with dashes";
+      if (!o.default_value.empty()) EXPECT_TRUE(o.accepts(o.default_value)) << "--" << o.key << ": default outside its range";
+      const auto [it, fresh] = flag_types.emplace(o.key, o.type);
+      EXPECT_TRUE(fresh || it->second == o.type) << "--" << o.key << " declared with two types";
+    }
+  }
+  // One fallback family takes the folders nobody recognises.
+  EXPECT_EQ(std::count_if(head_family_table().begin(), head_family_table().end(),
+                          [](const HeadFamily* h) { return !h->recognises; }),
+            1);
+  EXPECT_EQ(strategies.size(), strategy_table().size());
 }
 
 TEST(StrategyRegistry, OptionsAreCheckedAgainstTheTable) {

@@ -10,7 +10,7 @@
 
 #include "core/decoding/vanilla_decoder.h"
 #include "core/model/llama_model.h"
-#include "core/training/parallel_head_training.h"
+#include "strategies/parallel_heads/parallel_head_training.h"
 #include "core/training/text_dataset.h"
 
 namespace draftlab::testing {

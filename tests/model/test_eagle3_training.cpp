@@ -10,8 +10,8 @@
 #include <filesystem>
 
 #include "core/base/error.h"
-#include "core/model/eagle3_head.h"
-#include "core/training/eagle3_training.h"
+#include "strategies/eagle3/eagle3_head.h"
+#include "strategies/eagle3/eagle3_training.h"
 #include "core/training/text_dataset.h"
 #include "finite_differences.h"
 #include "model_fixtures.h"

@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "core/base/error.h"
-#include "core/model/eagle_head.h"
-#include "core/training/eagle_head_training.h"
+#include "strategies/eagle/eagle_head.h"
+#include "strategies/eagle/eagle_head_training.h"
 #include "core/training/trainer.h"
 #include "model_fixtures.h"
 #include "test_paths.h"

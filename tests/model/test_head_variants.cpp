@@ -15,13 +15,13 @@
 
 #include "core/base/error.h"
 #include "core/io/safetensors.h"
-#include "core/model/eagle_head.h"
-#include "core/training/eagle_head_training.h"
+#include "strategies/eagle/eagle_head.h"
+#include "strategies/eagle/eagle_head_training.h"
 #include "core/training/trainer.h"
 #include "core/training/training_log.h"
 #include "finite_differences.h"
 #include "model_fixtures.h"
-#include "strategies/eagle_drafter.h"
+#include "strategies/eagle_tree/eagle_drafter.h"
 #include "test_paths.h"
 
 namespace draftlab {

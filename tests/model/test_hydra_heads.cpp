@@ -11,10 +11,10 @@
 #include <fstream>
 
 #include "core/io/safetensors.h"
-#include "core/model/head_family.h"
-#include "core/model/hydra_heads.h"
+#include "strategies/head_family.h"
+#include "strategies/hydra/hydra_heads.h"
 #include "model_fixtures.h"
-#include "strategies/parallel_heads.h"
+#include "strategies/parallel_heads/parallel_heads.h"
 #include "strategies/registry.h"
 #include "test_errors.h"
 #include "test_paths.h"

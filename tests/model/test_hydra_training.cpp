@@ -10,8 +10,8 @@
 #include <iostream>
 
 #include "core/decoding/vanilla_decoder.h"
-#include "core/model/hydra_heads.h"
-#include "core/training/hydra_training.h"
+#include "strategies/hydra/hydra_heads.h"
+#include "strategies/hydra/hydra_training.h"
 #include "core/training/training_log.h"
 #include "model_fixtures.h"
 #include "test_paths.h"

@@ -12,8 +12,8 @@
 #include <fstream>
 
 #include "core/io/safetensors.h"
-#include "core/model/head_family.h"
-#include "core/model/medusa_heads.h"
+#include "strategies/head_family.h"
+#include "strategies/medusa/medusa_heads.h"
 #include "model_fixtures.h"
 #include "test_errors.h"
 #include "test_paths.h"
@@ -261,7 +261,7 @@ TEST(HeadFamily, ReadsTheFolderConfig) {
   write_text(broken + "/config.json", "{\"medusa_num_heads\": ");
   expect_error([&] { head_family_of(broken); }, {broken + "/config.json", "valid JSON"});
   EXPECT_EQ(find_head_family("medusa").title, "Medusa heads");
-  expect_error([] { find_head_family("lookahead"); }, {"eagle, eagle3, medusa, hydra", "lookahead"});
+  expect_error([] { find_head_family("lookahead"); }, {"eagle, medusa, hydra, eagle3", "lookahead"});
 }
 
 }  // namespace

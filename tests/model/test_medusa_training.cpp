@@ -10,10 +10,11 @@
 
 #include "core/base/error.h"
 #include "core/decoding/vanilla_decoder.h"
-#include "core/model/medusa_heads.h"
+#include "strategies/medusa/medusa_heads.h"
 #include "core/model/rope.h"
 #include "core/model/training_forward.h"
-#include "core/training/medusa_training.h"
+#include "strategies/hydra/hydra_training.h"
+#include "strategies/medusa/medusa_training.h"
 #include "core/training/training_log.h"
 #include "model_fixtures.h"
 #include "test_paths.h"
@@ -226,7 +227,7 @@ TEST(ParallelHeadRecipe, OfficialIsTheOfficialTrainersSettings) {
   TrainerOptions t;
   t.steps = 1234;
   ParallelHeadLossOptions loss;
-  apply_official_parallel_recipe("medusa", t, loss);
+  apply_official_parallel_recipe(medusa_official_recipe(), t, loss);
   EXPECT_EQ(loss.recipe, "official");
   EXPECT_EQ(loss.decay, 1.0);  // loss += loss_i
   EXPECT_EQ(loss.target, ParallelHeadTarget::Tokens);
@@ -240,7 +241,7 @@ TEST(ParallelHeadRecipe, OfficialIsTheOfficialTrainersSettings) {
 
   TrainerOptions h;
   ParallelHeadLossOptions hydra;
-  apply_official_parallel_recipe("hydra", h, hydra);
+  apply_official_parallel_recipe(hydra_official_recipe(), h, hydra);
   EXPECT_EQ(hydra.decay, 1.0);
   EXPECT_EQ(hydra.target, ParallelHeadTarget::TargetDistribution);  // --lm_loss_weight 0 --teacher_loss_weight 1
   EXPECT_EQ(h.lr, 5e-4);
@@ -249,7 +250,6 @@ TEST(ParallelHeadRecipe, OfficialIsTheOfficialTrainersSettings) {
   EXPECT_EQ(h.min_lr_ratio, 0.33);
   EXPECT_EQ(h.beta2, 0.999);
   EXPECT_EQ(h.grad_clip, 1.0);
-  EXPECT_THROW(apply_official_parallel_recipe("eagle3", h, hydra), Error);
 
   // Flags the user gave keep their values; the rest follow the recipe.
   TrainerOptions mine;
@@ -257,7 +257,7 @@ TEST(ParallelHeadRecipe, OfficialIsTheOfficialTrainersSettings) {
   mine.grad_clip = 0.3;
   ParallelHeadLossOptions my_loss;
   my_loss.target = ParallelHeadTarget::TargetDistribution;  // --teacher
-  apply_official_parallel_recipe("medusa", mine, my_loss,
+  apply_official_parallel_recipe(medusa_official_recipe(), mine, my_loss,
                                  [](const std::string& flag) { return flag == "lr" || flag == "teacher"; });
   EXPECT_EQ(mine.lr, 2e-4);
   EXPECT_EQ(my_loss.target, ParallelHeadTarget::TargetDistribution);

@@ -11,7 +11,7 @@
 #include <functional>
 
 #include "core/decoding/vanilla_decoder.h"
-#include "core/model/eagle_head.h"
+#include "strategies/eagle/eagle_head.h"
 #include "core/base/error.h"
 #include "model_fixtures.h"
 #include "test_paths.h"

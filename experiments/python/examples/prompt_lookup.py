@@ -1,4 +1,4 @@
-"""Prompt lookup decoding written in Python: the C++ `pld` (strategies/prompt_lookup.cpp) in ~30 lines.
+"""Prompt lookup decoding written in Python: the C++ `pld` (strategies/pld/prompt_lookup.cpp) in ~30 lines.
 
 Take the last n tokens (n = max_ngram down to min_ngram), find their most recent earlier occurrence and propose
 what followed it as a chain; past the end of the sequence the copy continues from the draft itself. Same tokens

@@ -1,0 +1,196 @@
+// chain: classic speculative sampling with a small draft model (Leviathan et al. 2023; Chen et al. 2023).
+//
+// Each cycle the draft model runs gamma forwards from the root, one token each, giving a chain
+// root -> d1 -> ... -> d_gamma. At T = 0 the draft takes its argmax; at T > 0 it samples d_i from its own
+// processed distribution q (the decoding's temperature/top-k/top-p applied to draft logits) and records q, so
+// the verifier can accept d_i with probability min(1, p/q) and keep the output distributed exactly as the target.
+//
+// The draft model has its own KV cache that mirrors the accepted sequence:
+//   after begin():    the prompt (the first root is fed by the first propose)
+//   after propose():  the whole sequence (root included) + d1 .. d_{k-1}   (the last draft is never fed)
+//   after observe():  rolled back to the sequence before the root + the root + the accepted drafts it has fed
+// so a propose() only feeds the new root, plus d_k when the whole chain was accepted, in one chain forward.
+#include "strategies/chain/chain_draft.h"
+#include "strategies/registry.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/base/error.h"
+#include "core/model/host_tensor.h"
+
+namespace draftlab {
+
+namespace {
+
+// The draft cache starts this small and doubles on demand (up to the draft's context), so that a draft with a
+// huge max_position_embeddings (e.g. 131072) does not allocate gigabytes for short generations.
+constexpr int64_t kInitialCacheRows = 256;
+
+class ChainDraftStrategy : public DraftStrategy {
+ public:
+  ChainDraftStrategy(std::shared_ptr<const LlamaModel> draft, int64_t gamma)
+      : draft_(std::move(draft)),
+        gamma_(gamma),
+        context_(draft_->config().max_position_embeddings),
+        cache_(draft_->make_cache(std::min(context_, kInitialCacheRows))) {}
+
+  std::string name() const override { return "chain"; }
+
+  void begin(const std::vector<int64_t>& prompt, const at::Tensor&, int64_t) override {
+    rollback_to(0);
+    last_root_ = -1;
+    // Prefill now, so that every propose() costs the same gamma forwards. A prompt that leaves the draft no room
+    // for the root is not fed: propose() then drafts nothing (the sequence only grows).
+    if (static_cast<int64_t>(prompt.size()) + 1 <= context_) feed(prompt, ForwardOptions::Logits::None);
+  }
+
+  DraftTree propose(const DraftRequest& request) override {
+    const std::vector<int64_t>& seq = request.sequence;
+    const auto n = static_cast<int64_t>(seq.size());
+    last_root_ = -1;
+    // Drafting k tokens feeds the sequence and d1 .. d_{k-1}: n + k - 1 positions of the draft's context.
+    const int64_t k = std::min<int64_t>({gamma_, request.max_nodes, request.tokens_wanted, context_ - n + 1});
+    if (n == 0 || k <= 0) return {};
+
+    sync_with(seq);
+    std::vector<int64_t> pending(seq.begin() + cache_.length(), seq.end());  // at least the root
+    const bool greedy = request.sampler.params().greedy();
+    DraftTree tree;
+    int32_t parent = -1;
+    for (int64_t i = 0; i < k; ++i) {
+      const at::Tensor logits = feed(pending, ForwardOptions::Logits::Last);  // [1, vocab]
+      int64_t token = 0;
+      float confidence = 1.0f;
+      int32_t distribution = -1;  // deterministic draft: the verifier treats it as a point mass
+      if (greedy) {
+        token = argmax_of(logits);
+        confidence = softmax_probability(logits, token);
+      } else {
+        at::Tensor q = request.sampler.distribution(logits[0]);
+        token = request.sampler.sample_from(q);
+        confidence = q[token].item<float>();
+        distribution = tree.add_distribution(q);
+      }
+      parent = tree.add(token, parent, confidence, distribution);
+      pending = {token};
+    }
+    last_root_ = n - 1;
+    return tree;
+  }
+
+  void observe(const VerifyResult& result) override {
+    if (last_root_ < 0) return;  // nothing was drafted, nothing to undo
+    // Keep the rows of everything before the root, the root, and the accepted drafts (a prefix of the chain);
+    // the rejected drafts' rows go. A fully accepted chain keeps all rows: its last draft was never fed.
+    const int64_t committed = last_root_ + 1 + static_cast<int64_t>(result.accepted_nodes.size());
+    rollback_to(std::min(committed, cache_.length()));
+    last_root_ = -1;
+  }
+
+ private:
+  // Runs tokens through the draft, appending to its cache; returns the requested logits.
+  at::Tensor feed(const std::vector<int64_t>& tokens, ForwardOptions::Logits which) {
+    reserve(cache_.length() + static_cast<int64_t>(tokens.size()));
+    ForwardOptions options;
+    options.logits = which;
+    at::Tensor logits = draft_->forward_chain(cache_, tokens, options).logits;
+    fed_.insert(fed_.end(), tokens.begin(), tokens.end());
+    return logits;
+  }
+
+  void rollback_to(int64_t rows) {
+    cache_.truncate(rows);
+    fed_.resize(rows);
+  }
+
+  // Safety net behind observe(): keeps only the cached rows that are a prefix of seq, and never the root's row,
+  // whose logits the first draft needs. After a regular observe() this removes nothing; it makes the strategy
+  // correct even if a caller hands it a sequence that did not come from the last verification.
+  void sync_with(const std::vector<int64_t>& seq) {
+    const int64_t limit = std::min<int64_t>(cache_.length(), static_cast<int64_t>(seq.size()) - 1);
+    int64_t same = 0;
+    while (same < limit && fed_[same] == seq[same]) ++same;
+    if (same < cache_.length()) rollback_to(same);
+  }
+
+  // Grows the cache (doubling, at most to the draft's context) so that `rows` rows fit.
+  void reserve(int64_t rows) {
+    if (rows <= cache_.capacity()) return;
+    const int64_t capacity = std::min(context_, std::max(rows, 2 * cache_.capacity()));
+    KvCache bigger = draft_->make_cache(capacity);
+    const int64_t length = cache_.length();
+    if (length > 0) {
+      for (int64_t layer = 0; layer < cache_.num_layers(); ++layer)
+        bigger.write(layer, 0, cache_.keys(layer, length), cache_.values(layer, length));
+      bigger.advance_to(length);
+    }
+    cache_ = std::move(bigger);
+  }
+
+  std::shared_ptr<const LlamaModel> draft_;
+  int64_t gamma_;
+  int64_t context_;               // the draft's max_position_embeddings
+  KvCache cache_;
+  std::vector<int64_t> fed_;      // the tokens whose rows cache_ holds, in order (cache_.length() of them)
+  int64_t last_root_ = -1;        // index of the root of the last proposal, -1 when none is pending
+};
+
+void check_gamma(int64_t gamma) {
+  if (gamma < 1) throw Error("strategy chain: option gamma: expected >= 1, got " + std::to_string(gamma));
+}
+
+std::unique_ptr<DraftStrategy> make_checked(const LlamaModel& target, std::shared_ptr<const LlamaModel> draft,
+                                            int64_t gamma, const std::string& source) {
+  check_gamma(gamma);
+  check(draft != nullptr, "strategy chain: no draft model");
+  const int64_t draft_vocab = draft->config().vocab_size, target_vocab = target.config().vocab_size;
+  if (draft_vocab != target_vocab)
+    throw Error("strategy chain: draft model " + source + " has vocab_size " + std::to_string(draft_vocab) +
+                " but the target has vocab_size " + std::to_string(target_vocab) +
+                "; the draft must share the target's vocabulary");
+  return std::make_unique<ChainDraftStrategy>(std::move(draft), gamma);
+}
+
+}  // namespace
+
+const StrategyDescriptor& chain_draft_strategy() {
+  static const StrategyDescriptor d = [] {
+    StrategyDescriptor d;
+    d.name = "chain";
+    d.summary = "classic speculative sampling with a small draft model sharing the target's vocabulary";
+    d.needs = StrategyNeeds::DraftModel;
+    d.shape = DraftShape::Chain;
+    d.has_confidence = true;
+    d.options = {path_option("draft", true, "the draft model (a Hugging Face folder or a llama2.c .bin)"),
+                 integer_option("gamma", 4, 1, 1024, "tokens drafted per cycle")};
+    // An unrelated draft (mostly rejected) and the target as its own draft (always accepted at T = 0).
+    d.test_variants = {{"chain_other_draft", {"draft={other_model}", "gamma=4"},
+                        "an unrelated random draft model is almost never accepted: a wrong rule's bias, min(p, q) - "
+                        "beta p, is too small to see in the control's runs"},
+                       {"chain_self_draft", {"draft={target}", "gamma=6"},
+                        "the target drafting for itself has q = p: drafts are never rejected, no residual to get wrong"}};
+    d.make = [](const StrategyContext& context, const StrategyOptions& options) {
+      const std::string path = options.get_string("draft");
+      std::shared_ptr<const LlamaModel> draft = LlamaModel::load(path, context.target.options());
+      return make_checked(context.target, std::move(draft), options.get_int("gamma"), path);
+    };
+    return d;
+  }();
+  return d;
+}
+
+std::unique_ptr<DraftStrategy> make_chain_strategy_with_draft(const LlamaModel& target,
+                                                              std::shared_ptr<const LlamaModel> draft,
+                                                              int64_t gamma) {
+  return make_checked(target, std::move(draft), gamma, "(given)");
+}
+
+const DraftFamily& chain_family() {
+  static const DraftFamily f{"chain", {&chain_draft_strategy()}};
+  return f;
+}
+
+}  // namespace draftlab

@@ -1,0 +1,46 @@
+#include "strategies/eagle_tree/auto_budget.h"
+
+#include <algorithm>
+
+#include "strategies/eagle_tree/eagle_tree.h"
+
+namespace draftlab {
+
+bool AutoBudget::drafts_this_cycle() {
+  // A weak head, or a draft as costly as the target: when the last choice was nothing, skip the expansion too. A
+  // probe (a full expansion) every probe_every_-th cycle, the interval doubling while probes keep choosing nothing:
+  // on a target where no draft pays, probing every 8th cycle cost a third of the time.
+  skipping_ = last_budget_ == 0 && ++cycles_without_draft_ % probe_every_ != 0;
+  if (skipping_) {
+    predicted_ = 0.0;
+    expand_seconds_ = 0.0;
+  }
+  return !skipping_;
+}
+
+std::vector<int32_t> AutoBudget::choose(const DraftTree& tree, std::vector<int32_t> kept, const VerifyCost& cost,
+                                        double draft_seconds) {
+  expand_seconds_ = draft_seconds;
+  std::sort(kept.begin(), kept.end(), ByValue{tree});
+  std::vector<float> values;
+  for (int32_t i : kept) values.push_back(tree.node(i).value);
+  const int32_t m = best_budget(values, calibration_.alpha(), fixed_draft_seconds_.value_or(draft_seconds_), cost);
+  if (last_budget_ == 0) probe_every_ = m == 0 ? std::min(2 * probe_every_, kMaxProbeEvery) : kProbeEvery;
+  last_budget_ = m;
+  // Next cycle expands only nodes near or above this cycle's cut-off; none when the budget was not binding.
+  prune_below_ = (m > 0 && m < static_cast<int32_t>(values.size())) ? kPruneSlack * values[m - 1] : 0.0f;
+  if (m > 0) cycles_without_draft_ = 0;
+  kept.resize(m);
+  predicted_ = 0.0;
+  for (float v : std::vector<float>(values.begin(), values.begin() + m)) predicted_ += v;
+  std::sort(kept.begin(), kept.end());
+  return kept;
+}
+
+void AutoBudget::observe(int64_t accepted_nodes, double sync_seconds) {
+  if (expand_seconds_ <= 0.0) return;  // skipped cycles say nothing about drafting
+  calibration_.observe(predicted_, static_cast<double>(accepted_nodes));
+  draft_seconds_ = 0.8 * draft_seconds_ + 0.2 * (expand_seconds_ + sync_seconds);
+}
+
+}  // namespace draftlab

@@ -1,0 +1,72 @@
+#include "strategies/head_family.h"
+
+#include "core/base/error.h"
+#include "core/base/file_bytes.h"
+#include "strategies/registry.h"
+
+namespace draftlab {
+
+const OptionSpec* HeadFamily::training_option(const std::string& key) const {
+  for (const auto& o : training_options)
+    if (o.key == key) return &o;
+  return nullptr;
+}
+
+const std::vector<const HeadFamily*>& head_family_table() {
+  static const std::vector<const HeadFamily*> table = [] {
+    std::vector<const HeadFamily*> t;
+    for (const DraftFamily* f : draft_family_table())
+      if (f->heads) t.push_back(f->heads);
+    return t;
+  }();
+  return table;
+}
+
+std::string head_family_names() {
+  std::string s;
+  for (const HeadFamily* f : head_family_table()) s += (s.empty() ? "" : ", ") + f->name;
+  return s;
+}
+
+const HeadFamily& find_head_family(const std::string& name) {
+  for (const HeadFamily* f : head_family_table())
+    if (f->name == name) return *f;
+  throw Error("expected a head family (" + head_family_names() + "), got '" + name + "'");
+}
+
+const HeadFamily& head_family_of(const std::string& path) {
+  const HeadFamily* fallback = nullptr;
+  for (const HeadFamily* f : head_family_table())
+    if (!f->recognises) fallback = f;
+  check(fallback != nullptr, "head_family_of: no fallback head family in DRAFTLAB_FAMILIES");
+  std::string dir = path;
+  if (is_file(path)) {
+    const auto slash = path.find_last_of('/');
+    dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  }
+  const std::string config_path = dir + "/config.json";
+  if (!is_file(config_path)) return *fallback;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_text_file(config_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error::in_file(config_path, "config", "valid JSON", e.what());
+  }
+  if (!j.is_object()) throw Error::in_file(config_path, "config", "a JSON object", j.type_name());
+  for (const HeadFamily* f : head_family_table())
+    if (f->recognises && f->recognises(j)) return *f;
+  return *fallback;
+}
+
+void check_head_path(const HeadFamily& family, const std::string& path) {
+  if (!is_file(path) && !is_directory(path))
+    throw Error::at(path, "not found (expected " + family.title + ": a folder, or its weights file)");
+  const HeadFamily& found = head_family_of(path);
+  const std::string dir = is_file(path) ? path.substr(0, path.find_last_of('/') + 1) : path + "/";
+  // Without a config.json nothing says which family it is: the loader names what is missing.
+  if (&found != &family && is_file(dir + "config.json"))
+    throw Error("option head=" + path + ": a " + found.title + ", but this strategy drafts with " + family.title +
+                " (run it with -s " + found.tree_strategy + ")");
+}
+
+}  // namespace draftlab

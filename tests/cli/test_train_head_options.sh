@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# train-head checks every flag, the shared ones and each head family's own (HeadFamily::training_options), before
+# the target or the data loads: each case below names a model and a corpus that do not exist, so a refusal that
+# came after loading would name them instead. No output folder may be left behind. The controls at the end show
+# that a well-formed command does reach the load (and fails there, naming the model).
+#   usage: test_train_head_options.sh DRAFTLAB_BINARY
+set -u
+BIN=$1
+source "$(dirname "$0")/../test_lib.sh"
+
+refused() {  # NAME SUBSTRING ARGS...: refused before loading, naming SUBSTRING, with no folder made
+  local name=$1 want=$2
+  shift 2
+  expect_error "$name" "$want" "$BIN" train-head -m "$TMP/no_model" --corpus "$TMP/no_corpus" --out "$TMP/out" "$@"
+  if grep -q "no_model\|no_corpus" "$TMP/e"; then bad "$name: the message names the model or corpus (loaded first?)"; fi
+  if [ -e "$TMP/out" ]; then bad "$name: left $TMP/out"; rm -rf "$TMP/out"; fi
+}
+
+refused "unknown family" "expected a head family (eagle, medusa, hydra, eagle3), got 'lookahead'" --kind lookahead
+# A flag of another family, for each family.
+refused "eagle flag for eagle3" "--input: applies to --kind eagle, not --kind eagle3" --kind eagle3 --input feature_only
+refused "recipe for eagle3" "--recipe: applies to --kind eagle, medusa, hydra, not --kind eagle3" --kind eagle3 --recipe official
+refused "eagle3 flag for eagle" "--ttt-steps: applies to --kind eagle3, not --kind eagle" --ttt-steps 3
+refused "hydra flag for medusa" "--hydra-heads: applies to --kind hydra, not --kind medusa" --kind medusa --hydra-heads 2
+refused "medusa flag for hydra" "--medusa-lm-head: applies to --kind medusa, not --kind hydra" --kind hydra --medusa-lm-head own
+refused "parallel flag for eagle" "--teacher: applies to --kind medusa, hydra, not --kind eagle" --teacher
+refused "draft vocabulary for medusa" "--draft-vocab: applies to --kind eagle, eagle3, not --kind medusa" --kind medusa --draft-vocab 64
+# Values outside each family's table.
+refused "eagle input" "--input: expected feature_shifted_token|feature_unshifted_token|feature_only|token_only" --input both
+refused "eagle recipe" "--recipe: expected paper|official (--kind eagle), got 'papers'" --recipe papers
+refused "eagle draft vocabulary" "--draft-vocab: expected 0..100000000 (--kind eagle), got '-1'" --draft-vocab -1
+refused "eagle cls weight" "--cls-weight: expected 0..1000 (number)" --cls-weight heavy
+refused "eagle3 ttt steps" "--ttt-steps: expected 1..64 (--kind eagle3), got '0'" --kind eagle3 --ttt-steps 0
+refused "eagle3 ttt decay zero" "--ttt-decay: expected a number in (0, 1], got 0" --kind eagle3 --ttt-decay 0
+refused "eagle3 ttt decay above one" "--ttt-decay: expected 0..1 (number) (--kind eagle3), got '1.5'" --kind eagle3 --ttt-decay 1.5
+refused "eagle3 feature layers count" "--feature-layers: expected three layers, got '2,3'" --kind eagle3 --feature-layers 2,3
+refused "eagle3 feature layers form" "--feature-layers: expected three layer indices >= 1 or top, got '0,1,2'" --kind eagle3 --feature-layers 0,1,2
+refused "medusa decay" "--decay: expected a number in (0, 1], got 0" --kind medusa --decay 0
+refused "medusa heads" "--medusa-heads: expected 1..64 (--kind medusa), got '0'" --kind medusa --medusa-heads 0
+refused "medusa lm head" "--medusa-lm-head: expected shared|own (--kind medusa), got 'mine'" --kind medusa --medusa-lm-head mine
+refused "hydra layers" "--hydra-layers: expected 1..64 (--kind hydra), got '0'" --kind hydra --hydra-layers 0
+refused "hydra recipe" "--recipe: expected paper|official (--kind hydra), got 'hydra++'" --kind hydra --recipe hydra++
+# The shared flags.
+refused "feature cache dtype" "--feature-cache-dtype: expected float32 or float16, got bfloat16" --feature-cache-dtype bfloat16
+refused "samples" "samples" --samples sentences
+refused "data fraction" "--data-fraction" --data-fraction 0
+refused "save dtype" "--save-dtype: expected float32, float16 or bfloat16, got 'int8'" --save-dtype int8
+refused "accumulate" "--accumulate: expected a positive number" --accumulate 0
+refused "steps" "--steps: expected a positive number" --steps 0
+refused "batch" "--batch: expected a positive number" --batch 0
+refused "misspelled flag" "unrecognised option '--ttt-stps'" --kind eagle3 --ttt-stps 3
+
+# Controls: well-formed flags of each family reach the load, which names the missing model.
+for args in "--kind eagle --input feature_only --recipe official" "--kind eagle3 --ttt-steps 3 --feature-layers top" \
+            "--kind medusa --teacher --medusa-heads 2" "--kind hydra --recipe official --hydra-layers 2"; do
+  # shellcheck disable=SC2086
+  expect_error "reaches the load: $args" "no_model" "$BIN" train-head -m "$TMP/no_model" --corpus "$TMP/no_corpus" \
+    --out "$TMP/out" $args
+done
+
+finish
