@@ -1,4 +1,4 @@
-// GPT-2's byte-level BPE building blocks, defined in tokenizer_bpe.cpp and shared with the BPE trainer
+// GPT-2's byte-level BPE building blocks, defined in tokenizer_bpe_pretokenizer.cpp and shared with the BPE trainer
 // (bpe_trainer.h), so that a trained vocabulary sees text exactly as the tokenizer that loads it will.
 #pragma once
 

@@ -1,5 +1,5 @@
 // GgufVocabulary's padding and key writing, and the default Tokenizer::gguf_vocabulary. Each tokenizer builds its
-// own vocabulary beside its implementation (tokenizer_bpe.cpp, tokenizer_spm.cpp, tokenizer_llama2c.cpp).
+// own vocabulary beside its implementation (tokenizer_bpe_gguf.cpp, tokenizer_spm.cpp, tokenizer_llama2c.cpp).
 #include "core/text/gguf_vocabulary.h"
 
 #include "core/base/error.h"

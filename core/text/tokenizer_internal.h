@@ -3,7 +3,8 @@
 //   tokenizer.cpp         - load_tokenizer / load_gguf_tokenizer dispatch, Tokenizer::decode
 //   tokenizer_spm.cpp     - SentencePiece BPE (tokenizer.model and GGUF "llama" vocabularies)
 //   tokenizer_llama2c.cpp - llama2.c tokenizer.bin
-//   tokenizer_bpe.cpp     - byte-level / Hugging Face BPE (tokenizer.json and GGUF "gpt2" vocabularies)
+//   tokenizer_bpe*.cpp    - byte-level / Hugging Face BPE (tokenizer.json and GGUF "gpt2" vocabularies;
+//                           their files are listed in tokenizer_bpe_internal.h)
 #pragma once
 
 #include <cstddef>
@@ -19,7 +20,7 @@
 
 namespace draftlab {
 
-// GGUF vocabulary with tokenizer.ggml.model == "gpt2" (byte-level BPE with merges). In tokenizer_bpe.cpp.
+// GGUF vocabulary with tokenizer.ggml.model == "gpt2" (byte-level BPE with merges). In tokenizer_bpe_gguf.cpp.
 std::unique_ptr<Tokenizer> make_gguf_bpe_tokenizer(const GgufFile& gguf);
 
 // GGUF vocabulary with tokenizer.ggml.model == "llama" (SentencePiece BPE with scores). In tokenizer_spm.cpp.

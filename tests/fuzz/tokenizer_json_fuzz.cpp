@@ -1,4 +1,4 @@
-// Hugging Face tokenizer.json (core/text/tokenizer_bpe.cpp through core/text/tokenizer.h).
+// Hugging Face tokenizer.json (core/text/tokenizer_bpe_json.cpp through core/text/tokenizer.h).
 #include "tests/fuzz/exercise_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
