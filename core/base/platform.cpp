@@ -1,5 +1,7 @@
 #include "core/base/platform.h"
 
+#include "core/base/cpu_features.h"
+
 #include <dlfcn.h>
 #include <malloc.h>
 #include <unistd.h>
@@ -13,14 +15,7 @@
 
 namespace draftlab {
 
-bool cpu_has_avx512f() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
-#else
-  return false;
-#endif
-}
+bool cpu_has_avx512f() { return cpu_features().avx512f; }
 
 namespace {
 // More than one thread asked for: --threads N / --threads=N with N >= 2 on the command line, or OMP_NUM_THREADS >= 2.

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/base/cpu_features.h"
 #include "core/io/ggml_quant.h"
 #include "core/ops/panel_loop.h"
 #include "core/ops/unroll.h"
@@ -239,19 +240,6 @@ struct VnniKernels {
 };
 #endif  // __x86_64__
 
-bool cpu_has(const char* feature) {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  // __builtin_cpu_supports needs a literal: the features asked for here.
-  const std::string f = feature;
-  if (f == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  if (f == "avxvnni") return __builtin_cpu_supports("avxvnni");
-  if (f == "avx512vnni") return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
-#endif
-  (void)feature;
-  return false;
-}
-
 using MultiplyFn = void (*)(const uint8_t*, int64_t, int64_t, int64_t, const Q8Rows&, int64_t, float*, int64_t,
                             int64_t, int64_t);
 
@@ -306,8 +294,9 @@ const char* int8_kernel_name(Int8Kernel k) {
 }
 
 bool int8_kernel_runs(Int8Kernel k) {
-  static const bool avx2 = cpu_has("avx2"), avx_vnni = avx2 && cpu_has("avxvnni"),
-                    avx512_vnni = avx2 && cpu_has("avx512vnni");
+  // The AVX2 level: AVX2 + FMA + F16C, on x86-64.
+  static const bool avx2 = host_kernel_isa() != KernelIsa::Portable, avx_vnni = avx2 && cpu_features().avx_vnni,
+                    avx512_vnni = avx2 && cpu_features().avx512_vnni && cpu_features().avx512vl;
   switch (k) {
     case Int8Kernel::Portable: return true;
     case Int8Kernel::Maddubs256: return avx2;

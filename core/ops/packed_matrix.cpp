@@ -65,36 +65,6 @@ int64_t panel_bytes(WeightStorage s, int64_t in) {
 
 const char* block_dot_name(BlockDot d) { return d == BlockDot::Int8 ? "int8" : "float"; }
 
-const char* kernel_isa_name(KernelIsa isa) {
-  switch (isa) {
-    case KernelIsa::Portable: return "portable";
-    case KernelIsa::Avx2: return "avx2";
-    case KernelIsa::Avx512: return "avx512";
-  }
-  return "?";
-}
-
-KernelIsa best_kernel_isa() {
-  static const KernelIsa isa = [] {
-    KernelIsa best = KernelIsa::Portable;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-      best = KernelIsa::Avx2;
-    if (best == KernelIsa::Avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl"))
-      best = KernelIsa::Avx512;
-#endif
-    if (const char* cap = std::getenv("DRAFTLAB_ISA")) {
-      const std::string c = cap;
-      if (c == "portable") best = KernelIsa::Portable;
-      else if (c == "avx2" && best == KernelIsa::Avx512) best = KernelIsa::Avx2;
-    }
-    return best;
-  }();
-  return isa;
-}
-
 namespace {
 
 using panel_loop::FloatRows;

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/cpu_features.h"    // KernelIsa, kernel_isa_name, best_kernel_isa
 #include "core/base/half_precision.h"  // float_to_half, half_to_float, ... (used by the kernels' callers too)
 
 namespace draftlab {
@@ -52,11 +53,8 @@ const char* weight_storage_name(WeightStorage s);
 // Bytes one panel (16 output rows) of `in` inputs takes (BlockDot::Float layout).
 int64_t panel_bytes(WeightStorage s, int64_t in);
 
-// The instruction sets a kernel can use.
-enum class KernelIsa { Portable, Avx2, Avx512 };
-const char* kernel_isa_name(KernelIsa isa);
-// The best this CPU runs, capped by DRAFTLAB_ISA.
-KernelIsa best_kernel_isa();
+// The instruction sets a kernel can use (KernelIsa) and the best this CPU runs, capped by DRAFTLAB_ISA
+// (best_kernel_isa()): core/base/cpu_features.h.
 // The instruction an Int8 kernel of `isa` multiplies with on this CPU: "vpdpbusd zmm" (AVX-512 with VNNI),
 // "vpdpbusd ymm (AVX-VNNI)" (AVX2 or AVX-512 CPUs with AVX-VNNI), "vpmaddubsw" (other AVX2 / AVX-512), "scalar".
 const char* int8_dot_instruction(KernelIsa isa);

@@ -29,6 +29,7 @@
 // where BLAS's packing is amortised and both are FMA bound. 2 on the portable path (no FMA, 4-wide: compute bound
 // from n = 3, and slower than BLAS from n = 4).
 #include "core/ops/skinny_gemm.h"
+#include "core/base/cpu_features.h"
 #include "core/ops/unroll.h"
 
 #include <algorithm>
@@ -407,10 +408,8 @@ DRAFTLAB_AVX2 void avx2_gemm(const float* x, int64_t ldx, const float* w, int64_
   }
 }
 
-bool cpu_has_avx2_fma() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
+// DRAFTLAB_ISA does not apply here: the path depends on the CPU alone.
+bool cpu_has_avx2_fma() { return cpu_features().avx2 && cpu_features().fma; }
 #else
 bool cpu_has_avx2_fma() { return false; }
 #endif  // __x86_64__

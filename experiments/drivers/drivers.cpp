@@ -12,6 +12,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "core/base/cpu_features.h"
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
 #include "core/base/platform.h"
@@ -83,8 +84,7 @@ std::vector<std::string> head_keys(const ExperimentConfig& c) {
 std::string cpu_description() {
   std::string s = cpu_model_name();
   std::string flags;
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) flags += "avx2";
+  if (cpu_features().avx2) flags += "avx2";
   if (cpu_has_avx512f()) flags += std::string(flags.empty() ? "" : ", ") + "avx512f";
   return flags.empty() ? s : s + " (" + flags + ")";
 }
