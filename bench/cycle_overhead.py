@@ -3,6 +3,7 @@
 
     python3 bench/cycle_overhead.py                     # 5 rounds, 100 tokens, one thread
     python3 bench/cycle_overhead.py --rounds 9 --isa avx2
+    python3 bench/cycle_overhead.py --baseline /tmp/old/draftlab   # a second build, interleaved: before / after
 
 Each method runs `draftlab generate` on the same prompt; generate reports the time inside model forwards
 (ForwardClock: target, draft LM and heads) and "the rest": drafting's top-k, scores and masks, the draft tree,
@@ -59,32 +60,50 @@ def main():
     ap.add_argument("-n", type=int, default=100, help="tokens per run (the model's context is 128)")
     ap.add_argument("--prompt", default="Once upon a time")
     ap.add_argument("--isa", default="", help="DRAFTLAB_ISA for draftlab (avx2, portable); default: the best")
+    ap.add_argument("--baseline", default="",
+                    help="another draftlab binary (an earlier build), run interleaved with --draftlab in every round; "
+                         "the table then shows both and after / before")
     a = ap.parse_args()
     if not os.path.exists(MODEL):
         sys.exit(f"cycle_overhead: {MODEL} not found (set DRAFTLAB_SHARED)")
     env = dict(os.environ)
     if a.isa:
         env["DRAFTLAB_ISA"] = a.isa
-    for label, args in METHODS:  # warm-up: page cache, CPU frequency
-        once(a.draftlab, args, a, env)
-    rows = {label: [] for label, _ in METHODS}
+    binaries = [a.draftlab] + ([a.baseline] if a.baseline else [])
+    for binary in binaries:  # warm-up: page cache, CPU frequency
+        for label, args in METHODS:
+            once(binary, args, a, env)
+    rows = {(binary, label): [] for binary in binaries for label, _ in METHODS}
     for _ in range(a.rounds):
         for label, args in METHODS:
-            rows[label].append(once(a.draftlab, args, a, env))
+            for binary in binaries:
+                rows[(binary, label)].append(once(binary, args, a, env))
 
-    def med(label, key):
-        values = [r[key] for r in rows[label] if key in r]
+    def med(binary, label, key):
+        values = [r[key] for r in rows[(binary, label)] if key in r]
         return statistics.median(values) if values else None
 
-    base = med("vanilla (plain loop)", "tokens_per_s")
     print(f"aidreams260K, {a.n} tokens, 1 thread, ISA {a.isa or 'best'}, medians of {a.rounds} rounds\n")
-    print("| method | tokens/s | x vanilla | tau | forwards per cycle, us | the rest per cycle, us |")
-    print("|---|---|---|---|---|---|")
-    for label, _ in METHODS:
-        tps, tau, fwd, rest = (med(label, k) for k in ("tokens_per_s", "tau", "forward_us", "rest_us"))
-        cells = [f"{tps:.0f}", f"{tps / base:.2f}x"] + [
-            "-" if v is None else f"{v:.{p}f}" for v, p in ((tau, 2), (fwd, 1), (rest, 1))]
-        print(f"| {label} | " + " | ".join(cells) + " |")
+    for binary in binaries:
+        base = med(binary, "vanilla (plain loop)", "tokens_per_s")
+        print(f"{binary}\n")
+        print("| method | tokens/s | x vanilla | tau | forwards per cycle, us | the rest per cycle, us |")
+        print("|---|---|---|---|---|---|")
+        for label, _ in METHODS:
+            tps, tau, fwd, rest = (med(binary, label, k) for k in ("tokens_per_s", "tau", "forward_us", "rest_us"))
+            cells = [f"{tps:.0f}", f"{tps / base:.2f}x"] + [
+                "-" if v is None else f"{v:.{p}f}" for v, p in ((tau, 2), (fwd, 1), (rest, 1))]
+            print(f"| {label} | " + " | ".join(cells) + " |")
+        print()
+    if a.baseline:
+        print("after / before (tokens/s, medians; --draftlab over --baseline)\n")
+        print("| method | after / before | the rest per cycle, us: before -> after |")
+        print("|---|---|---|")
+        for label, _ in METHODS:
+            after, before = med(a.draftlab, label, "tokens_per_s"), med(a.baseline, label, "tokens_per_s")
+            r0, r1 = med(a.baseline, label, "rest_us"), med(a.draftlab, label, "rest_us")
+            rest = "-" if r0 is None or r1 is None else f"{r0:.1f} -> {r1:.1f}"
+            print(f"| {label} | {after / before:.3f} | {rest} |")
 
 
 if __name__ == "__main__":

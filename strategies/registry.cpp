@@ -87,9 +87,9 @@ StrategyOptions resolve_options(const StrategyDescriptor& strategy, const Strate
                   " (" + o.help + ")");
     out.set_default(o.key, o.default_value);
   }
+  if (strategy.check_options) strategy.check_options(out);
   if (strategy.needs == StrategyNeeds::Head && !strategy.head_family.empty() && given.given("head"))
     check_head_path(find_head_family(strategy.head_family), out.get_string("head"));
-  if (strategy.check_options) strategy.check_options(out);
   return out;
 }
 

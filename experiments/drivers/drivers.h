@@ -3,6 +3,8 @@
 // `draftlab compare` is the row "compare": the methods given with -s, on prompts or bench sets.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -29,6 +31,8 @@ struct GridAxis {
 // The axis of `flag` ("--total-tokens", "--grid"): OPTION and its comma-separated VALUES, each value checked against
 // eagle2's option table now, before any model loads. Throws Error naming the flag, option and value.
 GridAxis parse_grid_axis(const std::string& flag, const std::string& option, const std::string& values);
+// A grid value as the results file's `grid` attribute holds it: a number when the option read it as one.
+nlohmann::ordered_json grid_value(const std::string& text);
 // Sets (or adds, after the others) the axis of its option.
 void set_grid_axis(std::vector<GridAxis>& grid, GridAxis axis);
 

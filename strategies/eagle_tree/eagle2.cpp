@@ -313,7 +313,10 @@ StrategyDescriptor eagle2_descriptor_for(const std::string& name, const HeadFami
       {"eagle2_feature_only", {"total_tokens=16", "depth=4", "top_k=4", "head_input=feature_only"}},
       {"eagle2_token_only", {"total_tokens=16", "depth=4", "top_k=4", "head_input=token_only"}},
       {"eagle2_draft_vocab", {"total_tokens=16", "depth=4", "top_k=4", "draft_vocab=6"}}};
-  d.check_options = [name](const StrategyOptions& options) { parse_eagle2_options(name, options); };
+  d.check_options = [name, &family](const StrategyOptions& options) {
+    check_eagle_head_options(family, options);
+    parse_eagle2_options(name, options);
+  };
   d.make = [name, &family](const StrategyContext& context,
                           const StrategyOptions& options) -> std::unique_ptr<DraftStrategy> {
     return std::make_unique<Eagle2Strategy>(name, context.target, eagle_head_from_options(context, options, family),

@@ -73,6 +73,7 @@ const StrategyDescriptor& eagle_chain_strategy() {
     d.has_confidence = true;
     d.options = {integer_option("depth", 5, 1, 1024, "tokens drafted per cycle")};
     for (auto& o : eagle_head_options(eagle_heads())) d.options.push_back(o);
+    d.check_options = [](const StrategyOptions& o) { check_eagle_head_options(eagle_heads(), o); };
     // Random heads (mostly rejected drafts); the unshifted input variant; a reduced draft vocabulary.
     d.test_variants = {{"eagle_chain", {"depth=5"}},
                        {"eagle_chain_unshifted", {"depth=4", "head_input=feature_unshifted_token"}},

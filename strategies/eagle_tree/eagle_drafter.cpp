@@ -344,6 +344,15 @@ std::vector<OptionSpec> eagle_head_options(const HeadFamily& f) {
   return options;
 }
 
+void check_eagle_head_options(const HeadFamily& family, const StrategyOptions& options) {
+  const std::string path = options.get_string("head");
+  if (path.empty()) return;
+  for (const OptionSpec& o : eagle_head_options(family))
+    if (o.key != "head" && options.given(o.key))
+      throw Error("option " + o.key + ": shapes a random head, but head=" + path +
+                  " was given (a trained head's config.json says what it is)");
+}
+
 namespace {
 
 std::shared_ptr<const FeatureHead> make_eagle_head(const StrategyContext& context, const StrategyOptions& options,
@@ -380,11 +389,7 @@ std::shared_ptr<const FeatureHead> make_eagle_head(const StrategyContext& contex
     });
     return f.random_feature_head(context.target, options);
   }
-  for (const OptionSpec& o : eagle_head_options(f))
-    if (o.key != "head" && options.given(o.key))
-      throw Error("option " + o.key + ": shapes a random head, but head=" + path +
-                  " was given (a trained head's config.json says what it is)");
-  check_head_path(f, path);
+  // resolve_options checked the path's family and that no random-head option came with it.
   return f.load_feature_head(path, context.target);
 }
 

@@ -146,6 +146,10 @@ class EagleDrafter {
 // and, for EAGLE-1/2, head_input=VARIANT: the last two for tests of every head kind.
 std::vector<OptionSpec> eagle_head_options(const HeadFamily& family);
 
+// Rules across those options, before any model loads: Error when an option that shapes a random head is given
+// beside head=PATH (a trained head's config.json says what it is).
+void check_eagle_head_options(const HeadFamily& family, const StrategyOptions& options);
+
 // The head an EAGLE strategy drafts with, from the options above. Throws Error when head=PATH is a head of
 // another family (naming the strategy that runs it).
 std::shared_ptr<const FeatureHead> eagle_head_from_options(const StrategyContext& context,

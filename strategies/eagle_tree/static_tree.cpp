@@ -138,6 +138,7 @@ const StrategyDescriptor& static_tree_strategy() {
                              "T > 0: each node's children drawn without replacement from the head's distribution, as "
                              "EAGLE-1; false: its top-k (EAGLE-2's way)")};
     for (auto& o : eagle_head_options(eagle_heads())) d.options.push_back(o);
+    d.check_options = [](const StrategyOptions& o) { check_eagle_head_options(eagle_heads(), o); };
     // The default tree; and a 4-token draft vocabulary whose ranks run past it (probability-0 candidates).
     d.test_variants = {{"static_tree", {}},
                        {"static_tree_draft_vocab_small",
