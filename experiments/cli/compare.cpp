@@ -106,10 +106,13 @@ int run_compare(int argc, char** argv) {
   const ResultsFile& results = run.results;
   const LlamaModel& target = *run.loaded.model;
 
-  std::printf("model: %s (%.2fM parameters, %s, %d threads)\nforward: %s\nblas: %s\ncpu: %s\n",
-              model_opts.model_path.c_str(), target.num_parameters() / 1e6, model_opts.dtype.c_str(),
-              at::get_num_threads(), target.path_description().c_str(), blas_description().c_str(),
-              cpu_model_name().c_str());
+  // What computes in what: the native path keeps its weights as stored and computes in float32; the reference path
+  // computes in --dtype (its description says so).
+  const std::string forward = target.path_description() + (target.native() ? ", float32 activations" : "");
+  const int threads = at::get_num_threads();
+  std::printf("model: %s (%.2fM parameters, %d thread%s)\nforward: %s\nblas: %s\ncpu: %s\n",
+              model_opts.model_path.c_str(), target.num_parameters() / 1e6, threads, threads == 1 ? "" : "s",
+              forward.c_str(), blas_description().c_str(), cpu_model_name().c_str());
   std::printf("max %ld new tokens, T=%g, %d repeats (median) after %d warm-up\n\n%s",
               static_cast<long>(c.runner.max_new_tokens), temperature, c.runner.repeats, c.runner.warmup,
               summary_table(results).c_str());
