@@ -2,6 +2,10 @@
 // enables the AVX / AVX-512 registers) and the DRAFTLAB_ISA cap, each evaluated once per process.
 #include "core/base/cpu_features.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <cstdlib>
 #include <string>
 
@@ -15,11 +19,14 @@ const CpuFeatures& cpu_features() {
     // __builtin_cpu_supports needs a literal: one call per feature.
     f.avx2 = __builtin_cpu_supports("avx2");
     f.fma = __builtin_cpu_supports("fma");
-    f.f16c = __builtin_cpu_supports("f16c");
+    // clang 14's __builtin_cpu_supports knows neither "f16c" nor "avxvnni" (the fuzz build compiles this file
+    // with clang): those two straight from cpuid, the bits gcc's builtin reads.
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    f.f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
     f.avx512f = __builtin_cpu_supports("avx512f");
     f.avx512bw = __builtin_cpu_supports("avx512bw");
     f.avx512vl = __builtin_cpu_supports("avx512vl");
-    f.avx_vnni = __builtin_cpu_supports("avxvnni");
+    f.avx_vnni = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) != 0;
     f.avx512_vnni = __builtin_cpu_supports("avx512vnni");
 #endif
     return f;
