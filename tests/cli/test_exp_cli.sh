@@ -89,4 +89,18 @@ expect_error "merge of different experiments" "experiment" "$BIN" merge "$TMP/m2
 expect_error "merge of a non-results file" "config.json" "$BIN" merge "$TMP/m3.h5" "$MODEL/config.json"
 [ ! -e "$TMP/x.h5" ] && [ ! -e "$TMP/m2.h5" ] && ok "failed commands wrote nothing" || bad "a failed command left a file"
 
+# Strategy options refused before any model loads: the rules across options (eagle2's auto_cost, sample_tree), a
+# random-head option beside head=PATH, and head=PATH missing or of another family. The model does not exist, so a
+# refusal that came after loading it would name it instead.
+refused_before_load() {  # NAME SUBSTRING SPEC
+  expect_error "compare -s $3 refused before loading" "$2" "$BIN" compare -m "$TMP/no_model" -p x -s "$3"
+  if grep -q "no_model" "$TMP/e"; then bad "$1: the message names the model (loaded first?)"; fi
+}
+refused_before_load "auto_cost" "auto_cost applies to total_tokens=auto only" "eagle2:auto_cost=1/2/3"
+refused_before_load "sample_tree" "does not combine with rerank=false" "eagle2:sample_tree=true,rerank=false"
+refused_before_load "head_seed" "option head_seed: shapes a random head, but head=$HEAD" "eagle2:head_seed=3,head=$HEAD"
+refused_before_load "missing head" "$TMP/no_head: not found (expected EAGLE head" "eagle-chain:head=$TMP/no_head"
+refused_before_load "head of another family" "drafts with Medusa heads (run it with -s eagle2)" "medusa:head=$HEAD"
+refused_before_load "EAGLE head for eagle3" "drafts with EAGLE-3 head (run it with -s eagle2)" "eagle3:head=$HEAD"
+
 finish
