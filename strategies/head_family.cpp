@@ -2,6 +2,7 @@
 
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
+#include "core/model/head_folder.h"
 #include "strategies/registry.h"
 
 namespace draftlab {
@@ -39,12 +40,7 @@ const HeadFamily& head_family_of(const std::string& path) {
   for (const HeadFamily* f : head_family_table())
     if (!f->recognises) fallback = f;
   check(fallback != nullptr, "head_family_of: no fallback head family in DRAFTLAB_FAMILIES");
-  std::string dir = path;
-  if (is_file(path)) {
-    const auto slash = path.find_last_of('/');
-    dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  }
-  const std::string config_path = dir + "/config.json";
+  const std::string config_path = head_config_path(path);
   if (!is_file(config_path)) return *fallback;
   nlohmann::json j;
   try {
@@ -62,9 +58,8 @@ void check_head_path(const HeadFamily& family, const std::string& path) {
   if (!is_file(path) && !is_directory(path))
     throw Error::at(path, "not found (expected " + family.title + ": a folder, or its weights file)");
   const HeadFamily& found = head_family_of(path);
-  const std::string dir = is_file(path) ? path.substr(0, path.find_last_of('/') + 1) : path + "/";
   // Without a config.json nothing says which family it is: the loader names what is missing.
-  if (&found != &family && is_file(dir + "config.json"))
+  if (&found != &family && is_file(head_config_path(path)))
     throw Error("option head=" + path + ": a " + found.title + ", but this strategy drafts with " + family.title +
                 " (run it with -s " + found.tree_strategy + ")");
 }

@@ -7,13 +7,16 @@
 
 namespace draftlab {
 
+std::string head_config_path(const std::string& path) {
+  if (!is_file(path)) return path + "/config.json";
+  const auto slash = path.find_last_of('/');
+  return (slash == std::string::npos ? "." : path.substr(0, slash)) + "/config.json";
+}
+
 HeadFolder open_head_folder(const std::string& path, const std::string& title,
                             const std::vector<std::string>& weight_files, const std::string& torch_file) {
   HeadFolder f;
-  std::string dir = path;
   if (is_file(path)) {
-    const auto slash = path.find_last_of('/');
-    dir = slash == std::string::npos ? "." : path.substr(0, slash);
     f.weights = path;
   } else {
     std::string names;
@@ -28,7 +31,7 @@ HeadFolder open_head_folder(const std::string& path, const std::string& title,
                             "convert-head " + path + "/" + torch_file + " DIR`");
     if (f.weights.empty()) throw Error::at(path, "holds no " + names + " (" + title + ")");
   }
-  f.config_path = dir + "/config.json";
+  f.config_path = head_config_path(path);
   if (!is_file(f.config_path)) throw Error::at(f.config_path, "not found: " + title + " need config.json");
   try {
     f.config = nlohmann::json::parse(read_text_file(f.config_path));

@@ -16,6 +16,9 @@ struct HeadFolder {
   nlohmann::json config;    // its contents, a JSON object
 };
 
+// Where the config.json of a head given as a folder, or as a weights file inside one, is.
+std::string head_config_path(const std::string& path);
+
 // Finds the weights (the path itself when it is a file, else the first of `weight_files` present in the folder) and
 // reads config.json. `torch_file`: the name of the kind's torch.save() checkpoint, for a hint to convert it. Throws
 // Error naming the path and what was expected (`title`, e.g. "Medusa heads").

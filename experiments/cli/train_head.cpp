@@ -51,19 +51,13 @@ po::options_description family_flags(std::vector<FamilyFlag>& flags) {
   for (FamilyFlag& flag : flags) {
     std::string help = "[" + family_names(flag.families) + "] " + flag.spec->range();
     if (!flag.spec->default_value.empty()) help += ", default " + flag.spec->default_value;
-    std::vector<std::string> helps;
-    for (const HeadFamily* f : flag.families) {
-      const std::string& h = f->training_option(flag.spec->key)->help;
-      if (std::find(helps.begin(), helps.end(), h) == helps.end()) helps.push_back(h);
-    }
-    for (const HeadFamily* f : flag.families) {
-      const std::string& h = f->training_option(flag.spec->key)->help;
-      if (helps.size() == 1) {
-        help += ": " + h;
-        break;
-      }
-      help += "; " + f->name + ": " + h;
-    }
+    // One help when the families say the same, else each family's.
+    auto help_of = [&](const HeadFamily* f) { return f->training_option(flag.spec->key)->help; };
+    const bool alike = std::all_of(flag.families.begin(), flag.families.end(),
+                                   [&](const HeadFamily* f) { return help_of(f) == help_of(flag.families[0]); });
+    if (alike) help += ": " + help_of(flag.families[0]);
+    for (const HeadFamily* f : flag.families)
+      if (!alike) help += "; " + f->name + ": " + help_of(f);
     auto* value = po::value(&flag.value);
     if (flag.spec->type == OptionType::Boolean) value->zero_tokens()->implicit_value("true");
     desc.add_options()(flag.spec->key.c_str(), value, help.c_str());

@@ -15,11 +15,6 @@ namespace draftlab {
 
 namespace {
 
-std::vector<std::string> input_variants() {
-  return {kEagleInputFeatureShiftedToken, kEagleInputFeatureUnshiftedToken, kEagleInputFeatureOnly,
-          kEagleInputTokenOnly};
-}
-
 // A random head for tests: draft_vocab=K keeps K random distinct target ids drawn from head_seed + 1.
 std::shared_ptr<const FeatureHead> random_head(const LlamaModel& target, const StrategyOptions& o) {
   const auto seed = static_cast<uint64_t>(o.get_int("head_seed"));
@@ -58,9 +53,9 @@ const HeadFamily& eagle_heads() {
       return std::shared_ptr<const FeatureHead>(EagleHead::load(path, target));
     };
     f.random_feature_head = random_head;
-    f.random_head_options = {choice_option("head_input", input_variants(), "the random head's input variant (EAGLE Figure 8)")};
+    f.random_head_options = {choice_option("head_input", eagle_input_variants(), "the random head's input variant (EAGLE Figure 8)")};
     f.training_options = {
-        choice_option("input", input_variants(),
+        choice_option("input", eagle_input_variants(),
                       "the head's input (EAGLE Figure 8): feature_shifted_token (EAGLE), feature_unshifted_token, "
                       "feature_only, token_only"),
         number_option("cls-weight", 0.1, 0, 1000, "weight of the soft cross-entropy"),

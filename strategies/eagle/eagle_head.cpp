@@ -84,6 +84,8 @@ void check_inputs(const ModelConfig& c, const KvCache& cache, const at::Tensor& 
 
 }  // namespace
 
+std::vector<std::string> eagle_input_variants() { return {std::begin(kAllInputs), std::end(kAllInputs)}; }
+
 std::string eagle_input_names() {
   std::string s;
   for (const char* v : kAllInputs) s += (s.empty() ? "" : ", ") + std::string(v);

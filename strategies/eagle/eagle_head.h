@@ -70,7 +70,8 @@ inline constexpr const char* kEagleInputFeatureUnshiftedToken = "feature_unshift
 inline constexpr const char* kEagleInputFeatureOnly = "feature_only";
 inline constexpr const char* kEagleInputTokenOnly = "token_only";
 
-// Every known variant name, comma-separated (for messages).
+// Every known variant name; comma-separated (for messages).
+std::vector<std::string> eagle_input_variants();
 std::string eagle_input_names();
 bool is_eagle_input(const std::string& variant);
 // Width of fc's input: 2d for the two-input variants, d for the one-input ones.

@@ -1,6 +1,7 @@
 #include "strategies/eagle_tree/auto_budget.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "strategies/eagle_tree/eagle_tree.h"
 
@@ -31,8 +32,7 @@ std::vector<int32_t> AutoBudget::choose(const DraftTree& tree, std::vector<int32
   prune_below_ = (m > 0 && m < static_cast<int32_t>(values.size())) ? kPruneSlack * values[m - 1] : 0.0f;
   if (m > 0) cycles_without_draft_ = 0;
   kept.resize(m);
-  predicted_ = 0.0;
-  for (float v : std::vector<float>(values.begin(), values.begin() + m)) predicted_ += v;
+  predicted_ = std::accumulate(values.begin(), values.begin() + m, 0.0);
   std::sort(kept.begin(), kept.end());
   return kept;
 }
