@@ -11,7 +11,7 @@
 #include <tuple>
 
 #include "analysis/acceptance.h"
-#include "analysis/calibration.h"
+#include "analysis/paper_table_parts.h"
 #include "analysis/run_metrics.h"
 #include "core/base/error.h"
 
@@ -19,57 +19,8 @@ namespace draftlab::analysis {
 
 namespace {
 
-std::string fixed(double v, int digits, const char* suffix = "") {
-  if (!std::isfinite(v)) return "–";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f%s", digits, v, suffix);
-  return buf;
-}
+using namespace table_parts;
 
-std::string with_interval(const Estimate& e, int digits, const char* suffix, bool intervals) {
-  std::string text = fixed(e.value, digits, suffix);
-  if (intervals && e.has_interval() && std::isfinite(e.value))
-    text += " [" + fixed(e.low, digits) + ", " + fixed(e.high, digits) + "]";
-  return text;
-}
-
-std::string temperature_text(double t) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", t);
-  return buf;
-}
-
-// Everything the tables need about the file, computed once.
-struct Context {
-  const ResultsFile& results;
-  const TableOptions& options;
-  std::vector<RunSummary> summaries;  // per run
-  std::vector<std::string> datasets;  // order of first appearance
-  std::vector<std::string> methods;   // all but the baselines, order of first appearance
-  std::vector<double> temperatures;   // ascending
-
-  Context(const ResultsFile& r, const TableOptions& o) : results(r), options(o) {
-    for (const RunRecord& run : r.runs) {
-      summaries.push_back(summarize_run(r, run, o.bootstrap));
-      if (std::find(datasets.begin(), datasets.end(), run.dataset) == datasets.end()) datasets.push_back(run.dataset);
-      if (!is_baseline(run) && std::find(methods.begin(), methods.end(), run.method) == methods.end())
-        methods.push_back(run.method);
-      if (std::find(temperatures.begin(), temperatures.end(), run.temperature) == temperatures.end())
-        temperatures.push_back(run.temperature);
-    }
-    std::sort(temperatures.begin(), temperatures.end());
-  }
-  // Index of the run (method, dataset, T), or -1.
-  int find(const std::string& method, const std::string& dataset, double t) const {
-    for (size_t i = 0; i < results.runs.size(); ++i) {
-      const RunRecord& run = results.runs[i];
-      if (run.method == method && run.dataset == dataset && run.temperature == t) return static_cast<int>(i);
-    }
-    return -1;
-  }
-  std::string speedup(int i) const { return with_interval(summaries[i].speedup, 2, "x", options.intervals); }
-  std::string tau(int i) const { return with_interval(summaries[i].tau, 2, "", options.intervals); }
-};
 
 // Notes shared by the speed-like tables: vanilla's own speed, and the lossless check at T = 0.
 std::vector<std::string> speed_notes(const Context& ctx, double t) {
@@ -143,42 +94,6 @@ std::vector<Table> method_by_dataset_tables(const Context& ctx) {
     tables.push_back(table);
   }
   return tables;
-}
-
-std::vector<std::string> alpha_headers(int max_n) {
-  std::vector<std::string> out;
-  for (int n = 0; n <= max_n; ++n) out.push_back(std::to_string(n) + "-α");
-  return out;
-}
-
-// One row per run but the baselines: T, dataset, method, then the chosen metrics (EAGLE Table 2 / Figure 8).
-// cumulative: getkacc's n-alpha (acceptance.h) instead of the conditional one.
-Table alpha_table(const Context& ctx, bool with_speedup, int max_n, bool cumulative = false) {
-  Table table;
-  if (cumulative) table.title = "cumulative n-α (the official code's getkacc)";
-  table.columns = {"T", "Dataset", "Method"};
-  if (with_speedup) table.columns.push_back("Speedup");
-  table.columns.push_back("τ");
-  for (const std::string& h : alpha_headers(max_n)) table.columns.push_back(h);
-  for (double t : ctx.temperatures)
-    for (const std::string& d : ctx.datasets)
-      for (const std::string& m : ctx.methods) {
-        const int i = ctx.find(m, d, t);
-        if (i < 0) continue;
-        std::vector<Cell> row{Cell(temperature_text(t)), Cell(dataset_display_name(d)), Cell(m)};
-        if (with_speedup) row.push_back(ctx.speedup(i));
-        row.push_back(ctx.tau(i));
-        const RunRecord& run = ctx.results.runs[i];
-        for (const AlphaCount& a : cumulative ? cumulative_n_alpha(run, max_n) : n_alpha(run, max_n))
-          row.push_back(fixed(a.alpha(), 2));
-        table.rows.push_back(row);
-      }
-  table.notes.push_back(
-      cumulative ? "cumulative n-α: the chance that the first n + 1 tokens of the draft's most probable chain are all "
-                   "accepted (for a chain, the product of the conditional n-α; the paper's Table 2 is conditional)."
-                 : "n-α: acceptance rate of the drafts' most probable tokens at depth n + 1 whose parent was accepted "
-                   "(n imprecise features in the draft's input).");
-  return table;
 }
 
 // EAGLE Table 7 layout: per (T, dataset) one table of speedup over batched vanilla, τ and drafted nodes per cycle for
@@ -375,92 +290,6 @@ Table tree_vs_chain_table(const Context& ctx) {
     }
   table.notes.push_back("In brackets: the tree's τ gain over the first chain draft (draft_shape chain).");
   return table;
-}
-
-bool has_confidence(const RunRecord& run) {
-  return std::any_of(run.nodes.confidence.begin(), run.nodes.confidence.end(), [](float c) { return !std::isnan(c); });
-}
-
-std::vector<Table> calibration_tables(const Context& ctx) {
-  std::vector<Table> tables;
-  for (const RunRecord& run : ctx.results.runs) {
-    if (is_baseline(run) || !has_confidence(run)) continue;
-    const std::string label = run.method + ", " + dataset_display_name(run.dataset) + ", T = " +
-                              temperature_text(run.temperature);
-    const Calibration cal = calibrate(run);
-    Table bins;
-    bins.title = label;
-    bins.columns = {"Confidence", "Drafted", "Tested", "Accepted", "Acceptance rate", "Mean confidence"};
-    for (const CalibrationBin& b : cal.bins) {
-      if (b.drafted == 0) continue;
-      bins.rows.push_back({Cell("[" + fixed(b.lower, 2) + ", " + fixed(b.upper, 2) + (b.upper >= 1 ? "]" : ")")),
-                           Cell(std::to_string(b.drafted)), Cell(std::to_string(b.tested)),
-                           Cell(std::to_string(b.accepted)), Cell(fixed(b.acceptance_rate, 3)),
-                           Cell(fixed(b.mean_confidence, 3))});
-    }
-    bins.notes.push_back("ECE " + fixed(cal.ece, 4) + " over " + std::to_string(cal.tested) +
-                         " tested nodes (parent accepted); acceptance " +
-                         fixed(cal.tested ? static_cast<double>(cal.accepted) / cal.tested : NAN, 3) + ".");
-    tables.push_back(bins);
-
-    Table depths;
-    depths.title = label + ": per depth";
-    depths.columns = {"Depth", "Tested", "Acceptance rate", "Mean confidence", "ECE"};
-    for (const auto& [depth, c] : calibrate_by_depth({&run})) {
-      double conf = 0;
-      for (const CalibrationBin& b : c.bins)
-        if (b.tested) conf += b.mean_confidence * b.tested;
-      depths.rows.push_back({Cell(std::to_string(depth)), Cell(std::to_string(c.tested)),
-                             Cell(fixed(c.tested ? static_cast<double>(c.accepted) / c.tested : NAN, 3)),
-                             Cell(fixed(c.tested ? conf / c.tested : NAN, 3)), Cell(fixed(c.ece, 4))});
-    }
-    tables.push_back(depths);
-  }
-  if (tables.empty()) {
-    Table none;
-    none.columns = {"Note"};
-    none.rows.push_back({"No run with draft confidences in this file."});
-    tables.push_back(none);
-  }
-  return tables;
-}
-
-std::vector<Table> position_tables(const Context& ctx) {
-  std::vector<Table> tables;
-  for (const RunRecord& run : ctx.results.runs) {
-    if (run.draft_shape != draft_shapes::static_tree) continue;
-    const PositionAcceptance pa = position_acceptance(run);
-    Table table;
-    table.title = run.method + ", " + dataset_display_name(run.dataset) + ", T = " + temperature_text(run.temperature);
-    table.columns = {"Position", "Depth", "Questions", "Pooled", "Mean", "SD", "Min", "Max"};
-    for (size_t p = 0; p < pa.positions.size(); ++p) {
-      std::vector<double> rates;
-      double drafted = 0, accepted = 0;
-      for (Eigen::Index q = 0; q < pa.rate.rows(); ++q) {
-        if (pa.drafted(q, p) == 0) continue;
-        rates.push_back(pa.rate(q, p));
-        drafted += pa.drafted(q, p);
-        accepted += pa.rate(q, p) * pa.drafted(q, p);
-      }
-      const Eigen::Map<Eigen::VectorXd> r(rates.data(), static_cast<Eigen::Index>(rates.size()));
-      const double mean = rates.empty() ? NAN : r.mean();
-      const double sd = rates.size() < 2 ? NAN : std::sqrt((r.array() - mean).square().sum() / (rates.size() - 1));
-      table.rows.push_back({Cell("P" + std::to_string(pa.positions[p])), Cell(std::to_string(pa.depths[p])),
-                            Cell(std::to_string(rates.size())), Cell(fixed(drafted ? accepted / drafted : NAN, 3)),
-                            Cell(fixed(mean, 3)), Cell(fixed(sd, 3)),
-                            Cell(fixed(rates.empty() ? NAN : r.minCoeff(), 3)),
-                            Cell(fixed(rates.empty() ? NAN : r.maxCoeff(), 3))});
-    }
-    table.notes.push_back("Per question: accepted / drafted at each tree position; Pooled = over all questions.");
-    tables.push_back(table);
-  }
-  if (tables.empty()) {
-    Table none;
-    none.columns = {"Note"};
-    none.rows.push_back({"No run with a static tree (draft_shape static_tree) in this file."});
-    tables.push_back(none);
-  }
-  return tables;
 }
 
 std::string json_scalar_text(const nlohmann::ordered_json& v) {

@@ -11,7 +11,7 @@
 
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
-#include "core/decoding/batch_decoder.h"
+#include "core/decoding/speculative_decoder.h"
 #include "core/training/chat_dataset.h"
 
 namespace draftlab {
@@ -225,7 +225,7 @@ std::vector<GeneratedSequence> generate_head_data(const LlamaModel& target,
         sequences.push_back({prompts[i + k], config.seed + i + k});
         strategies.push_back(&no_draft[k]);
       }
-      for (auto& r : BatchSpeculativeDecoder(target, strategies).generate(sequences, config).sequences)
+      for (auto& r : SpeculativeDecoder(target, strategies).generate(sequences, config).sequences)
         results.push_back(std::move(r));
     }
     for (size_t k = 0; k < n; ++k) {

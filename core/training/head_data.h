@@ -66,7 +66,7 @@ struct GeneratedSequence {
 using GenerationProgress = std::function<void(int64_t done, int64_t generated_tokens)>;
 
 // The target's continuation of each prompt (config.seed + i seeds prompt i; config.stop_tokens as given).
-// batch > 1 decodes that many prompts together (batch_decoder.h: one forward per step for all of them), with
+// batch > 1 decodes that many prompts together (speculative_decoder.h: one forward per step for all of them), with
 // exactly the same continuations. Data parallel: the ranks take turns continuing `batch` prompts each (with their
 // own seeds) and rank 0 gathers every round's sequences, in order (the other ranks get an empty list): the same
 // sequences as one process. progress then counts this rank's prompts.

@@ -44,6 +44,78 @@ std::string metrics_line(const std::map<std::string, std::vector<double>>& value
   return line;
 }
 
+// Validation in batches of --batch rows, with their features computed once (the target is frozen), a batch at a
+// time (the target's forward never holds more rows than a training step's). Data parallel: rank r evaluates
+// batches r, r + world, ... (every rank at least one, so each knows the family's metrics) and computes only
+// their features; with fewer batches than ranks every rank evaluates all.
+class HeadValidation {
+ public:
+  HeadValidation(const LlamaModel& target, const TextDataset& data, const HeadTrainingOptions& o,
+                 const std::vector<int64_t>& layers, DataParallel* parallel)
+      : parallel_(parallel) {
+    const RowBatch v = data.validation_rows(o.context, o.eval_windows);
+    rows_ = v.tokens.size(0);
+    const int64_t batches = (rows_ + o.batch - 1) / o.batch;
+    sharded_ = parallel && batches >= parallel->world_size();
+    batches_.resize(static_cast<size_t>(batches));  // empty where another rank evaluates
+    for (int64_t k = 0; k < batches; ++k) {
+      if (sharded_ && !parallel->takes(k)) continue;
+      const int64_t i = k * o.batch, m = std::min(o.batch, rows_ - i);
+      HeadBatch& b = batches_[static_cast<size_t>(k)];
+      b = {v.tokens.narrow(0, i, m), v.mask.defined() ? v.mask.narrow(0, i, m) : at::Tensor(), {},
+           v.lengths.narrow(0, i, m)};
+      b.features = head_batch_features(target, b.windows, layers);
+    }
+  }
+
+  struct Pass {
+    double loss = 0.0;                                    // mean over the validation rows
+    std::map<std::string, std::vector<double>> metrics;   // the family's, hits / tries per column
+  };
+  // One validation pass; every rank returns the same numbers.
+  Pass run(TrainableHead& head) const {
+    at::NoGradGuard no_grad;
+    const size_t batches = batches_.size();
+    std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> counts;
+    // Each batch's loss has one slot, so the ranks' total adds the same numbers in the same order as one process.
+    std::vector<double> losses(batches, 0.0);
+    for (size_t k = 0; k < batches; ++k) {
+      const HeadBatch& part = batches_[k];
+      if (!part.windows.defined()) continue;
+      const HeadEvaluation e = head.evaluate(part);
+      losses[k] = e.loss * static_cast<double>(part.windows.size(0));
+      for (const auto& [name, columns] : e.counts) {
+        auto& sum = counts[name];
+        sum.resize(std::max(sum.size(), columns.size()));
+        for (size_t c = 0; c < columns.size(); ++c) sum[c].first += columns[c].first, sum[c].second += columns[c].second;
+      }
+    }
+    if (sharded_) {  // losses, then every count, summed over the ranks in one message (counts are exact in float64)
+      std::vector<double> flat = losses;
+      for (const auto& [name, columns] : counts)
+        for (const auto& [hits, tries] : columns) flat.push_back(static_cast<double>(hits)), flat.push_back(static_cast<double>(tries));
+      flat = parallel_->sum(flat);
+      std::copy(flat.begin(), flat.begin() + static_cast<std::ptrdiff_t>(batches), losses.begin());
+      size_t at = batches;
+      for (auto& [name, columns] : counts)
+        for (auto& [hits, tries] : columns) hits = static_cast<int64_t>(flat[at++]), tries = static_cast<int64_t>(flat[at++]);
+    }
+    Pass pass;
+    for (double l : losses) pass.loss += l;
+    pass.loss /= static_cast<double>(rows_);
+    for (const auto& [name, columns] : counts)
+      for (const auto& [hits, tries] : columns)
+        pass.metrics[name].push_back(tries ? static_cast<double>(hits) / static_cast<double>(tries) : 0.0);
+    return pass;
+  }
+
+ private:
+  DataParallel* parallel_;
+  int64_t rows_ = 0;
+  bool sharded_ = false;
+  std::vector<HeadBatch> batches_;
+};
+
 }  // namespace
 
 void check_recipe(const std::string& recipe) {
@@ -73,21 +145,13 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
   identity["context"] = std::to_string(o.context);
   identity["samples"] = sampling_name(data.sampling());
   if (o.resume) {
-    if (!is_file(state_path)) throw Error("--resume: " + state_path + " not found");
-    // The identity first: another run's state (other options, another head) would otherwise fail on a tensor.
-    const auto meta = SafetensorsFile(state_path).metadata();
-    for (const auto& [key, value] : identity) {
-      auto it = meta.find(key);
-      // States written before a key existed stand for its default (the family for states of one-family trainers,
-      // windows for states written before whole-sequence sampling).
-      const std::string fallback = key == "family"    ? head.family_name()
-                                   : key == "samples" ? sampling_name(Sampling::Windows)
-                                                      : head.identity_default(key);
-      if (it == meta.end() ? fallback != value : it->second != value)
-        throw Error::in_file(state_path, "metadata " + key, "'" + value + "' (this run's options)",
-                             it == meta.end() ? "none" : "'" + it->second + "'");
-    }
-    trainer.load_state(state_path);
+    // States written before a key existed stand for its default (the family for states of one-family trainers,
+    // windows for states written before whole-sequence sampling).
+    const auto meta = trainer.resume(state_path, identity, [&](const std::string& key) {
+      return key == "family"    ? head.family_name()
+             : key == "samples" ? sampling_name(Sampling::Windows)
+                                : head.identity_default(key);
+    });
     // States written before the curves carried the metrics kept them beside.
     if (auto it = meta.find("head_eval"); it != meta.end() && trainer.curves().eval_metrics.empty())
       for (const auto& [name, rows] : TrainingCurves::from_json(it->second, state_path).eval_metrics)
@@ -95,22 +159,7 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
   }
 
   const std::vector<int64_t> layers = head.feature_layers();
-  // Validation in batches of --batch rows, with their features computed once (the target is frozen), a batch at a
-  // time (the target's forward never holds more rows than a training step's). Data parallel: rank r evaluates
-  // batches r, r + world, ... (every rank at least one, so each knows the family's metrics) and computes only
-  // their features; with fewer batches than ranks every rank evaluates all.
-  const RowBatch v = data.validation_rows(o.context, o.eval_windows);
-  const int64_t val_rows = v.tokens.size(0), val_batches = (val_rows + o.batch - 1) / o.batch;
-  const bool sharded_eval = parallel && val_batches >= parallel->world_size();
-  std::vector<HeadBatch> val(static_cast<size_t>(val_batches));  // empty where another rank evaluates
-  for (int64_t k = 0; k < val_batches; ++k) {
-    if (sharded_eval && !parallel->takes(k)) continue;
-    const int64_t i = k * o.batch, m = std::min(o.batch, val_rows - i);
-    HeadBatch& b = val[static_cast<size_t>(k)];
-    b = {v.tokens.narrow(0, i, m), v.mask.defined() ? v.mask.narrow(0, i, m) : at::Tensor(), {},
-         v.lengths.narrow(0, i, m)};
-    b.features = head_batch_features(target, b.windows, layers);
-  }
+  const HeadValidation validation(target, data, o, layers, parallel);
   // Built on first use (the target's features of the first epoch's windows), then read back on every run.
   const std::unique_ptr<FeatureCache> cache =
       o.feature_cache.path.empty() ? nullptr
@@ -130,44 +179,12 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
     return head.loss(b, step);
   };
   hooks.eval_loss = [&] {
-    at::NoGradGuard no_grad;
-    std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> counts;
-    // Each batch's loss has one slot, so the ranks' total adds the same numbers in the same order as one process.
-    std::vector<double> losses(static_cast<size_t>(val_batches), 0.0);
-    for (int64_t k = 0; k < val_batches; ++k) {
-      const HeadBatch& part = val[static_cast<size_t>(k)];
-      if (!part.windows.defined()) continue;
-      const HeadEvaluation e = head.evaluate(part);
-      losses[static_cast<size_t>(k)] = e.loss * static_cast<double>(part.windows.size(0));
-      for (const auto& [name, columns] : e.counts) {
-        auto& sum = counts[name];
-        sum.resize(std::max(sum.size(), columns.size()));
-        for (size_t k = 0; k < columns.size(); ++k) sum[k].first += columns[k].first, sum[k].second += columns[k].second;
-      }
-    }
-    if (sharded_eval) {  // losses, then every count, summed over the ranks in one message (counts are exact in float64)
-      std::vector<double> flat = losses;
-      for (const auto& [name, columns] : counts)
-        for (const auto& [hits, tries] : columns) flat.push_back(static_cast<double>(hits)), flat.push_back(static_cast<double>(tries));
-      flat = parallel->sum(flat);
-      std::copy(flat.begin(), flat.begin() + val_batches, losses.begin());
-      size_t at = static_cast<size_t>(val_batches);
-      for (auto& [name, columns] : counts)
-        for (auto& [hits, tries] : columns) hits = static_cast<int64_t>(flat[at++]), tries = static_cast<int64_t>(flat[at++]);
-    }
-    double total = 0;
-    for (double l : losses) total += l;
-    std::map<std::string, std::vector<double>> values;
-    for (const auto& [name, columns] : counts) {
-      for (const auto& [hits, tries] : columns)
-        values[name].push_back(tries ? static_cast<double>(hits) / static_cast<double>(tries) : 0.0);
-      trainer.add_eval_metric(name, values[name]);
-    }
-    const double loss = total / static_cast<double>(val_rows);
+    const HeadValidation::Pass pass = validation.run(head);
+    for (const auto& [name, values] : pass.metrics) trainer.add_eval_metric(name, values);
     if (!trainer.options().quiet)
-      std::fprintf(stderr, "\nvalidation at step %ld: loss %.4f%s\n", static_cast<long>(trainer.step()), loss,
-                   metrics_line(values).c_str());
-    return loss;
+      std::fprintf(stderr, "\nvalidation at step %ld: loss %.4f%s\n", static_cast<long>(trainer.step()), pass.loss,
+                   metrics_line(pass.metrics).c_str());
+    return pass.loss;
   };
   // The training state last, as in train_language_model: once it holds step N, so does every other file.
   hooks.save = [&](int64_t) {  // rank 0 alone (Trainer)

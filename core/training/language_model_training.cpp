@@ -64,20 +64,12 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
   topt.tokens_per_step = o.batch * o.context;
   Trainer trainer(trainable_parameters(c, weights), topt, o.parallel);
   if (writer) std::filesystem::create_directories(o.out_dir);  // after the trainer has checked its options
-  if (o.resume) {
-    if (!is_file(state_path)) throw Error("--resume: " + state_path + " not found");
-    const auto meta = trainer.load_state(state_path);
-    auto same = [&](const std::string& key, const std::string& value) {
-      auto it = meta.find(key);
-      if (it == meta.end() || it->second != value)
-        throw Error::in_file(state_path, "metadata " + key, "'" + value + "' (this run's options)",
-                             it == meta.end() ? "none" : "'" + it->second + "'");
-    };
-    same("config", config_text);  // resuming with another shape or seed would not continue the same run
-    same("seed", std::to_string(o.seed));
-    same("batch", std::to_string(o.batch));
-    same("context", std::to_string(o.context));
-  }
+  // What a resumed run must share with the state it continues (another shape or seed would not be the same run).
+  const std::map<std::string, std::string> identity = {{"config", config_text},
+                                                       {"seed", std::to_string(o.seed)},
+                                                       {"batch", std::to_string(o.batch)},
+                                                       {"context", std::to_string(o.context)}};
+  if (o.resume) trainer.resume(state_path, identity);
   if (writer && !o.tokenizer_path.empty()) copy_tokenizer(o.tokenizer_path, o.out_dir);
 
   const at::Tensor val = data.validation_windows(o.context, o.eval_windows);
@@ -116,8 +108,7 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
     TrainingCurves log = trainer.curves();
     log.attributes = attrs;
     write_training_log(o.out_dir + "/training_log.h5", log);
-    trainer.save_state(state_path, {{"config", config_text}, {"seed", std::to_string(o.seed)},
-                                    {"batch", std::to_string(o.batch)}, {"context", std::to_string(o.context)}});
+    trainer.save_state(state_path, identity);
   };
   if (o.keep_best) hooks.save_best = [&](int64_t) { save_model(); };
   trainer.run(hooks);

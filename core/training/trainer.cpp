@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "core/base/error.h"
+#include "core/base/file_bytes.h"
 #include "core/distributed/data_parallel.h"
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint_tensor.h"
@@ -211,6 +212,23 @@ void Trainer::save_state(const std::string& path, const std::map<std::string, st
   meta["adam_step"] = std::to_string(adam_step);
   meta["curves"] = curves_.to_json();
   write_safetensors(path, entries, meta);
+}
+
+std::map<std::string, std::string> Trainer::resume(const std::string& path,
+                                                   const std::map<std::string, std::string>& identity,
+                                                   const std::function<std::string(const std::string&)>& absent) {
+  if (!is_file(path)) throw Error("--resume: " + path + " not found");
+  {
+    const auto meta = SafetensorsFile(path).metadata();
+    for (const auto& [key, value] : identity) {
+      const auto it = meta.find(key);
+      const bool same = it != meta.end() ? it->second == value : absent && absent(key) == value;
+      if (!same)
+        throw Error::in_file(path, "metadata " + key, "'" + value + "' (this run's options)",
+                             it == meta.end() ? "none" : "'" + it->second + "'");
+    }
+  }
+  return load_state(path);
 }
 
 std::map<std::string, std::string> Trainer::load_state(const std::string& path) {

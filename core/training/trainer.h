@@ -115,6 +115,12 @@ class Trainer {
   // Restores a state written by save_state; throws Error naming the file and tensor on any mismatch.
   // Returns the file's metadata.
   std::map<std::string, std::string> load_state(const std::string& path);
+  // --resume, for every trainer: the state at `path` must exist and its metadata carry `identity` (this run's
+  // options that must not change within a run: shape, seed, batch, ...) before any tensor loads, so another run's
+  // state is refused as such, naming the key. A key absent from an older state stands for absent(key) (none given:
+  // absent keys differ). Then load_state; returns the file's metadata.
+  std::map<std::string, std::string> resume(const std::string& path, const std::map<std::string, std::string>& identity,
+                                            const std::function<std::string(const std::string&)>& absent = {});
 
  private:
   std::vector<std::pair<std::string, at::Tensor>> params_;

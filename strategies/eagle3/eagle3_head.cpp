@@ -15,6 +15,7 @@
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint_tensor.h"
 #include "core/model/forward_clock.h"
+#include "core/model/head_folder.h"
 #include "core/model/head_rows.h"
 #include "core/model/host_tensor.h"
 #include "core/model/llama_layer.h"
@@ -55,6 +56,122 @@ std::string layers_text(const std::vector<int64_t>& layers) {
   std::string s = "[";
   for (size_t i = 0; i < layers.size(); ++i) s += (i ? ", " : "") + std::to_string(layers[i]);
   return s + "]";
+}
+
+
+// An EAGLE-3 head's config.json, checked against its target: the head's shape, its draft vocabulary size and the
+// target layers it fuses.
+struct Eagle3Config {
+  std::string path;  // the config.json
+  ModelConfig model;
+  int64_t draft_vocab = 0;
+  std::vector<int64_t> input_layers;
+};
+
+Eagle3Config read_eagle3_config(const std::string& head_path, const ModelConfig& tc) {
+  const std::string config_path = head_config_path(head_path);
+  if (!is_file(config_path)) throw Error::at(config_path, "not found: an EAGLE-3 head needs config.json");
+  json j;
+  try {
+    j = json::parse(read_text_file(config_path));
+  } catch (const json::exception& e) {
+    throw Error::in_file(config_path, "config", "valid JSON", e.what());
+  }
+  if (!j.is_object()) throw Error::in_file(config_path, "config", "a JSON object", j.type_name());
+  // The official class reads num_hidden_layers nowhere (its single layer is fixed): do not let the parser check it.
+  json shape = j;
+  shape["num_hidden_layers"] = 1;
+  ModelConfig config = parse_hf_config(shape, config_path);
+  config.num_local_experts = config.num_experts_per_tok = 0;
+  if (config.hidden_size != tc.hidden_size)
+    throw Error::in_file(config_path, "hidden_size", "the target's hidden_size " + std::to_string(tc.hidden_size),
+                         std::to_string(config.hidden_size) + " (this head was trained for another model)");
+  if (config.vocab_size != tc.vocab_size)
+    throw Error::in_file(config_path, "vocab_size", "the target's vocab_size " + std::to_string(tc.vocab_size),
+                         std::to_string(config.vocab_size) + " (this head was trained for another model)");
+  if (j.contains("target_hidden_size") && !j.at("target_hidden_size").is_null() &&
+      j.at("target_hidden_size") != json(tc.hidden_size))
+    throw Error::in_file(config_path, "target_hidden_size",
+                         "absent or the target's hidden_size " + std::to_string(tc.hidden_size) +
+                             " (heads narrower than their target are not supported)",
+                         j.at("target_hidden_size").dump());
+  if (!config.rope_scaling.type.empty())
+    throw Error::in_file(config_path, "rope_scaling", "null (official EAGLE-3 heads run plain RoPE)",
+                         config.rope_scaling.type);
+  if (!j.contains("draft_vocab_size") || !j.at("draft_vocab_size").is_number_integer())
+    throw Error::in_file(config_path, "draft_vocab_size", "an integer (required for an EAGLE-3 head)",
+                         j.contains("draft_vocab_size") ? j.at("draft_vocab_size").dump() : "no such key");
+  const int64_t Vd = j.at("draft_vocab_size").get<int64_t>(), V = tc.vocab_size;
+  if (Vd < 1 || Vd > V)
+    throw Error::in_file(config_path, "draft_vocab_size", "an integer in [1, vocab_size " + std::to_string(V) + "]",
+                         std::to_string(Vd));
+  std::vector<int64_t> layers = eagle3_input_layers(tc.num_hidden_layers);
+  if (j.contains(kLayersKey)) {
+    const json& v = j.at(kLayersKey);
+    bool ok = v.is_array() && v.size() == 3;
+    for (size_t i = 0; ok && i < 3; ++i) ok = v[i].is_number_integer() && v[i].get<int64_t>() >= 1 &&
+                                              v[i].get<int64_t>() <= tc.num_hidden_layers;
+    if (!ok)
+      throw Error::in_file(config_path, kLayersKey,
+                           "three target layer indices in [1, " + std::to_string(tc.num_hidden_layers) + "]", v.dump());
+    layers = {v[0].get<int64_t>(), v[1].get<int64_t>(), v[2].get<int64_t>()};
+  }
+  return {config_path, std::move(config), Vd, layers};
+}
+
+// d2t: offsets (target id = i + d2t[i]) as target ids [Vd]; required unless the draft vocabulary is the whole one
+// (then undefined).
+at::Tensor read_draft_ids(const SafetensorsCollection& tensors, int64_t Vd, int64_t V) {
+  const std::string& source = tensors.description();
+  at::Tensor ids;
+  const TensorEntry* d2t = tensors.find("d2t");
+  if (d2t == nullptr && Vd < V)
+    throw Error::at(source, "tensor 'd2t' not found (draft_vocab_size " + std::to_string(Vd) + " < vocab_size " +
+                                std::to_string(V) + " needs the draft-to-target offsets)");
+  if (d2t != nullptr) {
+    if ((d2t->dtype != DType::I64 && d2t->dtype != DType::I32) || d2t->shape != std::vector<int64_t>{Vd})
+      throw Error::at(source, "tensor 'd2t': expected I64 " + shape_string({Vd}) + " (draft_vocab_size), got " +
+                                  dtype_name(d2t->dtype) + " " + shape_string(d2t->shape));
+    ids = at::empty({Vd}, at::kLong);
+    int64_t* p = ids.data_ptr<int64_t>();
+    for (int64_t i = 0; i < Vd; ++i) {
+      int64_t offset = 0;
+      if (d2t->dtype == DType::I64) {
+        std::memcpy(&offset, reinterpret_cast<const char*>(d2t->data) + i * 8, 8);
+      } else {
+        int32_t o32 = 0;
+        std::memcpy(&o32, reinterpret_cast<const char*>(d2t->data) + i * 4, 4);
+        offset = o32;
+      }
+      p[i] = i + offset;
+    }
+    const std::string problem = draft_ids_problem(ids, V);
+    if (!problem.empty()) throw Error::at(source, "tensor 'd2t' (offsets: target id = i + d2t[i]): " + problem);
+  }
+  return ids;
+}
+
+// t2d, when present, must mark exactly the ids d2t maps to (it is what training masks the teacher with).
+void check_target_to_draft(const SafetensorsCollection& tensors, const at::Tensor& ids, int64_t Vd, int64_t V) {
+  const std::string& source = tensors.description();
+  if (const TensorEntry* t2d = tensors.find("t2d")) {
+    if (t2d->dtype != DType::BOOL && t2d->dtype != DType::U8)
+      throw Error::at(source, "tensor 't2d': expected BOOL " + shape_string({V}) + ", got " + dtype_name(t2d->dtype));
+    if (t2d->shape != std::vector<int64_t>{V})
+      throw Error::at(source, "tensor 't2d': expected shape " + shape_string({V}) + " (vocab_size), got " +
+                                  shape_string(t2d->shape));
+    std::vector<uint8_t> marked(static_cast<size_t>(V), 0);
+    if (ids.defined())
+      for (int64_t i = 0; i < Vd; ++i) marked[ids.data_ptr<int64_t>()[i]] = 1;
+    else
+      std::fill(marked.begin(), marked.end(), 1);
+    const auto* bytes = t2d->data;
+    for (int64_t v = 0; v < V; ++v)
+      if ((bytes[v] != 0) != (marked[v] != 0))
+        throw Error::at(source, "tensor 't2d': target id " + std::to_string(v) + " is marked " +
+                                    (bytes[v] ? "in" : "out of") + " the draft vocabulary, but d2t says " +
+                                    (marked[v] ? "in" : "out"));
+  }
 }
 
 }  // namespace
@@ -158,63 +275,12 @@ std::vector<std::string> Eagle3Head::checkpoint_keys() {
 }
 
 std::unique_ptr<Eagle3Head> Eagle3Head::load(const std::string& path, const LlamaModel& target) {
-  std::string dir = path;
-  if (is_file(path)) {
-    const auto slash = path.find_last_of('/');
-    dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  } else if (!is_directory(path)) {
+  if (!is_file(path) && !is_directory(path))
     throw Error::at(path, "not found (expected an EAGLE-3 head folder with config.json and model.safetensors, or a "
                           ".safetensors file with config.json beside it)");
-  }
-  const std::string config_path = dir + "/config.json";
-  if (!is_file(config_path)) throw Error::at(config_path, "not found: an EAGLE-3 head needs config.json");
-  json j;
-  try {
-    j = json::parse(read_text_file(config_path));
-  } catch (const json::exception& e) {
-    throw Error::in_file(config_path, "config", "valid JSON", e.what());
-  }
-  if (!j.is_object()) throw Error::in_file(config_path, "config", "a JSON object", j.type_name());
-  // The official class reads num_hidden_layers nowhere (its single layer is fixed): do not let the parser check it.
-  json shape = j;
-  shape["num_hidden_layers"] = 1;
-  ModelConfig config = parse_hf_config(shape, config_path);
-  config.num_local_experts = config.num_experts_per_tok = 0;
-  const ModelConfig& tc = target.config();
-  if (config.hidden_size != tc.hidden_size)
-    throw Error::in_file(config_path, "hidden_size", "the target's hidden_size " + std::to_string(tc.hidden_size),
-                         std::to_string(config.hidden_size) + " (this head was trained for another model)");
-  if (config.vocab_size != tc.vocab_size)
-    throw Error::in_file(config_path, "vocab_size", "the target's vocab_size " + std::to_string(tc.vocab_size),
-                         std::to_string(config.vocab_size) + " (this head was trained for another model)");
-  if (j.contains("target_hidden_size") && !j.at("target_hidden_size").is_null() &&
-      j.at("target_hidden_size") != json(tc.hidden_size))
-    throw Error::in_file(config_path, "target_hidden_size",
-                         "absent or the target's hidden_size " + std::to_string(tc.hidden_size) +
-                             " (heads narrower than their target are not supported)",
-                         j.at("target_hidden_size").dump());
-  if (!config.rope_scaling.type.empty())
-    throw Error::in_file(config_path, "rope_scaling", "null (official EAGLE-3 heads run plain RoPE)",
-                         config.rope_scaling.type);
-  if (!j.contains("draft_vocab_size") || !j.at("draft_vocab_size").is_number_integer())
-    throw Error::in_file(config_path, "draft_vocab_size", "an integer (required for an EAGLE-3 head)",
-                         j.contains("draft_vocab_size") ? j.at("draft_vocab_size").dump() : "no such key");
-  const int64_t Vd = j.at("draft_vocab_size").get<int64_t>(), V = tc.vocab_size;
-  if (Vd < 1 || Vd > V)
-    throw Error::in_file(config_path, "draft_vocab_size", "an integer in [1, vocab_size " + std::to_string(V) + "]",
-                         std::to_string(Vd));
-  std::vector<int64_t> layers = eagle3_input_layers(tc.num_hidden_layers);
-  if (j.contains(kLayersKey)) {
-    const json& v = j.at(kLayersKey);
-    bool ok = v.is_array() && v.size() == 3;
-    for (size_t i = 0; ok && i < 3; ++i) ok = v[i].is_number_integer() && v[i].get<int64_t>() >= 1 &&
-                                              v[i].get<int64_t>() <= tc.num_hidden_layers;
-    if (!ok)
-      throw Error::in_file(config_path, kLayersKey,
-                           "three target layer indices in [1, " + std::to_string(tc.num_hidden_layers) + "]", v.dump());
-    layers = {v[0].get<int64_t>(), v[1].get<int64_t>(), v[2].get<int64_t>()};
-  }
-
+  Eagle3Config c = read_eagle3_config(path, target.config());
+  ModelConfig& config = c.model;
+  const int64_t Vd = c.draft_vocab, V = target.config().vocab_size;
   SafetensorsCollection tensors(path);
   const std::string& source = tensors.description();
   const auto keys = checkpoint_keys();
@@ -228,7 +294,7 @@ std::unique_ptr<Eagle3Head> Eagle3Head::load(const std::string& path, const Llam
   const ComputeOptions& o = target.options();
   const int64_t d = config.hidden_size, hd = config.head_dim, H = config.num_attention_heads;
   const int64_t KVH = config.num_key_value_heads, I = config.intermediate_size;
-  const std::string why = " (from " + config_path + ")";
+  const std::string why = " (from " + c.path + ")";
   auto get = [&](const std::string& name, const std::vector<int64_t>& expected) {
     const TensorEntry* e = tensors.find(name);
     if (!e) throw Error::at(source, "tensor '" + name + "' not found (expected shape " + shape_string(expected) + ")");
@@ -250,52 +316,9 @@ std::unique_ptr<Eagle3Head> Eagle3Head::load(const std::string& path, const Llam
   w.norm = get("norm.weight", {d});
   w.lm_head = get("lm_head.weight", {Vd, d});
 
-  // d2t: offsets (target id = i + d2t[i]); required unless the draft vocabulary is the whole one.
-  at::Tensor ids;
-  const TensorEntry* d2t = tensors.find("d2t");
-  if (d2t == nullptr && Vd < V)
-    throw Error::at(source, "tensor 'd2t' not found (draft_vocab_size " + std::to_string(Vd) + " < vocab_size " +
-                                std::to_string(V) + " needs the draft-to-target offsets)");
-  if (d2t != nullptr) {
-    if ((d2t->dtype != DType::I64 && d2t->dtype != DType::I32) || d2t->shape != std::vector<int64_t>{Vd})
-      throw Error::at(source, "tensor 'd2t': expected I64 " + shape_string({Vd}) + " (draft_vocab_size), got " +
-                                  dtype_name(d2t->dtype) + " " + shape_string(d2t->shape));
-    ids = at::empty({Vd}, at::kLong);
-    int64_t* p = ids.data_ptr<int64_t>();
-    for (int64_t i = 0; i < Vd; ++i) {
-      int64_t offset = 0;
-      if (d2t->dtype == DType::I64) {
-        std::memcpy(&offset, reinterpret_cast<const char*>(d2t->data) + i * 8, 8);
-      } else {
-        int32_t o32 = 0;
-        std::memcpy(&o32, reinterpret_cast<const char*>(d2t->data) + i * 4, 4);
-        offset = o32;
-      }
-      p[i] = i + offset;
-    }
-    const std::string problem = draft_ids_problem(ids, V);
-    if (!problem.empty()) throw Error::at(source, "tensor 'd2t' (offsets: target id = i + d2t[i]): " + problem);
-  }
-  if (const TensorEntry* t2d = tensors.find("t2d")) {
-    if (t2d->dtype != DType::BOOL && t2d->dtype != DType::U8)
-      throw Error::at(source, "tensor 't2d': expected BOOL " + shape_string({V}) + ", got " + dtype_name(t2d->dtype));
-    if (t2d->shape != std::vector<int64_t>{V})
-      throw Error::at(source, "tensor 't2d': expected shape " + shape_string({V}) + " (vocab_size), got " +
-                                  shape_string(t2d->shape));
-    // It must mark exactly the ids d2t maps to (it is what training masks the teacher with).
-    std::vector<uint8_t> marked(static_cast<size_t>(V), 0);
-    if (ids.defined())
-      for (int64_t i = 0; i < Vd; ++i) marked[ids.data_ptr<int64_t>()[i]] = 1;
-    else
-      std::fill(marked.begin(), marked.end(), 1);
-    const auto* bytes = t2d->data;
-    for (int64_t v = 0; v < V; ++v)
-      if ((bytes[v] != 0) != (marked[v] != 0))
-        throw Error::at(source, "tensor 't2d': target id " + std::to_string(v) + " is marked " +
-                                    (bytes[v] ? "in" : "out of") + " the draft vocabulary, but d2t says " +
-                                    (marked[v] ? "in" : "out"));
-  }
-  return std::make_unique<Eagle3Head>(std::move(config), std::move(w), target, ids, layers,
+  const at::Tensor ids = read_draft_ids(tensors, Vd, V);
+  check_target_to_draft(tensors, ids, Vd, V);
+  return std::make_unique<Eagle3Head>(std::move(config), std::move(w), target, ids, c.input_layers,
                                       checkpoint_storage(tensors.find("fc.weight")));
 }
 
