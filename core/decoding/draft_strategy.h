@@ -1,10 +1,12 @@
 // DraftStrategy - the small lifecycle every drafter implements (in the spirit of llama.cpp's common/speculative):
 //
 //   begin(prompt, prompt_features, first_token)   once per sequence, after the target's prefill
-//   propose(request) -> DraftTree                 each cycle: continuations of request.sequence
-//   observe(result)                               each cycle: what the verifier accepted
+//   propose_batch(peers, requests) -> DraftTrees  each cycle: continuations of each request.sequence
+//   observe_batch(peers, results)                 each cycle: what the verifier accepted
 //
-// A new strategy is one file in strategies/ plus one line in strategies/registry.h. Strategies never touch
+// Batch-first: the decoder drives B sequences (B = 1 included) through these two calls. A strategy that drafts one
+// sequence at a time derives from SequenceStrategy and writes propose(request) / observe(result) instead.
+// A new family is one folder in strategies/ plus one line in strategies/registry.h. Strategies never touch
 // the target's KV cache; the verifier owns it. Whatever a strategy drafts, the output stays lossless.
 //
 // Besides the tree's nodes (candidates the verifier may accept), a proposal may carry extra rows
@@ -41,7 +43,7 @@ struct DraftRequest {
   int32_t tokens_wanted;
   // Decoding's sampler: its params (T > 0 lets a strategy sample its draft and record q) and random stream.
   Sampler& sampler;
-  // Sequences whose trees share this verification forward (batch_decoder.h): a budget chosen from the forward's
+  // Sequences whose trees share this verification forward (speculative_decoder.h): a budget chosen from the forward's
   // cost (total_tokens=auto) pays for the other sequences' rows too, so it shrinks as the batch grows.
   int32_t batch_size = 1;
 };
@@ -68,26 +70,73 @@ class DraftStrategy {
   virtual std::vector<int64_t> prefill_rows(const std::vector<int64_t>& /*prompt*/, int64_t /*max_rows*/) { return {}; }
   virtual void observe_prefill_rows(const at::Tensor& /*logits*/) {}
 
-  // Proposes a draft tree under request.sequence.back(). May be empty.
-  virtual DraftTree propose(const DraftRequest& request) = 0;
+  // The decoder's two calls each cycle, batch-first (one sequence is a batch of one): on one strategy of the batch,
+  // with every sequence's strategy (`peers`: made by the same descriptor with the same options, this one among them)
+  // and its request / result, in order.
+  // propose_batch: a draft tree under each request.sequence.back() (may be empty). A strategy whose drafting runs a
+  // model shares its forwards across the batch; each peer's tree must stay the one it would draft alone.
+  // observe_batch: the verification of each peer's last proposal: accepted path, the next root
+  // (result.tokens.back()), the target's features of the old root and accepted nodes, the extra rows' logits.
+  // Strategies that draft each sequence on its own derive from SequenceStrategy below instead.
+  virtual std::vector<DraftTree> propose_batch(const std::vector<DraftStrategy*>& peers,
+                                               const std::vector<DraftRequest>& requests) = 0;
+  virtual void observe_batch(const std::vector<DraftStrategy*>& peers,
+                             const std::vector<const VerifyResult*>& results) = 0;
+};
 
-  // The verification of the last proposal: accepted path, the next root (result.tokens.back()), the target's
-  // features of the old root and accepted nodes, and the logits of the proposal's extra rows.
+// The peers as strategies of type S; Error naming the strategy when one is not (a batch's strategies come from one
+// descriptor, so this is a caller's mistake).
+template <class S>
+std::vector<S*> peers_as(const std::vector<DraftStrategy*>& peers) {
+  std::vector<S*> out;
+  out.reserve(peers.size());
+  for (DraftStrategy* p : peers) {
+    auto* s = dynamic_cast<S*>(p);
+    if (s == nullptr)
+      throw Error("strategy " + (p ? p->name() : std::string("(null)")) + ": a batch mixes strategies of different " +
+                  "kinds (every sequence of a batch needs a strategy made by the same descriptor)");
+    out.push_back(s);
+  }
+  return out;
+}
+
+// One sequence's draft or result, as a batch of one (tests, tools that drive a strategy by hand).
+inline DraftTree propose_one(DraftStrategy& strategy, const DraftRequest& request) {
+  return std::move(strategy.propose_batch({&strategy}, {request})[0]);
+}
+inline void observe_one(DraftStrategy& strategy, const VerifyResult& result) {
+  strategy.observe_batch({&strategy}, {&result});
+}
+
+// The one-at-a-time adapter: a strategy that drafts each sequence on its own (no model forward to share: vanilla,
+// chain, prompt lookup, lookahead, Medusa / Hydra, Python drafters) writes propose() and observe() for one
+// sequence; a batch calls them on each peer in turn.
+class SequenceStrategy : public DraftStrategy {
+ public:
+  virtual DraftTree propose(const DraftRequest& request) = 0;
   virtual void observe(const VerifyResult& result) = 0;
 
-  // Batched decoding (batch_decoder.h) calls these on one strategy of the batch with every sequence's strategy
-  // (`peers`: made by the same descriptor with the same options, this one among them) and its request / result.
-  // The defaults call propose() / observe() on each peer. A strategy whose drafting runs a model overrides them to
-  // share its forwards across the batch; each peer's tree must stay the one propose() would give it.
-  virtual std::vector<DraftTree> propose_batch(const std::vector<DraftStrategy*>& peers,
-                                               const std::vector<DraftRequest>& requests) {
+  std::vector<DraftTree> propose_batch(const std::vector<DraftStrategy*>& peers,
+                                       const std::vector<DraftRequest>& requests) final {
     std::vector<DraftTree> trees;
-    for (size_t i = 0; i < peers.size(); ++i) trees.push_back(peers[i]->propose(requests[i]));
+    trees.reserve(peers.size());
+    if (alone(peers)) {  // a batch of one: no casts (the per-token path of single-sequence decoding)
+      trees.push_back(propose(requests[0]));
+      return trees;
+    }
+    const auto sequences = peers_as<SequenceStrategy>(peers);
+    for (size_t i = 0; i < sequences.size(); ++i) trees.push_back(sequences[i]->propose(requests[i]));
     return trees;
   }
-  virtual void observe_batch(const std::vector<DraftStrategy*>& peers, const std::vector<const VerifyResult*>& results) {
-    for (size_t i = 0; i < peers.size(); ++i) peers[i]->observe(*results[i]);
+  void observe_batch(const std::vector<DraftStrategy*>& peers,
+                     const std::vector<const VerifyResult*>& results) final {
+    if (alone(peers)) return observe(*results[0]);
+    const auto sequences = peers_as<SequenceStrategy>(peers);
+    for (size_t i = 0; i < sequences.size(); ++i) sequences[i]->observe(*results[i]);
   }
+
+ private:
+  bool alone(const std::vector<DraftStrategy*>& peers) const { return peers.size() == 1 && peers[0] == this; }
 };
 
 // The prefill forward's tokens: the prompt, then strategy.prefill_rows(prompt, room). Throws Error when the strategy
@@ -104,25 +153,12 @@ inline std::vector<int64_t> prompt_with_prefill_rows(DraftStrategy& strategy, co
 }
 
 // Drafts nothing: plain decoding through the speculative loop (the registry's vanilla, and batched plain decoding).
-class NoDraftStrategy : public DraftStrategy {
+class NoDraftStrategy : public SequenceStrategy {
  public:
   std::string name() const override { return "vanilla"; }
   void begin(const std::vector<int64_t>&, const at::Tensor&, int64_t) override {}
   DraftTree propose(const DraftRequest&) override { return {}; }
   void observe(const VerifyResult&) override {}
 };
-
-// The peers as strategies of type S, or empty when one is not (propose_batch / observe_batch overrides fall back
-// to the defaults then).
-template <class S>
-std::vector<S*> peers_of_type(const std::vector<DraftStrategy*>& peers) {
-  std::vector<S*> out;
-  for (DraftStrategy* p : peers) {
-    auto* s = dynamic_cast<S*>(p);
-    if (s == nullptr) return {};
-    out.push_back(s);
-  }
-  return out;
-}
 
 }  // namespace draftlab

@@ -1,6 +1,17 @@
-// SpeculativeDecoder - prefill, then cycles of draft (strategy) / verify (Verifier) / update, until a stop
-// token, max_new_tokens or the end of the context. With an empty draft it is vanilla decoding through the same
-// loop. Records per-cycle statistics: accepted length, drafted and accepted counts, draft and verify time.
+// SpeculativeDecoder - B sequences (B = 1 included) decoded together: a prefill, then cycles of draft (each
+// sequence's strategy, DraftStrategy::propose_batch) / verify (all the trees in one target forward,
+// LlamaModel::forward_batch: ragged rows, each sequence with its own mask, positions and KV cache) / accept (each
+// sequence on its own: Verifier::accept, cache compaction, observe_batch), until a stop token, max_new_tokens or the
+// end of the context. A sequence that stops leaves the batch; the others go on. With strategies that draft nothing
+// this is (batched) vanilla decoding through the same loop, the baseline a speedup divides by.
+//
+// Lossless per sequence: the same tokens as the target's own decoding at T = 0 and the same distribution at T > 0;
+// and a sequence's tokens do not depend on the batch it runs in (on the native path bit for bit, since a row's
+// outputs never depend on the other rows of a forward; the reference path runs the sequences one after another).
+// Strategies that run a model (the EAGLE family) share each head forward across the batch; each sequence's draft
+// stays the one it would draft alone.
+//
+// Records per sequence and cycle: accepted length, drafted and accepted counts, draft and verify time.
 #pragma once
 
 #include <cstdint>
@@ -41,19 +52,51 @@ struct SpeculativeResult : GenerationResult {
 // trees, within the context.
 int64_t speculative_cache_capacity(int64_t context, int64_t prompt_tokens, int64_t max_new_tokens);
 
+struct BatchSequence {
+  std::vector<int64_t> prompt;
+  uint64_t seed = 0;     // its sampler's seed: GenerationConfig::seed of the same sequence decoded alone
+  TokenCallback on_token = {};  // called with each token this sequence emits, as it is accepted (streaming)
+};
+
+struct BatchResult {
+  // Per sequence, except the times a batch shares: prefill_seconds is the batched prefill's, decode_seconds runs
+  // until this sequence stopped, and a cycle's draft_seconds, verify_seconds and forward_seconds count this
+  // sequence's 1/B share of the batch's drafting and verification forward (plus its own acceptance).
+  std::vector<SpeculativeResult> sequences;
+  double prefill_seconds = 0.0;   // the batched prefill
+  double decode_seconds = 0.0;    // after the prefill until the last sequence stopped
+  int64_t forwards = 0;           // batched target forwards, prefill included
+  std::vector<int32_t> batch_rows;  // per verification forward: its rows (every sequence's root + tree + extras)
+  std::vector<int32_t> batch_active;  // per verification forward: the sequences in it
+
+  int64_t tokens() const;
+  // Throughput: every sequence's tokens over prefill + decode.
+  double tokens_per_second() const;
+};
+
 class SpeculativeDecoder {
  public:
-  SpeculativeDecoder(const LlamaModel& target, DraftStrategy& strategy,
+  // One strategy per sequence (strategies keep per-sequence state), all made by the same descriptor with the same
+  // options; generate() takes as many sequences.
+  SpeculativeDecoder(const LlamaModel& target, std::vector<DraftStrategy*> strategies,
                      RejectionUpdate on_rejection = residual_after_rejection);
+  // One sequence: a batch of one.
+  SpeculativeDecoder(const LlamaModel& target, DraftStrategy& strategy,
+                     RejectionUpdate on_rejection = residual_after_rejection)
+      : SpeculativeDecoder(target, std::vector<DraftStrategy*>{&strategy}, on_rejection) {}
 
-  // Same contract as generate_vanilla (errors, stop rules, context bound); the same tokens at T = 0 and the same
-  // distribution at T > 0.
+  // Same contract per sequence as generate_vanilla (errors, stop rules, context bound); config.seed unused (each
+  // sequence has its own). Throws Error (naming the sequence in a batch of several) for an empty prompt or one that
+  // does not fit the context, or when the number of sequences is not the number of strategies.
+  BatchResult generate(const std::vector<BatchSequence>& sequences, const GenerationConfig& config);
+
+  // One sequence (config.seed its seed): generate() of a batch of one.
   SpeculativeResult generate(const std::vector<int64_t>& prompt, const GenerationConfig& config,
                              const TokenCallback& on_token = {});
 
  private:
   const LlamaModel& target_;
-  DraftStrategy& strategy_;
+  std::vector<DraftStrategy*> strategies_;
   RejectionUpdate on_rejection_;
 };
 

@@ -86,7 +86,7 @@ class Verifier {
   // Throws Error if the tree and its extra rows do not fit the cache.
   VerifyResult verify(KvCache& cache, int64_t root_token, const DraftTree& tree);
 
-  // verify() in two halves, for a batch whose trees share one target forward (batch_decoder.h): the rows to
+  // verify() in two halves, for a batch whose trees share one target forward (speculative_decoder.h): the rows to
   // forward (throws Error if they do not fit the cache), then acceptance, cache compaction and records from that
   // forward's output for these rows.
   static VerifyRows rows(const KvCache& cache, int64_t root_token, const DraftTree& tree);

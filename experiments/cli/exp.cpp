@@ -102,12 +102,12 @@ ExperimentRun run_experiment_from_cli(ExperimentConfig& c, const ModelOptions& m
   c.device = model.device;
   c.command_line = "draftlab";
   for (int i = 0; i < argc; ++i) c.command_line += std::string(" ") + argv[i];
-  apply_driver_defaults(c);
-  experiment_methods(c);  // option errors before the model loads
+  const ExperimentPlan plan = plan_experiment(c);  // every option error before the model loads
+  c = plan.config;
 
   ExperimentRun run{load_model_and_tokenizer(model), {}};
   RunProgress report(c.experiment, progress);
-  run.results = run_experiment(*run.loaded.model, *run.loaded.tokenizer, c, std::ref(report));
+  run.results = run_experiment(*run.loaded.model, *run.loaded.tokenizer, plan, std::ref(report));
   return run;
 }
 

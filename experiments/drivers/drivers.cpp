@@ -135,11 +135,17 @@ std::string model_weights_sha256(const std::string& path) {
   return weights.size() == 1 ? sha256_file(weights[0]) : "none";
 }
 
-ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer, const ExperimentConfig& config_in,
+ExperimentPlan plan_experiment(const ExperimentConfig& config) {
+  ExperimentPlan plan{config, {}};
+  apply_driver_defaults(plan.config);
+  plan.methods = experiment_methods(plan.config);
+  return plan;
+}
+
+ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer, const ExperimentPlan& plan,
                            const ExperimentProgressCallback& progress) {
-  ExperimentConfig c = config_in;
-  apply_driver_defaults(c);
-  const std::vector<MethodSpec> methods = experiment_methods(c);
+  const ExperimentConfig& c = plan.config;
+  const std::vector<MethodSpec>& methods = plan.methods;
   RunnerSettings runner = c.runner;
   runner.shard = std::to_string(c.shard_index) + "/" + std::to_string(c.shard_count);
 

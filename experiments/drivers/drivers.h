@@ -65,7 +65,7 @@ struct ExperimentDescriptor {
   std::vector<double> temperatures;
   // The methods after the baseline; throws Error naming what the config lacks (--head, labelled heads).
   std::function<std::vector<MethodSpec>(const ExperimentConfig&)> methods;
-  std::vector<int64_t> batch_sizes{1};  // default: each method runs at each (batch_decoder.h)
+  std::vector<int64_t> batch_sizes{1};  // default: each method runs at each (speculative_decoder.h)
 };
 
 const std::vector<ExperimentDescriptor>& experiment_table();
@@ -98,9 +98,18 @@ struct ExperimentProgress {
 };
 using ExperimentProgressCallback = std::function<void(const ExperimentProgress&)>;
 
+// An experiment resolved before any model loads: the config with the driver's defaults applied, and its methods
+// (the baseline first), each planned (plan_method: descriptor and resolved options).
+struct ExperimentPlan {
+  ExperimentConfig config;
+  std::vector<MethodSpec> methods;
+};
+// apply_driver_defaults + experiment_methods: throws Error for anything wrong with the config or a method's options.
+ExperimentPlan plan_experiment(const ExperimentConfig& config);
+
 // Runs the whole experiment: every dataset x temperature x batch size through run_methods, with the root attributes of the
 // schema (environment, models and checksums, settings) and the heads' training logs under /training.
-ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer, const ExperimentConfig& config,
+ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer, const ExperimentPlan& plan,
                            const ExperimentProgressCallback& progress = {});
 
 // The summary `exp` and `compare` print: one row per run with method, dataset, T, tok/s, speedup and tau

@@ -325,13 +325,9 @@ std::vector<MethodSpec> experiment_methods(const ExperimentConfig& c) {
     if (!key.empty() && s.option(key).empty() && !model.empty()) s.set_option(key, model);
     m.push_back(std::move(s));
   }
-  // Every method's options against its strategy's table now: a misspelled key or a value out of range fails here,
-  // before the model loads and the warm-up runs, not when the method's turn comes.
-  for (const MethodSpec& s : m) {
-    StrategyOptions given;
-    for (const auto& [key, value] : s.options) given.set(key, value);
-    resolve_options(find_strategy(s.strategy), given);
-  }
+  // Every method planned now (its descriptor found and its options resolved once): a misspelled key or a value out
+  // of range fails here, before the model loads and the warm-up runs, not when the method's turn comes.
+  for (MethodSpec& s : m) plan_method(s);
   return m;
 }
 

@@ -19,6 +19,7 @@
 #include "core/text/tokenizer.h"
 #include "experiments/drivers/bench_questions.h"
 #include "core/results/results_file.h"
+#include "strategies/strategy_descriptor.h"
 
 namespace draftlab {
 
@@ -27,11 +28,19 @@ struct MethodSpec {
   std::string strategy;  // registry name (strategies/registry.h)
   std::vector<std::pair<std::string, std::string>> options;  // in the order given
   std::string grid_json;  // sweeps: the grid point; empty otherwise
+  // Filled by plan_method, once, before any model loads: the strategy's descriptor and the options resolved against
+  // its table (defaults applied, every value and rule checked). run_methods makes the strategies from them.
+  const StrategyDescriptor* descriptor = nullptr;
+  StrategyOptions resolved;
 
   std::string option(const std::string& key) const;  // "" when absent
   void set_option(const std::string& key, const std::string& value);
   std::string options_json() const;  // {"key": "value", ...}
 };
+
+// Looks the method's strategy up and resolves its options (Error naming the strategy and option). Call again after
+// changing the options.
+void plan_method(MethodSpec& method);
 
 // "NAME" or "NAME:key=value,..." as -s / --strategy take it; the item label=TEXT names the method in tables
 // (default: the text itself). Throws Error naming `flag` for a malformed item.
@@ -49,7 +58,7 @@ struct RunnerSettings {
   // Generate max_new_tokens on every question even past an end-of-sequence token (as serving benchmarks'
   // ignore_eos does): a story model asked a chat question often ends at once, leaving nothing to measure.
   bool ignore_eos = false;
-  // Questions decoded together (batch_decoder.h): consecutive questions in groups of this many, turn by turn, one
+  // Questions decoded together (speculative_decoder.h): consecutive questions in groups of this many, turn by turn, one
   // target forward per cycle for the group. A turn's wall_seconds is its share of its batch's (by new tokens).
   int64_t batch_size = 1;
 };
@@ -57,8 +66,9 @@ struct RunnerSettings {
 // Called after each question turn with a short progress line.
 using ProgressCallback = std::function<void(const std::string& line)>;
 
-// Runs every method over the questions; methods[0] must be the baseline (strategies/registry.h). Returns one RunRecord per method, in order.
-// Throws Error for an unknown strategy or option, or when max_new_tokens leaves no room for a prompt.
+// Runs every method over the questions; methods[0] must be the baseline (strategies/registry.h), each method planned
+// (plan_method). Returns one RunRecord per method, in order. Throws Error for a method not planned, or when
+// max_new_tokens leaves no room for a prompt.
 std::vector<RunRecord> run_methods(const LlamaModel& target, const Tokenizer& tokenizer,
                                    const std::vector<MethodSpec>& methods, const std::string& dataset,
                                    const std::vector<BenchQuestion>& questions, double temperature,

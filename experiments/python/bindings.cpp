@@ -67,7 +67,7 @@ py::array numpy_view(const at::Tensor& t_in) {
 // A drafter implemented in Python. The object has begin(prompt, first_token), propose(request) and
 // observe(result); propose returns None or an object with `tokens` and `parents` (and optionally `confidences`
 // and `q`: per node None or a probability vector over the vocabulary the token was sampled from).
-class PythonStrategy : public DraftStrategy {
+class PythonStrategy : public SequenceStrategy {
  public:
   // impl may declare wants_features = True (begin and observe then get the target's features, as torch tensors
   // when torch is importable, else NumPy) and feature_layers = (l1, l2, ...) (which features: EAGLE-3's kind).

@@ -29,7 +29,7 @@ namespace {
 // huge max_position_embeddings (e.g. 131072) does not allocate gigabytes for short generations.
 constexpr int64_t kInitialCacheRows = 256;
 
-class ChainDraftStrategy : public DraftStrategy {
+class ChainDraftStrategy : public SequenceStrategy {
  public:
   ChainDraftStrategy(std::shared_ptr<const LlamaModel> draft, int64_t gamma)
       : draft_(std::move(draft)),

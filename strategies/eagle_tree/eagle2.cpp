@@ -160,14 +160,12 @@ class Eagle2Strategy : public EagleTreeStrategy {
     drafter_.begin(prompt, features, first);
     auto_.begin();
   }
-  void observe(const VerifyResult& result) override { observe_batch({this}, {&result}); }
 
   // Every sequence's tree grows level by level in step with the others (eagle_tree.h), then each is reranked (and,
   // with total_tokens=auto, cut to the budget that pays).
   std::vector<DraftTree> propose_batch(const std::vector<DraftStrategy*>& peers,
                                        const std::vector<DraftRequest>& requests) override {
-    const auto strategies = peers_of_type<Eagle2Strategy>(peers);
-    if (strategies.empty()) return DraftStrategy::propose_batch(peers, requests);
+    const auto strategies = peers_as<Eagle2Strategy>(peers);
     const auto t0 = Clock::now();
     const size_t B = strategies.size();
     std::vector<std::optional<Eagle2Policy>> policies(B);
@@ -209,8 +207,7 @@ class Eagle2Strategy : public EagleTreeStrategy {
   }
 
   void observe_batch(const std::vector<DraftStrategy*>& peers, const std::vector<const VerifyResult*>& results) override {
-    const auto strategies = peers_of_type<Eagle2Strategy>(peers);
-    if (strategies.empty()) return DraftStrategy::observe_batch(peers, results);
+    const auto strategies = peers_as<Eagle2Strategy>(peers);
     const auto t0 = Clock::now();
     std::vector<EagleDrafter*> drafters;
     std::vector<const VerifyResult*> drafted;

@@ -43,8 +43,7 @@ class EagleChainStrategy : public EagleTreeStrategy {
   // Every sequence's chain grows one token per level, one head forward for all of them (eagle_tree.h).
   std::vector<DraftTree> propose_batch(const std::vector<DraftStrategy*>& peers,
                                        const std::vector<DraftRequest>& requests) override {
-    const auto chains = peers_of_type<EagleChainStrategy>(peers);
-    if (chains.empty()) return DraftStrategy::propose_batch(peers, requests);
+    const auto chains = peers_as<EagleChainStrategy>(peers);
     std::vector<ChainPolicy> policies(chains.size());
     std::vector<EagleDrafter*> drafters;
     std::vector<TreePolicy*> grown;

@@ -47,7 +47,6 @@
 #include "core/decoding/draft_strategy.h"
 #include "core/model/feature_head.h"
 #include "strategies/head_family.h"
-#include "core/model/feature_head.h"
 #include "strategies/registry.h"
 
 namespace draftlab {
@@ -89,7 +88,7 @@ class EagleDrafter {
   // forward: its prediction is the last committed row's output.
   at::Tensor expand(const DraftTree& tree, const std::vector<int32_t>& frontier);
 
-  // Batched drafting (batch_decoder.h): expand() for several sequences' drafters at once, one head forward and one
+  // Batched drafting (speculative_decoder.h): expand() for several sequences' drafters at once, one head forward and one
   // LM head product for all of them; each result equals its own expand()'s (on the native path bit for bit).
   // Drafters of different heads, or on the reference path, expand one by one.
   static std::vector<at::Tensor> expand_batch(const std::vector<EagleDrafter*>& drafters,

@@ -32,8 +32,7 @@ std::vector<DraftTree> grow_trees(const std::vector<EagleDrafter*>& drafters, co
 
 void EagleTreeStrategy::observe_batch(const std::vector<DraftStrategy*>& peers,
                                       const std::vector<const VerifyResult*>& results) {
-  const auto strategies = peers_of_type<EagleTreeStrategy>(peers);
-  if (strategies.empty()) return DraftStrategy::observe_batch(peers, results);
+  const auto strategies = peers_as<EagleTreeStrategy>(peers);
   std::vector<EagleDrafter*> drafters;
   for (EagleTreeStrategy* s : strategies) drafters.push_back(&s->drafter_);
   EagleDrafter::observe_batch(drafters, results);

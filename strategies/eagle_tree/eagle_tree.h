@@ -59,8 +59,6 @@ class EagleTreeStrategy : public DraftStrategy {
   void begin(const std::vector<int64_t>& prompt, const at::Tensor& features, int64_t first) override {
     drafter_.begin(prompt, features, first);
   }
-  void observe(const VerifyResult& result) override { drafter_.observe(result); }
-  DraftTree propose(const DraftRequest& request) override { return propose_batch({this}, {request})[0]; }
   void observe_batch(const std::vector<DraftStrategy*>& peers, const std::vector<const VerifyResult*>& results) override;
 
  protected:

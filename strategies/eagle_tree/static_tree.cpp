@@ -103,8 +103,7 @@ class StaticTreeStrategy : public EagleTreeStrategy {
   // The tree is drafted depth by depth; in a batch every sequence's depth d in one head forward (eagle_tree.h).
   std::vector<DraftTree> propose_batch(const std::vector<DraftStrategy*>& peers,
                                        const std::vector<DraftRequest>& requests) override {
-    const auto trees_of = peers_of_type<StaticTreeStrategy>(peers);
-    if (trees_of.empty()) return DraftStrategy::propose_batch(peers, requests);
+    const auto trees_of = peers_as<StaticTreeStrategy>(peers);
     std::vector<StaticTreePolicy> policies;
     policies.reserve(trees_of.size());
     std::vector<EagleDrafter*> drafters;

@@ -132,7 +132,7 @@ void add_guess_trie(DraftTree& tree, const NGramPool& pool, int64_t root, int32_
 
 namespace {
 
-class LookaheadStrategy : public DraftStrategy {
+class LookaheadStrategy : public SequenceStrategy {
  public:
   LookaheadStrategy(int32_t window, int32_t ngram, int32_t guesses, bool prompt_pool, bool ngram_bonus,
                     bool prefill_step)

@@ -22,7 +22,7 @@ namespace draftlab {
 
 // What Medusa and Hydra share as strategies: the tree they fill and the feature they read, the target's feature of
 // the token before the root (the prompt's last feature after prefill, then the last row of each verification's).
-class ParallelHeadStrategy : public DraftStrategy {
+class ParallelHeadStrategy : public SequenceStrategy {
  public:
   ParallelHeadStrategy(std::string name, TreeSpec spec, int64_t heads)
       : name_(std::move(name)), spec_(std::move(spec)), heads_(heads) {}

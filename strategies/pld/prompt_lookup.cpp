@@ -38,7 +38,7 @@ struct NGramHash {
   }
 };
 
-class PromptLookupStrategy : public DraftStrategy {
+class PromptLookupStrategy : public SequenceStrategy {
  public:
   PromptLookupStrategy(int64_t min_ngram, int64_t max_ngram, int64_t num_tokens)
       : min_ngram_(min_ngram), max_ngram_(max_ngram), num_tokens_(num_tokens) {

@@ -2,8 +2,9 @@
 // speculative loop: the baseline every speedup is measured against, and a check of the loop itself.
 //
 // Its strategy class is core's NoDraftStrategy (draft_strategy.h). To add a family, copy this file to
-// strategies/<name>/, write a DraftStrategy class, fill in the descriptor, rename vanilla_family() to <name>_family()
-// and add X(<name>) to DRAFTLAB_FAMILIES in strategies/registry.h.
+// strategies/<name>/, write a strategy class (a SequenceStrategy, or a DraftStrategy with batch forms), fill in
+// the descriptor, rename vanilla_family() to <name>_family() and add X(<name>) to DRAFTLAB_FAMILIES in
+// strategies/registry.h.
 #include "strategies/registry.h"
 
 namespace draftlab {

@@ -36,7 +36,7 @@ void expect_chain(const DraftTree& tree) {
 
 DraftTree propose(DraftStrategy& s, const std::vector<int64_t>& seq, Sampler& sampler, int32_t max_nodes = 1000,
                   int32_t tokens_wanted = 1000) {
-  return s.propose(DraftRequest{seq, max_nodes, tokens_wanted, sampler});
+  return propose_one(s, DraftRequest{seq, max_nodes, tokens_wanted, sampler});
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -136,7 +136,7 @@ TEST_F(PromptLookup, IncrementalIndexMatchesBruteForceAcrossAGeneration) {
         result.tokens.push_back(tree.node(i).token);
       }
       result.tokens.push_back(rng() % 4);
-      s->observe(result);
+      observe_one(*s, result);
       seq.insert(seq.end(), result.tokens.begin(), result.tokens.end());
     }
   }
@@ -222,7 +222,7 @@ TEST_P(ChainRollback, NextProposalEqualsAFreshStrategys) {
   }
   const int64_t predicted = accepted < 4 ? first.node(accepted).token : -1;
   result.tokens.push_back(predicted == 77 ? 78 : 77);  // the next root: not what the draft predicted
-  used->observe(result);
+  observe_one(*used, result);
   seq = concat(seq, result.tokens);
 
   auto fresh = make_chain(*target, kStories, 4);

@@ -16,7 +16,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/decoding/batch_decoder.h"
 #include "core/decoding/speculative_decoder.h"
 #include "core/io/safetensors.h"
 #include "strategies/eagle3/eagle3_head.h"
@@ -416,7 +415,7 @@ TEST(Eagle3OfficialLayout, AHeadWrittenInPythonLoadsAndGivesItsLogits) {
 
 // Any strategy's begin() and observe() get the target features it asks for: with feature layers, the residual
 // after those layers side by side, as one forward over the final sequence computes them.
-class FeatureSpy : public DraftStrategy {
+class FeatureSpy : public SequenceStrategy {
  public:
   std::string name() const override { return "feature-spy"; }
   std::vector<int64_t> target_feature_layers() const override { return {1, 0}; }
@@ -452,7 +451,7 @@ TEST(FeatureLayers, DecodersHandTheStrategyTheLayersItAsksFor) {
   EXPECT_LT(rel_diff(got, all.narrow(0, 0, got.size(0))), 1e-5);
 
   FeatureSpy a, b;
-  BatchSpeculativeDecoder batch(*target, {&a, &b});
+  SpeculativeDecoder batch(*target, {&a, &b});
   const auto results = batch.generate({{prompt, 1}, {prompt, 2}}, config);
   EXPECT_EQ(at::cat(a.rows, 0).size(1), 2 * target->config().hidden_size);
   EXPECT_LT(rel_diff(at::cat(a.rows, 0), all.narrow(0, 0, at::cat(a.rows, 0).size(0))), 1e-5);

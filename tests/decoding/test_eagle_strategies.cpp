@@ -192,7 +192,7 @@ class EagleStrategies : public ::testing::Test {
 
   DraftTree propose(DraftStrategy& s, int32_t max_nodes = 1000, int32_t tokens_wanted = 1000, Sampler* sampler = nullptr) {
     DraftRequest request{sequence, max_nodes, tokens_wanted, sampler ? *sampler : greedy};
-    return s.propose(request);
+    return propose_one(s, request);
   }
 
   std::vector<int64_t> sequence;

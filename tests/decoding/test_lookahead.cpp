@@ -5,7 +5,6 @@
 // prefill forward, no bonus after a full n-gram.
 #include <gtest/gtest.h>
 
-#include "core/decoding/batch_decoder.h"
 #include "core/decoding/speculative_decoder.h"
 #include "core/decoding/vanilla_decoder.h"
 #include "core/decoding/verifier.h"
@@ -166,13 +165,13 @@ TEST(LookaheadStrategy, ProposesTheWindowAndThePoolsNGramsForTheRoot) {
   Sampler sampler(SamplingParams{});
   std::vector<int64_t> seq{3, 4, 5, 50};
   auto propose = [&](int32_t max_nodes = 100, int32_t wanted = 100) {
-    return s->propose(DraftRequest{seq, max_nodes, wanted, sampler});
+    return propose_one(*s, DraftRequest{seq, max_nodes, wanted, sampler});
   };
   auto observe = [&](const std::vector<int64_t>& argmax) {
     VerifyResult r;
     r.extra_logits = at::zeros({static_cast<int64_t>(argmax.size()), 97});
     for (size_t i = 0; i < argmax.size(); ++i) r.extra_logits[static_cast<int64_t>(i)][argmax[i]] = 1.0f;
-    s->observe(r);
+    observe_one(*s, r);
   };
 
   // Cycle 1: warm-up window, W + N - 3 = 2 prompt tokens at depths 1, 2; no guesses yet.
@@ -212,7 +211,7 @@ TEST(LookaheadStrategy, ProposesTheWindowAndThePoolsNGramsForTheRoot) {
   ASSERT_EQ(t4.size(), 1);
   EXPECT_EQ(t4.node(0).token, 61);
   EXPECT_EQ(t4.extra_size(), 0);
-  s->observe(VerifyResult{});  // nothing to read: the window stays
+  observe_one(*s, VerifyResult{});  // nothing to read: the window stays
 
   // Root 51 again, room for 2 rows: no window (3 rows); its newest n-gram only.
   seq.push_back(51);
@@ -221,7 +220,7 @@ TEST(LookaheadStrategy, ProposesTheWindowAndThePoolsNGramsForTheRoot) {
   ASSERT_EQ(t5.size(), 2);
   EXPECT_EQ(t5.node(0).token, 71);
   EXPECT_EQ(t5.node(1).token, 81);
-  s->observe(VerifyResult{});
+  observe_one(*s, VerifyResult{});
 
   // With room: the window, and both of 51's n-grams, newest first.
   DraftTree t6 = propose();
@@ -244,7 +243,7 @@ TEST(LookaheadStrategy, PromptPoolProposesTheSequencesNGrams) {
   Sampler sampler(SamplingParams{});
   std::vector<int64_t> seq{1, 2, 3, 1, 2, 1};
   // 3-grams of the sequence under key 1: (2 3), (2 1); newest first as a trie: 2 -> {1, 3}.
-  DraftTree t = s->propose(DraftRequest{seq, 100, 100, sampler});
+  DraftTree t = propose_one(*s, DraftRequest{seq, 100, 100, sampler});
   ASSERT_EQ(t.size(), 3);
   EXPECT_EQ(t.node(0).token, 2);
   EXPECT_EQ(t.node(1).token, 1);
@@ -311,14 +310,14 @@ TEST(LookaheadStrategy, OfficialSettingTakesTheFirstJacobiStepInThePrefill) {
   a->begin(prompt, at::Tensor(), 50);
   a->observe_prefill_rows(one_hot_rows({60, 61, 62}));
   b->begin(prompt, at::Tensor(), 50);
-  const DraftTree cold1 = b->propose(DraftRequest{seq, 100, 100, sampler});
+  const DraftTree cold1 = propose_one(*b, DraftRequest{seq, 100, 100, sampler});
   ASSERT_EQ(cold1.extra_size(), 3);
   for (int32_t i = 0; i < 3; ++i) EXPECT_EQ(cold1.extra_rows()[i].token, rows[i]) << "the same level 0";
   VerifyResult r;
   r.extra_logits = one_hot_rows({60, 61, 62});
-  b->observe(r);
-  const DraftTree hot1 = a->propose(DraftRequest{seq, 100, 100, sampler});
-  const DraftTree cold2 = b->propose(DraftRequest{seq, 100, 100, sampler});
+  observe_one(*b, r);
+  const DraftTree hot1 = propose_one(*a, DraftRequest{seq, 100, 100, sampler});
+  const DraftTree cold2 = propose_one(*b, DraftRequest{seq, 100, 100, sampler});
   ASSERT_EQ(hot1.extra_size(), cold2.extra_size());
   EXPECT_EQ(hot1.extra_size(), 2 + 3);  // level 0 [x, y], level 1 [60, 61, 62]
   for (int32_t i = 0; i < hot1.extra_size(); ++i) {
@@ -340,7 +339,7 @@ TEST(LookaheadStrategy, WithoutTheBonusAGuessIsCutBeforeItsLastToken) {
                            StrategyOptions::parse({"window=2", "ngram=4", "guesses=2", "prompt_pool=true",
                                                    std::string("ngram_bonus=") + (bonus ? "true" : "false")}));
     s->begin(prompt, at::Tensor(), 1);
-    const DraftTree t = s->propose(DraftRequest{seq, 100, 100, sampler});  // key 1: 2 3 4
+    const DraftTree t = propose_one(*s, DraftRequest{seq, 100, 100, sampler});  // key 1: 2 3 4
     ASSERT_EQ(t.size(), bonus ? 3 : 2);
     EXPECT_EQ(t.node(0).token, 2);
     EXPECT_EQ(t.node(1).token, 3);
@@ -381,7 +380,7 @@ TEST(PrefillRows, AreScoredAfterThePromptAndDroppedFromTheCache) {
 
   PrefillRowsSpy first, second;
   const std::vector<int64_t> other{3, 14, 15};
-  const auto batch = BatchSpeculativeDecoder(*model, {&first, &second}).generate({{prompt, 0}, {other, 0}}, gen);
+  const auto batch = SpeculativeDecoder(*model, {&first, &second}).generate({{prompt, 0}, {other, 0}}, gen);
   EXPECT_EQ(batch.sequences[0].tokens, vanilla.tokens);
   EXPECT_EQ(batch.sequences[1].tokens, generate_vanilla(*model, other, gen).tokens);
   EXPECT_EQ(first.feature_rows, 5);

@@ -9,9 +9,8 @@
 
 #include <set>
 
-#include "core/decoding/batch_decoder.h"
-#include "strategies/eagle/eagle_head.h"
 #include "core/decoding/speculative_decoder.h"
+#include "strategies/eagle/eagle_head.h"
 #include "core/decoding/vanilla_decoder.h"
 #include "core/model/llama_model.h"
 #include "lossless_fixtures.h"
@@ -81,7 +80,7 @@ TEST_P(LosslessBatch, EachSequenceAsDecodedAlone) {
       owned.push_back(make());
       strategies.push_back(owned.back().get());
     }
-    BatchSpeculativeDecoder decoder(*target, strategies);
+    SpeculativeDecoder decoder(*target, strategies);
     const BatchResult got = decoder.generate(batch, gen);
     ASSERT_EQ(got.sequences.size(), prompts.size());
 
@@ -131,7 +130,7 @@ TEST_P(BatchedVanilla, EqualsThePlainLoop) {
     owned.push_back(make_strategy("vanilla", StrategyContext{*target}, StrategyOptions{}));
     strategies.push_back(owned.back().get());
   }
-  const BatchResult got = BatchSpeculativeDecoder(*target, strategies).generate(batch, gen);
+  const BatchResult got = SpeculativeDecoder(*target, strategies).generate(batch, gen);
   for (size_t b = 0; b < prompts.size(); ++b)
     EXPECT_EQ(got.sequences[b].tokens, generate_vanilla(*target, prompts[b], gen).tokens) << "sequence " << b;
   // Every forward after the prefill held one row per sequence still going.
@@ -240,7 +239,7 @@ TEST(BatchDecoder, ErrorsNameTheSequence) {
   auto m = tiny_model(at::kFloat, 2, 7, false, 97, CpuPath::Native);
   auto s0 = make_strategy("vanilla", StrategyContext{*m}, StrategyOptions{});
   auto s1 = make_strategy("vanilla", StrategyContext{*m}, StrategyOptions{});
-  BatchSpeculativeDecoder decoder(*m, {s0.get(), s1.get()});
+  SpeculativeDecoder decoder(*m, {s0.get(), s1.get()});
   GenerationConfig gen;
   try {
     decoder.generate({{{1, 2, 3}, 0}, {{}, 0}}, gen);
@@ -249,6 +248,34 @@ TEST(BatchDecoder, ErrorsNameTheSequence) {
     EXPECT_NE(std::string(e.what()).find("batch sequence 1"), std::string::npos) << e.what();
   }
   EXPECT_THROW(decoder.generate({{{1, 2, 3}, 0}}, gen), Error);  // one sequence for two strategies
+  // One sequence alone: the error is the single-sequence one, without a batch index.
+  SpeculativeDecoder alone(*m, *s0);
+  try {
+    alone.generate(std::vector<int64_t>{}, gen);
+    FAIL() << "an empty prompt was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("batch sequence"), std::string::npos) << e.what();
+  }
+}
+
+// A batch's strategies come from one descriptor: a drafter that shares forwards (eagle2) beside one of another kind is
+// refused by name, in either order, not cast blindly.
+TEST(BatchDecoder, StrategiesOfDifferentKindsAreRefused) {
+  auto m = tiny_model(at::kFloat, 2, 7, false, 97, CpuPath::Native);
+  auto vanilla = make_strategy("vanilla", StrategyContext{*m}, StrategyOptions{});
+  auto eagle = make_strategy("eagle2", StrategyContext{*m}, StrategyOptions::parse({"total_tokens=4"}));
+  GenerationConfig gen;
+  gen.max_new_tokens = 4;
+  for (bool eagle_first : {true, false}) {
+    std::vector<DraftStrategy*> mixed{eagle.get(), vanilla.get()};
+    if (!eagle_first) std::swap(mixed[0], mixed[1]);
+    try {
+      SpeculativeDecoder(*m, mixed).generate({{{1, 2, 3}, 0}, {{4, 5}, 1}}, gen);
+      FAIL() << mixed[0]->name() << " beside " << mixed[1]->name() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("mixes strategies"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // Batched drafting: two drafters on one head expanding in one forward give each the logits it gets alone (native

@@ -46,7 +46,7 @@ std::vector<int32_t> path_of(const DraftTree& tree, int32_t i) {
 
 DraftTree propose(DraftStrategy& s, std::vector<int64_t> sequence, int32_t max_nodes = 1000, int32_t wanted = 100) {
   Sampler sampler(SamplingParams{});
-  return s.propose(DraftRequest{sequence, max_nodes, wanted, sampler});
+  return propose_one(s, DraftRequest{sequence, max_nodes, wanted, sampler});
 }
 
 // Node i must be spec path i, holding head (d - 1)'s rank-th token of `logits` [heads, vocab] with its softmax
@@ -91,7 +91,7 @@ TEST(Medusa, NodesHoldEachHeadsRankedTokensFromTheLastVerifiedFeature) {
   result.accepted_nodes = {0};
   result.tokens = {11, 12};
   result.features = at::randn({2, 64}, gen);
-  s->observe(result);
+  observe_one(*s, result);
   prompt.insert(prompt.end(), {11, 12});
   expect_filled_from(propose(*s, prompt), spec, heads->logits(result.features[1]));
 }

@@ -22,7 +22,7 @@ namespace {
 const char* kTarget = "models/aidreams260K/aidreams260K.bin";
 const char* kTokenizer = "models/aidreams260K/tok512.bin";
 
-class OracleTree : public DraftStrategy {
+class OracleTree : public SequenceStrategy {
  public:
   // truth: the prompt followed by the target's greedy continuation.
   OracleTree(std::vector<int64_t> truth, int64_t vocab, uint64_t seed) : truth_(std::move(truth)), vocab_(vocab), rng_(seed) {}

@@ -65,7 +65,7 @@ ExperimentConfig tiny_config(const std::string& experiment) {
 // Runs, writes, reads back (the reader validates every table and offset) and checks what the drivers promise.
 ResultsFile run_and_check(const ExperimentConfig& c) {
   const TinyModels& m = tiny();
-  const ResultsFile written = run_experiment(*m.target, *m.tokenizer, c);
+  const ResultsFile written = run_experiment(*m.target, *m.tokenizer, plan_experiment(c));
   const std::string path = testing::temp_dir() + "/" + c.experiment + "-" + std::to_string(c.shard_index) + ".h5";
   write_results(path, written);
   const ResultsFile r = read_results(path);
@@ -438,10 +438,10 @@ TEST(Drivers, BadConfigurationsAreClearErrors) {
 
   c = tiny_config("calibration");
   c.datasets = {testing::temp_dir() + "/none.jsonl"};
-  expect_error([&] { run_experiment(*tiny().target, *tiny().tokenizer, c); }, {"none.jsonl", "cannot open"});
+  expect_error([&] { run_experiment(*tiny().target, *tiny().tokenizer, plan_experiment(c)); }, {"none.jsonl", "cannot open"});
   c = tiny_config("calibration");
   c.runner.max_new_tokens = 256;  // the whole context: no room for a prompt
-  expect_error([&] { run_experiment(*tiny().target, *tiny().tokenizer, c); }, {"--max-new-tokens", "256"});
+  expect_error([&] { run_experiment(*tiny().target, *tiny().tokenizer, plan_experiment(c)); }, {"--max-new-tokens", "256"});
 }
 
 TEST(Drivers, StrategyOptionOverridesAPresetMethodOrAddsOne) {

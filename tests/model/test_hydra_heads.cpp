@@ -201,7 +201,7 @@ TEST(HydraStrategy, EachNodeHoldsTheRankedTokenOfItsDepthsHeadOnItsParentsPath) 
     strategy->begin(prompt, out.features, 7);
     prompt.push_back(7);
     Sampler sampler(SamplingParams{});
-    const DraftTree tree = strategy->propose(DraftRequest{prompt, 1000, 100, sampler});
+    const DraftTree tree = propose_one(*strategy, DraftRequest{prompt, 1000, 100, sampler});
     ASSERT_EQ(tree.size(), spec.size());
     const at::Tensor f = out.features[3];
     for (int32_t i = 0; i < tree.size(); ++i) {
@@ -219,7 +219,7 @@ TEST(HydraStrategy, EachNodeHoldsTheRankedTokenOfItsDepthsHeadOnItsParentsPath) 
       EXPECT_NEAR(tree.node(i).confidence, at::softmax(row.to(at::kDouble), 0)[token].item<double>(), 1e-5);
     }
     // Cut to the request: two tokens wanted, five rows of room.
-    const DraftTree small = strategy->propose(DraftRequest{prompt, 5, 2, sampler});
+    const DraftTree small = propose_one(*strategy, DraftRequest{prompt, 5, 2, sampler});
     EXPECT_EQ(small.size(), 5);
     EXPECT_LE(small.max_depth(), 2);
   }
