@@ -337,7 +337,7 @@ BatchResult SpeculativeDecoder::generate(const std::vector<BatchSequence>& seque
       throw Error("batch sequence " + std::to_string(b) + ": " + e.what());
     }
   }
-  check(config.max_new_tokens >= 0, "max_new_tokens must be >= 0");
+  check_generation_config(config);
   if (config.max_new_tokens == 0) {
     BatchResult empty;
     empty.sequences.resize(sequences.size());

@@ -20,6 +20,16 @@ void check_prompt_fits(const std::vector<int64_t>& prompt, int64_t context) {
                 std::to_string(context) + " (max_position_embeddings); shorten the prompt");
 }
 
+void check_generation_config(const GenerationConfig& config) {
+  config.sampling.validate();
+  check(config.max_new_tokens >= 0,
+        [&] { return "--max-new-tokens: expected >= 0, got " + std::to_string(config.max_new_tokens); });
+  check(config.context_limit >= 0, [&] {
+    return "--context: expected 0 (the model's context) or a positive number, got " +
+           std::to_string(config.context_limit);
+  });
+}
+
 int64_t generation_context(const LlamaModel& model, const GenerationConfig& config) {
   const int64_t max_ctx = model.config().max_position_embeddings;
   return config.context_limit > 0 ? std::min(config.context_limit, max_ctx) : max_ctx;
@@ -29,7 +39,7 @@ GenerationResult generate_vanilla(const LlamaModel& model, const std::vector<int
                                   const GenerationConfig& config, const TokenCallback& on_token) {
   const int64_t context = generation_context(model, config);
   check_prompt_fits(prompt, context);
-  check(config.max_new_tokens >= 0, "max_new_tokens must be >= 0");
+  check_generation_config(config);
 
   GenerationResult result;
   result.stop_reason = "max_new_tokens";

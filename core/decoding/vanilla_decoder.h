@@ -20,6 +20,10 @@ struct GenerationConfig {
   int64_t context_limit = 0;         // 0: the model's max_position_embeddings
 };
 
+// The checks that need no model (commands run them before loading one; the decoders again): sampling parameters,
+// max_new_tokens >= 0, context_limit >= 0. Throws Error naming the field (as its command-line flag).
+void check_generation_config(const GenerationConfig& config);
+
 struct GenerationResult {
   std::vector<int64_t> tokens;  // generated tokens only (a stop token is not included)
   std::string stop_reason;      // "stop_token", "max_new_tokens" or "context"

@@ -148,11 +148,15 @@ std::vector<std::vector<int64_t>> prompts_from_file(const std::string& path, con
   return prompts;
 }
 
+void check_corpus_prompts(int64_t prompt_tokens, int64_t validation_every) {
+  check(prompt_tokens > 0, "--prompt-tokens: expected a positive number, got " + std::to_string(prompt_tokens));
+  check(validation_every >= 2, "--validation-every: expected >= 2, got " + std::to_string(validation_every));
+}
+
 std::vector<std::vector<int64_t>> prompts_from_corpus(const std::string& corpus_path, const Tokenizer& tokenizer,
                                                       int64_t prompt_tokens, int64_t max_prompts,
                                                       int64_t validation_every) {
-  check(prompt_tokens > 0, "--prompt-tokens: expected a positive number, got " + std::to_string(prompt_tokens));
-  check(validation_every >= 2, "--validation-every: expected >= 2, got " + std::to_string(validation_every));
+  check_corpus_prompts(prompt_tokens, validation_every);
   const std::vector<std::string> stories = split_stories(read_text_file(corpus_path));
   std::vector<std::vector<int64_t>> prompts;
   for (size_t i = 0; i < stories.size(); ++i) {

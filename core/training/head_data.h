@@ -57,6 +57,8 @@ std::vector<std::vector<int64_t>> prompts_from_file(const std::string& path, con
 std::vector<std::vector<int64_t>> prompts_from_corpus(const std::string& corpus_path, const Tokenizer& tokenizer,
                                                       int64_t prompt_tokens, int64_t max_prompts,
                                                       int64_t validation_every);
+// prompts_from_corpus's own checks (prompt_tokens > 0, validation_every >= 2), for commands to run before loading.
+void check_corpus_prompts(int64_t prompt_tokens, int64_t validation_every);
 
 struct GeneratedSequence {
   std::vector<int64_t> prompt, continuation;

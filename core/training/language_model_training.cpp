@@ -45,13 +45,20 @@ double validation_loss(const ModelConfig& c, const LlamaWeights& w, const Rotary
 
 }  // namespace
 
-LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextDataset& data) {
+void check_lm_training_options(const LmTrainingOptions& o) {
   const ModelConfig& c = o.config;
   c.validate("model options");
   check(o.batch > 0, "--batch: expected a positive number, got " + std::to_string(o.batch));
   check(o.context > 0 && o.context <= c.max_position_embeddings,
         "--context: expected 1.." + std::to_string(c.max_position_embeddings) + ", got " + std::to_string(o.context));
   check(!o.out_dir.empty(), "--out: expected a directory");
+  check(!o.keep_best || o.trainer.eval_every > 0, "--keep-best: needs validation (--eval-every > 0)");
+  check_trainer_options(o.trainer);
+}
+
+LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextDataset& data) {
+  const ModelConfig& c = o.config;
+  check_lm_training_options(o);
   DataParallel* parallel = o.parallel.get();
   check_batch_parts(o.batch, parallel ? parallel->world_size() : 1, o.trainer.accumulate);
   const bool writer = !parallel || parallel->is_main();
@@ -77,7 +84,6 @@ LmTrainingResult train_language_model(const LmTrainingOptions& o, const TextData
       {"command_line", o.command_line}, {"config", c.to_hf_json().dump(2)}, {"seed", std::to_string(o.seed)},
       {"batch", std::to_string(o.batch)}, {"context", std::to_string(o.context)}};
 
-  check(!o.keep_best || (topt.eval_every > 0), "--keep-best: needs validation (--eval-every > 0)");
   ComputeOptions saving = o.compute;
   saving.cpu_path = CpuPath::Reference;  // only saved: no native copy of the weights
   auto save_model = [&] { LlamaModel(c, inference_weights(c, weights), saving).save_hf(o.out_dir, o.save_dtype); };

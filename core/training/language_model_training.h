@@ -49,6 +49,10 @@ struct LmTrainingResult {
   Trainer::BestEval best;  // lowest validation loss and its step
 };
 
+// The checks that need no data (train-lm runs them before its corpus loads; train_language_model again): the model
+// shape, --batch, --context, --out, --keep-best's need for validation. Throws Error naming the option.
+void check_lm_training_options(const LmTrainingOptions& options);
+
 // Throws Error naming the option or file on a bad configuration, a missing or mismatched resume state.
 LmTrainingResult train_language_model(const LmTrainingOptions& options, const TextDataset& data);
 

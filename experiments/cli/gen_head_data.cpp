@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "core/base/error.h"
+#include "core/decoding/vanilla_decoder.h"
 #include "core/text/chat_template.h"
 #include "core/training/head_data.h"
 #include "experiments/cli/commands.h"
@@ -70,18 +71,21 @@ int run_gen_head_data(int argc, char** argv) {
   check(format_name == "auto" || format_name == "text" || format_name == "tokens",
         "--format: expected auto, text or tokens, got " + format_name);
   check(max_prompts >= 0, "--max-prompts: expected 0 (all) or a positive number, got " + std::to_string(max_prompts));
+  check(batch >= 1, "--batch: expected >= 1, got " + std::to_string(batch));
+  if (!corpus.empty()) check_corpus_prompts(prompt_tokens, validation_every);
+  check_generation_config(gen);
+  const ChatTemplate chat = parse_chat_template(chat_template);
 
   const LoadedModel loaded = load_model_and_tokenizer(mo);
   const Tokenizer& tok = *loaded.tokenizer;
   std::vector<std::vector<int64_t>> prompts =
-      corpus.empty() ? prompts_from_file(prompts_path, tok, parse_chat_template(chat_template))
+      corpus.empty() ? prompts_from_file(prompts_path, tok, chat)
                      : prompts_from_corpus(corpus, tok, prompt_tokens, max_prompts, validation_every);
   if (max_prompts > 0 && static_cast<int64_t>(prompts.size()) > max_prompts) prompts.resize(max_prompts);
   for (int32_t eos : loaded.model->config().eos_token_ids) gen.stop_tokens.push_back(eos);
   // llama2.c-style corpora separate stories with BOS: a BOS ends the continuation (what follows is a new story).
   if (tok.bos_id() >= 0) gen.stop_tokens.push_back(tok.bos_id());
 
-  check(batch >= 1, "--batch: expected >= 1, got " + std::to_string(batch));
   // Several ranks: each continues its share of the prompts, rank 0 writes them all (the same file as one process).
   const auto parallel = join_data_parallel(dist_timeout, loaded.model->options().device);
   const bool main_rank = !parallel || parallel->is_main();

@@ -9,6 +9,7 @@
 #include "core/base/platform.h"
 #include "core/decoding/speculative_decoder.h"
 #include "core/decoding/vanilla_decoder.h"
+#include "core/text/chat_template.h"
 #include "core/text/text_stream.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/model_loading.h"
@@ -57,16 +58,20 @@ int run_generate(int argc, char** argv) {
   if (!parse_command_line(desc, argc, argv, "generate", vm)) return 0;
   apply_sampling_filters(filters, gen.sampling);
   if (!strategy_opts.empty() && strategy_name.empty()) throw Error("--opt given without --strategy");
-  // The strategy's name and options checked before the model loads (a misspelled key fails at once).
-  if (!strategy_name.empty()) resolve_options(find_strategy(strategy_name), StrategyOptions::parse(strategy_opts));
+  // Everything that needs no model, checked before it loads: the generation settings, the chat template, the
+  // strategy's name and options (a misspelled key fails at once; resolved once, made from that after the load).
+  check_generation_config(gen);
+  parse_chat_template(chat_template);
+  const StrategyDescriptor* descriptor = strategy_name.empty() ? nullptr : &find_strategy(strategy_name);
+  const StrategyOptions resolved =
+      descriptor ? resolve_options(*descriptor, StrategyOptions::parse(strategy_opts)) : StrategyOptions{};
 
   LoadedModel loaded = load_model_and_tokenizer(model_opts);
   const Tokenizer& tok = *loaded.tokenizer;
   const std::vector<int64_t> prompt_ids = encode_prompt(tok, prompt, chat_template);
   for (int32_t eos : loaded.model->config().eos_token_ids) gen.stop_tokens.push_back(eos);
   std::unique_ptr<DraftStrategy> strategy;
-  if (!strategy_name.empty())
-    strategy = make_strategy(strategy_name, StrategyContext{*loaded.model}, StrategyOptions::parse(strategy_opts));
+  if (descriptor) strategy = descriptor->make(StrategyContext{*loaded.model}, resolved);
 
   TextStream stream(tok);
   for (int64_t id : prompt_ids) std::cout << stream.push(static_cast<int32_t>(id));

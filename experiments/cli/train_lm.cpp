@@ -71,7 +71,11 @@ int run_train_lm(int argc, char** argv) {
   check(threads >= 0, "--threads: expected 0 (auto) or a positive number, got " + std::to_string(threads));
   if (threads > 0) at::set_num_threads(threads);
   o.compute.dtype = parse_compute_dtype(dtype);
-  o.save_dtype = parse_compute_dtype(save_dtype);
+  try {
+    o.save_dtype = parse_compute_dtype(save_dtype);
+  } catch (const Error&) {  // its message would name --dtype
+    throw Error("--save-dtype: expected float32, float16 or bfloat16, got '" + save_dtype + "'");
+  }
   o.compute.device = parse_compute_device(device);
   check_supported(o.compute);
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "draftlab ") + std::string(argv[i]);
@@ -103,6 +107,7 @@ int run_train_lm(int argc, char** argv) {
   if (tokenizer->bos_id() >= 0 && tokenizer->bos_id() != tokenizer->eos_id()) c.eos_token_ids.push_back(tokenizer->bos_id());
   c.validate("train-lm options");
   o.tokenizer_path = tokenizer_path;
+  check_lm_training_options(o);  // before the corpus loads
 
   const TextDataset data(corpus, *tokenizer, validation_every);
   o.parallel = join_data_parallel(dist_timeout, o.compute.device);

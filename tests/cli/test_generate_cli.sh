@@ -87,4 +87,31 @@ fi
 expect_error "train-lm: resume with another shape" "training_state.safetensors: metadata config: expected" "$BIN" train-lm --corpus "$TMP/small.txt" \
   --tokenizer "$TMP/tok/tokenizer.json" --out "$TMP/lm" --dim 48 --layers 2 --steps 30 --batch 4 --context 64 --resume -q
 
+# 3. Options refused before anything loads: the model, corpus and prompt file below do not exist, so an error about
+#    the option (and not about the missing file) shows the option was checked first.
+NOFILE=$TMP/does-not-exist
+for args in "-t -1|temperature" "--top-p 2|--top-p" "-n -3|--max-new-tokens" "--context -5|--context" \
+            "--chat-template bogus|bogus" "-s eagel2|eagel2" "-s pld -o bogus=1|bogus" \
+            "-s eagle2 -o total_tokens=banana|total_tokens" "-o depth=3|--opt given without --strategy"; do
+  # shellcheck disable=SC2086
+  expect_error "generate refuses ${args%%|*} before loading" "${args##*|}" "$BIN" generate --model "$NOFILE" \
+    --tokenizer "$TOK" -p hi ${args%%|*}
+done
+for args in "--batch 0|--batch" "-t -1|temperature" "-n -1|--max-new-tokens" "--chat-template bogus|bogus" \
+            "--format csv|--format" "--max-prompts -1|--max-prompts"; do
+  # shellcheck disable=SC2086
+  expect_error "gen-head-data refuses ${args%%|*} before loading" "${args##*|}" "$BIN" gen-head-data \
+    --model "$NOFILE" --tokenizer "$TOK" --prompts "$NOFILE" --out "$TMP/hd.tokens" ${args%%|*}
+done
+expect_error "gen-head-data refuses --prompt-tokens 0 before loading" "--prompt-tokens" "$BIN" gen-head-data \
+  --model "$NOFILE" --tokenizer "$TOK" --corpus "$NOFILE" --out "$TMP/hd.tokens" --prompt-tokens 0
+for args in "--batch 0|--batch" "--steps 0|--steps" "--keep-best --eval-every 0|--keep-best" "--heads 5|--heads" \
+            "--save-dtype int8|--save-dtype" "--lr -1|--lr"; do
+  # shellcheck disable=SC2086
+  expect_error "train-lm refuses ${args%%|*} before the corpus loads" "${args##*|}" "$BIN" train-lm \
+    --corpus "$NOFILE" --tokenizer "$TOK" --out "$TMP/lm-refused" --dim 32 ${args%%|*}
+done
+[ ! -e "$TMP/hd.tokens" ] && [ ! -e "$TMP/lm-refused" ] && ok "refused commands wrote nothing" ||
+  bad "a refused command left output behind"
+
 finish
