@@ -12,6 +12,7 @@
 #include "core/io/safetensors.h"
 #include "core/io/tensor_entry.h"
 #include "core/model/training_forward.h"
+#include "core/training/draft_vocabulary.h"
 
 namespace draftlab {
 
@@ -271,31 +272,6 @@ HeadTrainingModel::ChainAcceptance HeadTrainingModel::chain_acceptance(const at:
   return out;
 }
 
-namespace {
-
-// Adds the occurrences of each id of `tokens` to counts [vocab].
-void count_tokens(at::Tensor& counts, const at::Tensor& tokens) {
-  counts += at::bincount(tokens.to(at::kCPU).flatten(), {}, counts.size(0));
-}
-
-// The k ids with the largest counts [vocab], ties to the lower id, sorted by id.
-at::Tensor top_ids(const at::Tensor& counts, int64_t k) {
-  const int64_t vocab = counts.size(0);
-  check(k >= 1 && k <= vocab, "--draft-vocab: expected 1.." + std::to_string(vocab) + " (the target's vocabulary), got " +
-                                  std::to_string(k));
-  // Stable descending sort by count: equal counts keep id order, so ties go to the lower id.
-  const auto order = std::get<1>(counts.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
-  return std::get<0>(order.narrow(0, 0, k).sort());
-}
-
-}  // namespace
-
-at::Tensor most_frequent_tokens(const std::vector<at::Tensor>& tokens, int64_t vocab, int64_t k) {
-  auto counts = at::zeros({vocab}, at::kLong);
-  for (const auto& t : tokens) count_tokens(counts, t);
-  return top_ids(counts, k);
-}
-
 std::map<std::string, std::string> HeadTrainingModel::identity() const {
   return {{"head_config", config_.to_hf_json().dump()},
           {"input", input_variant_},
@@ -347,24 +323,12 @@ void HeadTrainingModel::save(const std::string& dir, at::ScalarType file_dtype) 
   to_head()->save(dir, file_dtype);
 }
 
-at::Tensor training_draft_vocabulary(const TextDataset& data, const HeadTrainingOptions& o, int64_t vocab, int64_t k) {
-  if (k == 0) return {};
-  check(k >= 1 && k <= vocab, "--draft-vocab: expected 1.." + std::to_string(vocab) + " (the target's vocabulary), got " +
-                                  std::to_string(k));
-  auto counts = at::zeros({vocab}, at::kLong);
-  for (int64_t step = 0; step < o.trainer.steps; ++step) {
-    const RowBatch r = data.train_rows(o.batch, o.context, o.seed, step);
-    for (int64_t b = 0; b < r.tokens.size(0); ++b)  // real tokens only: padding is not text
-      count_tokens(counts, r.tokens[b].narrow(0, 0, r.lengths[b].item<int64_t>()));
-  }
-  return top_ids(counts, k);
-}
-
 HeadTrainingResult train_eagle_head(const LlamaModel& target, const EagleHeadTrainingOptions& o,
                                     const TextDataset& data) {
   check(is_eagle_input(o.input), "--input: expected one of " + eagle_input_names() + ", got '" + o.input + "'");
   check(o.draft_vocab >= 0, "--draft-vocab: expected 0 or more, got " + std::to_string(o.draft_vocab));
-  const at::Tensor d2t = training_draft_vocabulary(data, o, target.config().vocab_size, o.draft_vocab);
+  const at::Tensor d2t =
+      training_draft_vocabulary(data, o, target.config().vocab_size, o.draft_vocab, DraftVocabularyCount::RealTokens);
   HeadTrainingModel model(target, o.seed, o.input, d2t);
   model.set_cls_weight(o.cls_weight);
   check_recipe(o.recipe);

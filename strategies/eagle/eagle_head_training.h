@@ -149,15 +149,6 @@ struct EagleHeadTrainingOptions : HeadTrainingOptions {
   std::string recipe = "paper";
 };
 
-// The k most frequent ids of `tokens` (int64 tensors of any shape, ids in [0, vocab)), ties to the lower id,
-// sorted by id: a draft vocabulary (d2t). Throws Error unless 1 <= k <= vocab.
-at::Tensor most_frequent_tokens(const std::vector<at::Tensor>& tokens, int64_t vocab, int64_t k);
-
-// The draft vocabulary of --draft-vocab K: the K most frequent tokens of every training window the run will see
-// (its batches depend on (seed, step) only, so a resumed run recomputes the same map). Undefined for K = 0.
-at::Tensor training_draft_vocabulary(const TextDataset& data, const HeadTrainingOptions& options, int64_t vocab,
-                                     int64_t k);
-
 // Trains an EAGLE head through train_draft_head. Throws Error naming the option or file on a bad configuration or
 // a mismatched resume state.
 HeadTrainingResult train_eagle_head(const LlamaModel& target, const EagleHeadTrainingOptions& options,

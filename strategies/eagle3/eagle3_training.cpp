@@ -5,6 +5,7 @@
 
 #include "core/base/error.h"
 #include "core/model/training_forward.h"
+#include "core/training/draft_vocabulary.h"
 
 namespace draftlab {
 
@@ -248,25 +249,9 @@ void Eagle3TrainingModel::save(const std::string& dir, at::ScalarType file_dtype
   to_head()->save(dir, file_dtype);
 }
 
-at::Tensor eagle3_draft_vocabulary(const TextDataset& data, const HeadTrainingOptions& o, int64_t vocab, int64_t k) {
-  check(k >= 0 && k <= vocab, "--draft-vocab: expected 0.." + std::to_string(vocab) + " (the target's vocabulary), got " +
-                                  std::to_string(k));
-  if (k == 0 || k == vocab) return {};
-  auto counts = at::zeros({vocab}, at::kDouble);
-  for (int64_t step = 0; step < o.trainer.steps; ++step) {
-    const RowBatch r = data.train_rows(o.batch, o.context, o.seed, step);
-    const auto predicted = r.tokens.narrow(1, 1, o.context).flatten();
-    at::Tensor weights;
-    if (r.mask.defined()) weights = r.mask.narrow(1, 1, o.context).flatten().to(at::kDouble);
-    counts += at::bincount(predicted.to(at::kLong), weights, vocab).to(at::kDouble);
-  }
-  // Stable descending sort: equal counts keep id order, so ties go to the lower id.
-  const auto order = std::get<1>(counts.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
-  return std::get<0>(order.narrow(0, 0, k).sort());
-}
-
 HeadTrainingResult train_eagle3_head(const LlamaModel& target, const Eagle3TrainingOptions& o, const TextDataset& data) {
-  const at::Tensor ids = eagle3_draft_vocabulary(data, o, target.config().vocab_size, o.draft_vocab);
+  const at::Tensor ids = training_draft_vocabulary(data, o, target.config().vocab_size, o.draft_vocab,
+                                                   DraftVocabularyCount::PredictedTokens);
   Eagle3TrainingModel model(target, o.seed, ids, o.steps, o.decay, o.feature_layers);
   return train_draft_head(target, model, o, data);
 }

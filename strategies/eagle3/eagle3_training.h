@@ -22,7 +22,7 @@
 //            ones included
 //   loss     = sum_k decay^k loss_k (decay 0.8; not normalised). No feature-regression loss, no input noise.
 // Draft vocabulary: the V_d most frequent predicted tokens of the run's training windows (loss-masked ones when
-// the data has a mask), ties to the lower id, sorted by id: eagle3_draft_vocabulary().
+// the data has a mask), ties to the lower id, sorted by id (core/training/draft_vocabulary.h, PredictedTokens).
 //
 // Validation: the same loss, the step-0 top-1 accuracy (over counted rows, the target's full-vocabulary top-1 as
 // truth, a draft top-1 mapped through d2t), and n-alpha for n = 0..kAlphaSteps-1 with the cumulative definition:
@@ -112,12 +112,6 @@ struct Eagle3TrainingOptions : HeadTrainingOptions {
   // (the sum of its three blocks), the fusion removed and everything else kept.
   std::vector<int64_t> feature_layers;
 };
-
-// The draft vocabulary: the k most frequent predicted tokens (w_1..w_T, counted where the loss mask holds when the
-// data has one) of every training window the run will see, ties to the lower id, sorted by id; undefined for
-// k = 0 or k = vocab.
-at::Tensor eagle3_draft_vocabulary(const TextDataset& data, const HeadTrainingOptions& options, int64_t vocab,
-                                   int64_t k);
 
 HeadTrainingResult train_eagle3_head(const LlamaModel& target, const Eagle3TrainingOptions& options,
                                      const TextDataset& data);

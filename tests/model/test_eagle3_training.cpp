@@ -12,6 +12,7 @@
 #include "core/base/error.h"
 #include "strategies/eagle3/eagle3_head.h"
 #include "strategies/eagle3/eagle3_training.h"
+#include "core/training/draft_vocabulary.h"
 #include "core/training/text_dataset.h"
 #include "finite_differences.h"
 #include "model_fixtures.h"
@@ -191,12 +192,13 @@ TEST(Eagle3Training, DraftVocabularyIsTheMostFrequentPredictedTokens) {
   o.batch = 2;
   o.context = 6;
   o.trainer.steps = 4;
-  const auto ids = eagle3_draft_vocabulary(data, o, 97, 2);
+  const auto ids = training_draft_vocabulary(data, o, 97, 2, DraftVocabularyCount::PredictedTokens);
   ASSERT_TRUE(ids.defined());
   EXPECT_TRUE(at::equal(ids, long_tensor({5, 7})));
-  EXPECT_FALSE(eagle3_draft_vocabulary(data, o, 97, 0).defined());
-  EXPECT_FALSE(eagle3_draft_vocabulary(data, o, 97, 97).defined());
-  expect_error([&] { eagle3_draft_vocabulary(data, o, 97, 98); }, {"--draft-vocab", "0..97"});
+  EXPECT_FALSE(training_draft_vocabulary(data, o, 97, 0, DraftVocabularyCount::PredictedTokens).defined());
+  EXPECT_FALSE(training_draft_vocabulary(data, o, 97, 97, DraftVocabularyCount::PredictedTokens).defined());
+  expect_error([&] { training_draft_vocabulary(data, o, 97, 98, DraftVocabularyCount::PredictedTokens); },
+               {"--draft-vocab", "0..97"});
 }
 
 TEST(Eagle3Training, TrainsThroughTheSharedPipelineResumesExactlyAndLoads) {

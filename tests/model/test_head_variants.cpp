@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/base/error.h"
+#include "core/training/draft_vocabulary.h"
 #include "core/io/safetensors.h"
 #include "strategies/eagle/eagle_head.h"
 #include "strategies/eagle/eagle_head_training.h"
