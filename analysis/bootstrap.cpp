@@ -25,12 +25,12 @@ double sorted_quantile(const Eigen::VectorXd& sorted, double q) {
 Estimate bootstrap_ratio(const Eigen::VectorXd& numerator, const Eigen::VectorXd& denominator,
                          const BootstrapOptions& options) {
   check(numerator.size() == denominator.size(), "bootstrap_ratio: numerator and denominator differ in length");
-  check(options.resamples > 0, "bootstrap: resamples must be positive");
+  check(options.resamples >= 0, "bootstrap: resamples must be >= 0");
   check(options.level > 0 && options.level < 1, "bootstrap: level must be in (0, 1)");
   const Eigen::Index n = numerator.size();
   if (n == 0) return {kNaN, kNaN, kNaN};
   const double value = numerator.sum() / denominator.sum();
-  if (n < 2) return {value, kNaN, kNaN};
+  if (n < 2 || options.resamples == 0) return {value, kNaN, kNaN};
 
   std::mt19937_64 rng(options.seed);
   std::uniform_int_distribution<Eigen::Index> pick(0, n - 1);

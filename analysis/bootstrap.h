@@ -12,7 +12,7 @@
 namespace draftlab::analysis {
 
 struct BootstrapOptions {
-  int resamples = 1000;
+  int resamples = 1000;     // 0: the value alone, no interval (what a summary that prints none needs)
   double level = 0.95;      // central interval: [(1 - level) / 2, (1 + level) / 2] quantiles of the replicates
   uint64_t seed = 20240601;  // fixed: the same file gives the same interval every time
 };

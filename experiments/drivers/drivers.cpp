@@ -239,18 +239,18 @@ std::vector<SummaryRow> summary_rows(const ResultsFile& results) {
     row.dataset = r.dataset;
     row.temperature = r.temperature;
     row.batch_size = r.batch_size;
-    row.speedup = analysis::speedup(results, r);
-    row.tau = analysis::tau(r);
+    // The run's metrics as every table computes them (analysis::RunSummary); no interval printed, none drawn.
+    const analysis::RunSummary summary = analysis::summarize_run(results, r, analysis::BootstrapOptions{0});
+    row.speedup = summary.speedup.value;
+    row.tau = summary.tau.value;
+    row.checked = summary.checked;
+    row.identical = summary.identical;
+    row.tokens_per_second = summary.tokens_per_second;
     double draft = 0, verify = 0;
     for (size_t i = 0; i < r.questions.size(); ++i) {
       draft += r.questions.draft_seconds[i];
       verify += r.questions.verify_seconds[i];
-      if (r.questions.identical[i] >= 0) {
-        ++row.checked;
-        row.identical += r.questions.identical[i];
-      }
     }
-    row.tokens_per_second = analysis::tokens_per_second(r);
     // Nothing generated (every answer ended at once): a time ratio of prefills is no speedup.
     if (row.tokens_per_second == 0) row.speedup = std::numeric_limits<double>::quiet_NaN();
     row.drafted_per_cycle = r.cycles.size() ? static_cast<double>(r.nodes.size()) / r.cycles.size() : 0.0;

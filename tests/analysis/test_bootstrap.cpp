@@ -5,6 +5,7 @@
 #include <random>
 
 #include "analysis/bootstrap.h"
+#include "core/base/error.h"
 
 using namespace draftlab::analysis;
 
@@ -44,6 +45,14 @@ TEST(Bootstrap, SeededAndDegenerateCases) {
   const Estimate c = bootstrap_mean(Eigen::VectorXd::Constant(10, 3.0));
   EXPECT_DOUBLE_EQ(c.low, 3.0);
   EXPECT_DOUBLE_EQ(c.high, 3.0);
+  // resamples = 0: the same value, no interval; negative counts are refused
+  BootstrapOptions none;
+  none.resamples = 0;
+  const Estimate v = bootstrap_mean(x, none);
+  EXPECT_EQ(v.value, a.value);
+  EXPECT_FALSE(v.has_interval());
+  none.resamples = -1;
+  EXPECT_THROW(bootstrap_mean(x, none), draftlab::Error);
 }
 
 TEST(Bootstrap, CoversTheTrueMeanAtAboutTheNominalRate) {
