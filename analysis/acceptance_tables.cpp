@@ -86,12 +86,7 @@ std::vector<Table> calibration_tables(const Context& ctx) {
     }
     tables.push_back(depths);
   }
-  if (tables.empty()) {
-    Table none;
-    none.columns = {"Note"};
-    none.rows.push_back({"No run with draft confidences in this file."});
-    tables.push_back(none);
-  }
+  if (tables.empty()) tables.push_back(note_table("No run with draft confidences in this file."));
   return tables;
 }
 
@@ -124,12 +119,7 @@ std::vector<Table> position_tables(const Context& ctx) {
     table.notes.push_back("Per question: accepted / drafted at each tree position; Pooled = over all questions.");
     tables.push_back(table);
   }
-  if (tables.empty()) {
-    Table none;
-    none.columns = {"Note"};
-    none.rows.push_back({"No run with a static tree (draft_shape static_tree) in this file."});
-    tables.push_back(none);
-  }
+  if (tables.empty()) tables.push_back(note_table("No run with a static tree (draft_shape static_tree) in this file."));
   return tables;
 }
 

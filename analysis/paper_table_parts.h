@@ -65,6 +65,14 @@ struct Context {
   std::string tau(int i) const { return with_interval(summaries[i].tau, 2, "", options.intervals); }
 };
 
+// A one-cell table saying why a builder found nothing to show.
+inline Table note_table(const std::string& note) {
+  Table none;
+  none.columns = {"Note"};
+  none.rows.push_back({note});
+  return none;
+}
+
 // The acceptance tables (acceptance_tables.cpp).
 // One row per run but the baselines: T, dataset, method, then the chosen metrics (EAGLE Table 2 / Figure 8).
 // cumulative: getkacc's n-alpha (acceptance.h) instead of the conditional one.

@@ -32,14 +32,20 @@ HeadFolder open_head_folder(const std::string& path, const std::string& title,
     if (f.weights.empty()) throw Error::at(path, "holds no " + names + " (" + title + ")");
   }
   f.config_path = head_config_path(path);
-  if (!is_file(f.config_path)) throw Error::at(f.config_path, "not found: " + title + " need config.json");
-  try {
-    f.config = nlohmann::json::parse(read_text_file(f.config_path));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error::in_file(f.config_path, "config", "valid JSON", e.what());
-  }
-  if (!f.config.is_object()) throw Error::in_file(f.config_path, "config", "a JSON object", f.config.type_name());
+  f.config = read_head_config(f.config_path, title + " need config.json");
   return f;
+}
+
+nlohmann::json read_head_config(const std::string& config_path, const std::string& missing) {
+  if (!is_file(config_path)) throw Error::at(config_path, "not found: " + missing);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_text_file(config_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error::in_file(config_path, "config", "valid JSON", e.what());
+  }
+  if (!j.is_object()) throw Error::in_file(config_path, "config", "a JSON object", j.type_name());
+  return j;
 }
 
 int64_t head_config_int(const HeadFolder& folder, const std::string& key, int64_t min, int64_t fallback) {

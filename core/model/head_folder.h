@@ -19,6 +19,10 @@ struct HeadFolder {
 // Where the config.json of a head given as a folder, or as a weights file inside one, is.
 std::string head_config_path(const std::string& path);
 
+// A head's config.json, parsed: a JSON object. Throws Error naming the file when it is missing (`missing`: what to
+// say, e.g. "an EAGLE head needs config.json"), not JSON or not an object.
+nlohmann::json read_head_config(const std::string& config_path, const std::string& missing);
+
 // Finds the weights (the path itself when it is a file, else the first of `weight_files` present in the folder) and
 // reads config.json. `torch_file`: the name of the kind's torch.save() checkpoint, for a hint to convert it. Throws
 // Error naming the path and what was expected (`title`, e.g. "Medusa heads").

@@ -14,6 +14,7 @@
 #include "core/base/error.h"
 #include "core/model/checkpoint_tensor.h"
 #include "core/base/file_bytes.h"
+#include "core/model/head_folder.h"
 #include "core/io/safetensors.h"
 #include "core/model/forward_clock.h"
 #include "core/model/head_rows.h"
@@ -172,22 +173,11 @@ std::vector<std::string> EagleHead::checkpoint_keys(bool fc_bias, bool with_d2t)
 }
 
 std::unique_ptr<EagleHead> EagleHead::load(const std::string& path, const LlamaModel& target) {
-  std::string dir = path;
-  if (is_file(path)) {
-    auto slash = path.find_last_of('/');
-    dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  } else if (!is_directory(path)) {
+  if (!is_file(path) && !is_directory(path))
     throw Error::at(path, "not found (expected an EAGLE head folder with config.json and model.safetensors, or a "
                           ".safetensors file with config.json beside it)");
-  }
-  const std::string config_path = dir + "/config.json";
-  if (!is_file(config_path)) throw Error::at(config_path, "not found: an EAGLE head needs config.json");
-  json j;
-  try {
-    j = json::parse(read_text_file(config_path));
-  } catch (const json::exception& e) {
-    throw Error::in_file(config_path, "config", "valid JSON", e.what());
-  }
+  const std::string config_path = head_config_path(path);
+  const json j = read_head_config(config_path, "an EAGLE head needs config.json");
   ModelConfig config = parse_hf_config(j, config_path);
   // The head's layer is a dense Llama layer whatever the target (the official Mixtral head's config repeats the
   // target's expert fields).

@@ -70,14 +70,7 @@ struct Eagle3Config {
 
 Eagle3Config read_eagle3_config(const std::string& head_path, const ModelConfig& tc) {
   const std::string config_path = head_config_path(head_path);
-  if (!is_file(config_path)) throw Error::at(config_path, "not found: an EAGLE-3 head needs config.json");
-  json j;
-  try {
-    j = json::parse(read_text_file(config_path));
-  } catch (const json::exception& e) {
-    throw Error::in_file(config_path, "config", "valid JSON", e.what());
-  }
-  if (!j.is_object()) throw Error::in_file(config_path, "config", "a JSON object", j.type_name());
+  const json j = read_head_config(config_path, "an EAGLE-3 head needs config.json");
   // The official class reads num_hidden_layers nowhere (its single layer is fixed): do not let the parser check it.
   json shape = j;
   shape["num_hidden_layers"] = 1;
