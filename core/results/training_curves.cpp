@@ -167,6 +167,12 @@ std::vector<std::vector<double>> read_rows(const H5::Group& g, const std::string
 
 }  // namespace
 
+std::vector<double> TrainingCurves::eval_perplexity() const {
+  std::vector<double> perplexity;
+  for (double l : eval_loss) perplexity.push_back(std::exp(l));
+  return perplexity;
+}
+
 void write_training_group(H5::Group& g, const TrainingCurves& c) {
   H5::Group train = g.createGroup("train");
   write_vector(train, "step", c.train_step);
@@ -175,9 +181,7 @@ void write_training_group(H5::Group& g, const TrainingCurves& c) {
   H5::Group eval = g.createGroup("eval");
   write_vector(eval, "step", c.eval_step);
   write_vector(eval, "loss", c.eval_loss);
-  std::vector<double> perplexity;
-  for (double l : c.eval_loss) perplexity.push_back(std::exp(l));
-  write_vector(eval, "perplexity", perplexity);
+  write_vector(eval, "perplexity", c.eval_perplexity());
   for (const TrainingMetric& m : training_metrics())
     if (const auto* rows = c.metric(m.name)) write_rows(eval, m.name, *rows, m.single_value);
   for (const auto& [key, value] : c.attributes) {

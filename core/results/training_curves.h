@@ -57,6 +57,8 @@ struct TrainingCurves {
   std::map<std::string, std::vector<std::vector<double>>> eval_metrics;
   std::map<std::string, std::string> attributes;
 
+  // exp(eval_loss), as eval/perplexity stores it.
+  std::vector<double> eval_perplexity() const;
   // A metric's rows, or nullptr when not logged.
   const std::vector<std::vector<double>>* metric(const std::string& name) const;
   // Appends one validation pass's value(s) of a declared metric.

@@ -104,7 +104,7 @@ int run_compare(int argc, char** argv) {
   c.runner.seed = static_cast<uint64_t>(seed);
   const ExperimentRun run = run_experiment_from_cli(c, model_opts, argc, argv, progress);
   const ResultsFile& results = run.results;
-  const LlamaModel& target = *run.loaded.model;
+  const LlamaModel& target = *run.target;
 
   // What computes in what: the native path keeps its weights as stored and computes in float32; the reference path
   // computes in --dtype (its description says so).

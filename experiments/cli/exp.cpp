@@ -105,10 +105,45 @@ ExperimentRun run_experiment_from_cli(ExperimentConfig& c, const ModelOptions& m
   const ExperimentPlan plan = plan_experiment(c);  // every option error before the model loads
   c = plan.config;
 
-  ExperimentRun run{load_model_and_tokenizer(model), {}};
+  ExperimentRun run;
+  const InProcessModel* in_process = InProcessModel::current();
+  if (in_process == nullptr) run.owned = load_model_and_tokenizer(model);
+  const LoadedModel& loaded = in_process ? in_process->model_for(model) : run.owned;
+  run.target = loaded.model.get();
   RunProgress report(c.experiment, progress);
-  run.results = run_experiment(*run.loaded.model, *run.loaded.tokenizer, plan, std::ref(report));
+  run.results = run_experiment(*loaded.model, *loaded.tokenizer, plan, std::ref(report));
+  if (in_process) in_process->deliver(run.results);
   return run;
+}
+
+namespace {
+thread_local InProcessModel* current_in_process = nullptr;
+}  // namespace
+
+InProcessModel::InProcessModel(const LoadedModel& model, const ModelOptions& loaded_with, ResultsFile& results)
+    : model_(model), loaded_with_(loaded_with), results_(&results), previous_(current_in_process) {
+  current_in_process = this;
+}
+
+InProcessModel::~InProcessModel() { current_in_process = previous_; }
+
+InProcessModel* InProcessModel::current() { return current_in_process; }
+
+const LoadedModel& InProcessModel::model_for(const ModelOptions& asked) const {
+  const std::pair<const char*, std::pair<std::string, std::string>> fields[] = {
+      {"--model", {loaded_with_.model_path, asked.model_path}},
+      {"--tokenizer", {loaded_with_.tokenizer_path, asked.tokenizer_path}},
+      {"--dtype", {loaded_with_.dtype, asked.dtype}},
+      {"--device", {loaded_with_.device, asked.device}},
+      {"--path", {loaded_with_.path, asked.path}},
+      {"--weights", {loaded_with_.weights, asked.weights}},
+      {"--kv-cache", {loaded_with_.kv_cache, asked.kv_cache}},
+      {"--quant-dot", {loaded_with_.quant_dot, asked.quant_dot}}};
+  for (const auto& [flag, values] : fields)
+    check(values.first == values.second, std::string(flag) + ": expected '" + values.first +
+                                             "', as the loaded model was, got '" + values.second + "'");
+  compute_options(asked);  // checks --threads and sets it
+  return model_;
 }
 
 int run_exp(int argc, char** argv) {
@@ -130,7 +165,7 @@ int run_exp(int argc, char** argv) {
   add_model_options(desc, model_opts);
   desc.add_options()
       ("help,h", "show this help")
-      ("out,o", po::value(&out_path)->required(), "results file to write (FILE.h5)")
+      ("out,o", po::value(&out_path), "results file to write (FILE.h5; required but from Python)")
       ("head", po::value(&heads)->composing(), "head folder (EAGLE head, Medusa heads, Hydra heads), DIR or LABEL=DIR (repeatable: a strategy given no head= gets the "
        "first unlabelled one of its kind)")
       ("draft", po::value(&c.draft_path), "small draft model for the classic chain method (speed)")
@@ -179,6 +214,8 @@ int run_exp(int argc, char** argv) {
   apply_sampling_filters(filters, c.runner.filters);
   check(!c.experiment.empty(), "exp: expected an experiment name (" + names + ") (see draftlab exp --help)");
   check(seed >= 0, "--seed: expected >= 0");
+  check(!out_path.empty() || InProcessModel::current() != nullptr,
+        "exp: --out FILE.h5: expected a results file to write");
   c.runner.seed = static_cast<uint64_t>(seed);
   for (const auto& h : heads) c.heads.push_back(parse_head_spec(h));
   c.datasets = split_list(datasets);
@@ -201,10 +238,10 @@ int run_exp(int argc, char** argv) {
   }
   parse_shard(shard, c.shard_index, c.shard_count);
   const ResultsFile results = run_experiment_from_cli(c, model_opts, argc, argv, progress).results;
-  write_results(out_path, results);
+  if (!out_path.empty()) write_results(out_path, results);
   if (!jsonl_dir.empty()) write_spec_bench_jsonl(results, jsonl_dir, static_cast<double>(std::time(nullptr)));
 
-  std::printf("%s\n%s", out_path.c_str(), summary_table(results).c_str());
+  std::printf("%s\n%s", out_path.empty() ? "(in process)" : out_path.c_str(), summary_table(results).c_str());
   if (!all_identical(results)) {
     std::printf("\nWARNING: a method's greedy output differs from vanilla's (a lossless method must not)\n");
     return 3;

@@ -18,8 +18,32 @@ struct ProgressSettings {
 };
 
 struct ExperimentRun {
-  LoadedModel loaded;
+  const LlamaModel* target = nullptr;  // the loaded model, or an InProcessModel's
+  LoadedModel owned;                   // what this run loaded (empty for an InProcessModel)
   ResultsFile results;
+};
+
+// A model already loaded in this process (the Python module's draftlab.Model). While one is alive on this thread,
+// compare and exp run on it instead of loading --model, and hand their results file to `results` (exp then needs
+// no --out). The command's model options must be the ones the model was loaded with: Error naming the first that
+// differs.
+class InProcessModel {
+ public:
+  InProcessModel(const LoadedModel& model, const ModelOptions& loaded_with, ResultsFile& results);
+  ~InProcessModel();
+  InProcessModel(const InProcessModel&) = delete;
+  InProcessModel& operator=(const InProcessModel&) = delete;
+
+  static InProcessModel* current();  // nullptr when none is alive on this thread
+  // The model, after checking that `asked` names it the way it was loaded.
+  const LoadedModel& model_for(const ModelOptions& asked) const;
+  void deliver(const ResultsFile& results) const { *results_ = results; }
+
+ private:
+  const LoadedModel& model_;
+  ModelOptions loaded_with_;
+  ResultsFile* results_;
+  InProcessModel* previous_;
 };
 
 ExperimentRun run_experiment_from_cli(ExperimentConfig& config, const ModelOptions& model, int argc, char** argv,

@@ -24,10 +24,12 @@
 #include "core/decoding/speculative_decoder.h"
 #include "core/decoding/vanilla_decoder.h"
 #include "experiments/cli/commands.h"
+#include "experiments/cli/experiment_cli.h"
 #include "experiments/cli/model_loading.h"
 #include "strategies/registry.h"
 
 namespace py = pybind11;
+using namespace pybind11::literals;
 
 namespace draftlab {
 namespace {
@@ -220,8 +222,95 @@ void register_python_strategy(const std::string& name, py::object factory, const
   register_strategy(std::move(d));
 }
 
+// A column as NumPy: numbers as an array of their type, text as an array of str (as h5py reads the file).
+template <typename T>
+py::object column_to_python(const std::vector<T>& values) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    py::list texts;
+    for (const std::string& v : values)
+      texts.append(py::reinterpret_steal<py::str>(
+          PyUnicode_DecodeUTF8(v.data(), static_cast<Py_ssize_t>(v.size()), "replace")));
+    return py::module_::import("numpy").attr("array")(texts, "dtype"_a = "str");
+  } else {
+    return py::array_t<T>(values.size(), values.data());
+  }
+}
+
+// A results file in memory as the dicts analysis/plot.py's load_results reads from HDF5: {"attrs", "runs":
+// [{attribute: value, ..., "questions"|"cycles"|"nodes": {column: array}}], "training": {label: {...}}}; absent
+// optional attributes are left out as the file leaves them out.
+py::dict results_to_python(const ResultsFile& results) {
+  py::dict attrs;
+  for (const auto& [key, value] : results.attributes) attrs[py::str(key)] = value;
+#define DRAFTLAB_PY_ROOT_STRING(name, presence, meaning)
+#define DRAFTLAB_PY_ROOT_INT(name, default_value, presence, meaning) attrs[#name] = results.name;
+  DRAFTLAB_ROOT_ATTRIBUTES(DRAFTLAB_PY_ROOT_STRING, DRAFTLAB_PY_ROOT_INT)
+#undef DRAFTLAB_PY_ROOT_INT
+#undef DRAFTLAB_PY_ROOT_STRING
+  py::list runs;
+  for (const RunRecord& r : results.runs) {
+    py::dict run;
+    r.for_each_attribute([&](const char* name, Presence presence, const auto& value) {
+      using T = std::decay_t<decltype(value)>;
+      if constexpr (std::is_same_v<T, std::string>)
+        if (presence == Presence::optional && value.empty()) return;
+      run[name] = value;
+    });
+    r.for_each_table([&](const char* name, const auto& rows) {
+      py::dict table;
+      rows.for_each_column([&](const char* column, const auto& values) { table[column] = column_to_python(values); });
+      run[name] = table;
+    });
+    runs.append(run);
+  }
+  py::dict training;
+  for (const auto& [label, c] : results.training) {
+    py::dict curves;
+    curves["train/step"] = column_to_python(c.train_step);
+    curves["train/loss"] = column_to_python(c.train_loss);
+    curves["train/learning_rate"] = column_to_python(c.learning_rate);
+    curves["eval/step"] = column_to_python(c.eval_step);
+    curves["eval/loss"] = column_to_python(c.eval_loss);
+    curves["eval/perplexity"] = column_to_python(c.eval_perplexity());
+    for (const auto& [metric, rows] : c.eval_metrics) {  // [passes], or [passes, columns] (training_curves.h)
+      std::vector<double> flat;
+      for (const auto& row : rows) flat.insert(flat.end(), row.begin(), row.end());
+      py::array values = column_to_python(flat);
+      if (!find_training_metric(metric).single_value)
+        values = values.attr("reshape")(rows.size(), rows.empty() ? 0 : rows.front().size());
+      curves[py::str("eval/" + metric)] = values;
+    }
+    py::dict curve_attrs;
+    for (const auto& [key, value] : c.attributes) curve_attrs[py::str(key)] = value;
+    curves["attrs"] = curve_attrs;
+    training[py::str(label)] = curves;
+  }
+  py::dict out;
+  out["attrs"] = attrs;
+  out["runs"] = runs;
+  out["training"] = training;
+  return out;
+}
+
 struct Model {
   cli::LoadedModel loaded;
+  cli::ModelOptions options;  // as loaded: compare and exp on this model must ask for the same
+
+  // `draftlab compare|exp ARGS` on this model (no reload): the results as results_to_python gives them. Raises
+  // draftlab.Error for a non-zero exit (bad options; greedy output differing from vanilla's).
+  py::dict experiment(const std::vector<std::string>& args) const {
+    ResultsFile results;
+    int code = 0;
+    {
+      cli::InProcessModel in_process(loaded, options, results);
+      code = run(args);
+    }
+    std::string command = "draftlab";
+    for (const std::string& a : args) command += " " + a;
+    check(code == 0, command + ": exit code " + std::to_string(code));
+    check(!results.runs.empty(), command + ": expected compare or exp (the commands that run experiments)");
+    return results_to_python(results);
+  }
 
   // One plain forward of ids from an empty cache: logits [n, vocab] (float32) and features [n, width] (the final
   // normed hidden state, or the residual after feature_layers side by side), as DLPack capsules or NumPy views.
@@ -343,10 +432,11 @@ PYBIND11_MODULE(_draftlab, m) {
              o.weights = weights;
              o.kv_cache = kv_cache;
              o.threads = threads;
-             return Model{cli::load_model_and_tokenizer(o)};
+             return Model{cli::load_model_and_tokenizer(o), o};
            }),
            py::arg("path"), py::arg("tokenizer") = "", py::arg("dtype") = "float32", py::arg("cpu_path") = "auto",
            py::arg("weights") = "auto", py::arg("kv_cache") = "auto", py::arg("threads") = 0)
+      .def("experiment", &Model::experiment, py::arg("args"))
       .def("encode", &Model::encode, py::arg("text"), py::arg("chat_template") = "plain")
       .def("decode", &Model::decode, py::arg("ids"))
       .def("forward", &Model::forward, py::arg("ids"), py::arg("feature_layers"), py::arg("dlpack"))

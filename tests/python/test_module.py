@@ -212,6 +212,59 @@ def test_compare_in_process_equals_the_cli_results_file(tmp_path):
     assert list(py["identical"]) == [1, 1]
 
 
+def assert_same_results(memory, file):
+    """Two results in load_results' form hold the same attributes, runs, columns and training curves."""
+    assert memory["attrs"] == file["attrs"]
+    assert len(memory["runs"]) == len(file["runs"])
+    for ours, theirs in zip(memory["runs"], file["runs"]):
+        assert ours.keys() == theirs.keys()
+        for key, value in theirs.items():
+            if isinstance(value, dict):  # a table: its columns
+                assert ours[key].keys() == value.keys(), key
+                for column, values in value.items():
+                    assert ours[key][column].dtype.kind == values.dtype.kind, (key, column)
+                    assert np.array_equal(ours[key][column], values, equal_nan=values.dtype.kind == "f"), (key, column)
+            else:
+                assert ours[key] == value, key
+    assert memory["training"].keys() == file["training"].keys()
+    for label, curves in file["training"].items():
+        assert memory["training"][label].keys() == curves.keys(), label
+        for key, values in curves.items():
+            if key == "attrs":
+                assert memory["training"][label][key] == values
+            else:
+                assert np.array_equal(memory["training"][label][key], values), (label, key)
+
+
+def test_an_experiment_on_a_loaded_model_hands_back_what_its_file_holds(target, tmp_path):
+    """Model.experiment (compare / exp on the loaded model, no reload): the results in memory equal, attribute for
+    attribute and column for column, the file the same run writes as h5py reads it back; the head's training
+    curves too. Without out, draftlab.compare on the Model writes no file and gives the path form's tokens."""
+    common = ["-n", "16", "--threads", "1", "--repeats", "1", "--warmup", "0", "--quiet"]
+    out = str(tmp_path / "compare.h5")
+    memory = target._model.experiment(["compare", *target._options(), "--prompt", PROMPTS[0], "-s", "pld",
+                                       *common, "-o", out])
+    assert_same_results(memory, draftlab.load_results(out))
+
+    head = os.path.join(SOURCE_DIR, "data", "models", "ts-target-eagle-head")
+    out = str(tmp_path / "compare-head.h5")
+    memory = target._model.experiment(["compare", *target._options(), "--prompt", PROMPTS[1], "-s", "eagle2",
+                                       "--head", head, *common, "-o", out])
+    file = draftlab.load_results(out)
+    assert_same_results(memory, file)
+
+    os.remove(out)
+    os.remove(str(tmp_path / "compare.h5"))
+    args = dict(n=16, threads=1, repeats=1, warmup=0, quiet=True)
+    on_model = draftlab.compare(target, PROMPTS[:2], ["pld"], **args)
+    assert os.listdir(tmp_path) == []
+    from_path = draftlab.compare(TARGET, PROMPTS[:2], ["pld"], **args)
+    for column in ("method", "new_tokens", "cycles", "answer", "identical", "tau"):
+        assert list(on_model[column]) == list(from_path[column]), column
+    with pytest.raises(draftlab.Error, match="option min_ngram"):  # the command's own refusal
+        draftlab.compare(target, PROMPTS[:1], ["pld:min_ngram=x"], **args)
+
+
 @pytest.mark.parametrize("name", ["strategy_in_python", "experiment_from_python"])
 def test_the_python_notebooks_run_end_to_end(tmp_path, name):
     """notebooks_export/python/*.ipynb executed top to bottom through the module (a Python strategy tabled beside
@@ -258,12 +311,18 @@ def test_exp_runs_a_driver_with_the_cli_options(tmp_path):
         pytest.skip(f"no bench questions under {shared} (set DRAFTLAB_SHARED)")
     os.environ["DRAFTLAB_SHARED"] = shared
     out = str(tmp_path / "alpha.h5")
-    df = draftlab.exp("alpha", m=TINY, head=os.path.join(SOURCE_DIR, "data", "models", "ts-tiny-eagle-head"),
-                      questions=2, n=16, ignore_eos=True, threads=1, repeats=1, warmup=0, out=out)
+    head = os.path.join(SOURCE_DIR, "data", "models", "ts-tiny-eagle-head")
+    df = draftlab.exp("alpha", m=TINY, head=head, questions=2, n=16, ignore_eos=True, threads=1, repeats=1,
+                      warmup=0, out=out)
     assert os.path.isfile(out)
     assert set(df["method"]) == {"vanilla", "eagle-chain"} and len(df) == 2 * 4  # 2 MT-bench questions, 2 turns
     assert (df[df["method"] == "eagle-chain"]["identical"] == 1).all()
     assert df[df["method"] == "eagle-chain"]["tau"].iloc[0] > 1
+    # The same driver on a loaded Model: the same tokens, no file.
+    on_model = draftlab.exp("alpha", model=draftlab.Model(TINY, threads=1), head=head, questions=2, n=16,
+                            ignore_eos=True, threads=1, repeats=1, warmup=0)
+    for column in ("method", "new_tokens", "cycles", "answer", "tau"):
+        assert list(on_model[column]) == list(df[column]), column
     with pytest.raises(draftlab.Error, match="--temperatures"):  # the CLI's own message for its own option
         draftlab.exp("alpha", m=TINY, temperatures="hot")
 

@@ -8,7 +8,8 @@
 - `run("compare", "--help")`: any draftlab command, in-process, with the CLI's own options.
 - `compare(...)`, `exp(NAME, ...)`: the commands of the same names; keyword arguments are their options
   (`questions=10` is `--questions 10`, `ignore_eos=True` is `--ignore-eos`, a list repeats the option); the
-  results file they write comes back as a DataFrame with the schema's column names (docs/results-schema.md).
+  results come back as a DataFrame with the schema's column names (docs/results-schema.md). Given a loaded
+  `Model` (compare's `model`, exp's `model=`), they run on it: no reload, no results file unless `out` is given.
 - `Model(path)`: encode, decode, generate with any strategy, the output's tokens, tau and per-cycle numbers.
 - `register_strategy(name, factory)`: a drafter written in Python (a `Strategy` subclass), usable by name in
   generate, compare and exp like a C++ one; the C++ verifier checks every proposal (a malformed tree raises
@@ -55,12 +56,14 @@ def run(*args):
         raise Error(f"draftlab {' '.join(map(str, args))}: exit code {code}")
 
 
-def results(path):
-    """A results file as one DataFrame: a row per question turn of every run, the run's attributes beside it."""
+def results(path_or_loaded):
+    """A results file (or load_results' dicts of one) as one DataFrame: a row per question turn of every run, the
+    run's attributes beside it."""
     import pandas as pd
 
+    loaded = load_results(path_or_loaded) if isinstance(path_or_loaded, (str, os.PathLike)) else path_or_loaded
     frames = []
-    for run_ in load_results(path)["runs"]:
+    for run_ in loaded["runs"]:
         table = pd.DataFrame(run_["questions"])
         for key, value in run_.items():
             if key not in ("questions", "cycles", "nodes") and key not in table.columns:
@@ -69,22 +72,33 @@ def results(path):
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _command_to_frame(command, args, out):
+def _command_to_frame(command, args, out, model=None):
+    """Runs compare / exp: on a loaded Model in this process (results handed over in memory, a file only at out),
+    else as the command line would (loading --model, results read back from out or a temporary file)."""
+    output = ["-o", str(out)] if out else []
+    if isinstance(model, Model):
+        return results(model._model.experiment([*command, *model._options(), *args, *output]))
     with tempfile.TemporaryDirectory() as tmp:
-        path = out or os.path.join(tmp, "results.h5")
+        path = str(out) if out else os.path.join(tmp, "results.h5")
         run(*command, *args, "-o", path)
         return results(path)
 
 
 def compare(model, prompts, strategies, out=None, **options):
-    """`draftlab compare` on these prompts and strategies (each "NAME" or "NAME:key=value,..."): a DataFrame."""
-    args = ["--model", model] + _arguments({"prompt": list(prompts), "s": list(strategies)}) + _arguments(options)
-    return _command_to_frame(["compare"], args, out)
+    """`draftlab compare` on these prompts and strategies (each "NAME" or "NAME:key=value,..."): a DataFrame.
+    model: a loaded Model (run on it) or a model path."""
+    args = _arguments({"prompt": list(prompts), "s": list(strategies)}) + _arguments(options)
+    if isinstance(model, Model):
+        return _command_to_frame(["compare"], args, out, model)
+    return _command_to_frame(["compare"], ["--model", model] + args, out)
 
 
-def exp(name, out=None, **options):
-    """`draftlab exp NAME` with these options: its results file as a DataFrame (kept at `out` when given)."""
-    return _command_to_frame(["exp", name], _arguments(options), out)
+def exp(name, out=None, model=None, **options):
+    """`draftlab exp NAME` with these options: its results as a DataFrame (the file kept at `out` when given).
+    model: a loaded Model (run on it) or a model path (also m=PATH, the CLI's -m)."""
+    if isinstance(model, Model):
+        return _command_to_frame(["exp", name], _arguments(options), out, model)
+    return _command_to_frame(["exp", name], _arguments(dict(options, model=model)), out)
 
 
 class Model:
@@ -93,6 +107,12 @@ class Model:
     def __init__(self, path, tokenizer="", dtype="float32", cpu_path="auto", weights="auto", kv_cache="auto",
                  threads=0):
         self._model = _draftlab.Model(path, tokenizer, dtype, cpu_path, weights, kv_cache, threads)
+        self._loaded_with = dict(model=path, tokenizer=tokenizer, dtype=dtype, path=cpu_path, weights=weights,
+                                 kv_cache=kv_cache)
+
+    def _options(self):
+        """The command-line options that name this model as it was loaded (compare / exp run on it)."""
+        return _arguments({k: v for k, v in self._loaded_with.items() if v != ""})
 
     @property
     def vocab_size(self):
