@@ -75,18 +75,24 @@ for delay in 0.5 1.5; do
   killed_ok "exp killed after ${delay}s" && check_folder "exp killed after ${delay}s" "$D" speed.h5
 done
 # The moment the temporary appears, then later and later until a kill comes after the rename (at last no kill).
-for offset in 0 0.05 0.15 0.4 1 none; do
-  [ -e "$OUT" ] && break
-  label="exp killed ${offset}s into the write"
-  if [ $offset = none ]; then
-    label="exp not killed"
-    launch never 0 "${EXP[@]}"
-  else
-    launch "$OUT.tmp.@PID@" $offset "${EXP[@]}"
-  fi
-  killed_ok "$label" || continue
-  [ -e "$OUT.tmp.$pid" ] && [ ! -e "$OUT" ] && inside=$((inside + 1))
-  check_folder "$label" "$D" speed.h5
+# A loaded machine can miss the write with every kill: then the series again (3 rounds at most), so the checks
+# below see a kill inside the write rather than skip.
+for round in 1 2 3; do
+  [ $inside -gt 0 ] && break
+  rm -f "$OUT"
+  for offset in 0 0.05 0.15 0.4 1 none; do
+    [ -e "$OUT" ] && break
+    label="exp killed ${offset}s into the write (round $round)"
+    if [ $offset = none ]; then
+      label="exp not killed (round $round)"
+      launch never 0 "${EXP[@]}"
+    else
+      launch "$OUT.tmp.@PID@" $offset "${EXP[@]}"
+    fi
+    killed_ok "$label" || continue
+    [ -e "$OUT.tmp.$pid" ] && [ ! -e "$OUT" ] && inside=$((inside + 1))
+    check_folder "$label" "$D" speed.h5
+  done
 done
 [ -e "$OUT" ] && ok "exp: a run got past the write" || bad "exp: no run got past the write"
 # A killed overwrite: the file under the name is still the earlier one, byte for byte.

@@ -1,6 +1,6 @@
 // T = 0 losslessness: every strategy produces exactly vanilla decoding's tokens (the independent truth is the
-// plain loop, generate_vanilla), on the peer models over 120 prompts from the six bench sets, plus the edge
-// cases: a stop token inside an accepted draft, and the end of the context.
+// plain loop, generate_vanilla), on the peer models over 120 prompts from the six bench sets (30 in the fast
+// tier), plus the edge cases: a stop token inside an accepted draft, and the end of the context.
 #include <gtest/gtest.h>
 
 #include "core/decoding/speculative_decoder.h"
@@ -8,6 +8,7 @@
 #include "core/model/llama_model.h"
 #include "lossless_fixtures.h"
 #include "model/model_fixtures.h"
+#include "test_tier.h"
 
 using namespace draftlab;
 using namespace draftlab::testing;
@@ -97,8 +98,9 @@ class LosslessGreedy : public ::testing::TestWithParam<LosslessCase> {
 };
 
 TEST_P(LosslessGreedy, SameTokensAsVanillaOnBenchPrompts) {
-  auto prompts = bench_prompts(*tokenizer, 4, 48);  // 6 sets x 20 = 120 prompts
-  ASSERT_GE(prompts.size(), 100u);
+  // 6 sets x 20 = 120 prompts; the fast tier 6 x 5 = 30
+  auto prompts = bench_prompts(*tokenizer, tier_size(4, 16), 48);
+  ASSERT_GE(prompts.size(), tier_size(100u, 25u));
   GenerationConfig gen;
   gen.max_new_tokens = 40;
   gen.stop_tokens = {1};  // llama2.c models end a text with BOS

@@ -12,6 +12,7 @@
 #include "chi_square.h"
 #include "lossless_fixtures.h"
 #include "model/model_fixtures.h"
+#include "test_tier.h"
 
 using namespace draftlab;
 using namespace draftlab::testing;
@@ -24,6 +25,10 @@ at::Tensor keep_p_after_rejection(const at::Tensor& p, int64_t, const at::Tensor
 
 constexpr int64_t kVocab = 8;
 constexpr int kRuns = 3000;
+// The fast tier runs the reference path's cases (libtorch's forward, 15x the native path's time here) with fewer
+// runs at the same false-alarm level: the acceptance code is the native path's, which keeps the full count, and the
+// wrong-rule controls keep it on both paths.
+constexpr int kFastReferenceRuns = 1000;
 
 struct Exact {
   std::map<std::pair<int64_t, int64_t>, double> p;  // P(first, second)
@@ -83,7 +88,7 @@ class LosslessSampling : public ::testing::TestWithParam<LosslessCase> {
   }
 
   // rejected (optional): draft nodes the verifier rejected over all runs, the wrong rule's only chance to show.
-  std::map<std::pair<int64_t, int64_t>, int> run(const SamplingParams& sp, RejectionUpdate rule,
+  std::map<std::pair<int64_t, int64_t>, int> run(const SamplingParams& sp, RejectionUpdate rule, int runs,
                                                  int64_t* rejected = nullptr) {
     // The model paths exist only now: take this label's options with them filled in.
     StrategyConfig cfg;
@@ -91,7 +96,7 @@ class LosslessSampling : public ::testing::TestWithParam<LosslessCase> {
       if (c.label == GetParam().config.label) cfg = c;
     auto strategy = make_strategy(cfg.name, StrategyContext{*target}, StrategyOptions::parse(cfg.options));
     std::map<std::pair<int64_t, int64_t>, int> counts;
-    for (int r = 0; r < kRuns; ++r) {
+    for (int r = 0; r < runs; ++r) {
       GenerationConfig gen;
       gen.max_new_tokens = 2;
       gen.sampling = sp;
@@ -123,10 +128,11 @@ class LosslessSampling : public ::testing::TestWithParam<LosslessCase> {
 
   // The first two tokens' empirical distribution against the enumerated one, with and without top-p.
   void expect_target_distribution() {
+    const int runs = GetParam().path == CpuPath::Reference ? tier_size(kRuns, kFastReferenceRuns) : kRuns;
     for (SamplingParams sp : {SamplingParams{1.5, 0, 1.0}, SamplingParams{1.5, 0, 0.8}}) {
       Exact e = exact_distribution(*target, prompt, sp);
-      auto counts = run(sp, residual_after_rejection);
-      auto chi = chi_square(e, counts, kRuns);
+      auto counts = run(sp, residual_after_rejection, runs);
+      auto chi = chi_square(e, counts, runs);
       const double bound = chi_square_quantile(chi.dof, 1e-6);  // false-alarm rate
       EXPECT_EQ(chi.impossible, 0) << "an outcome of probability 0 occurred";
       EXPECT_LT(chi.statistic, bound) << "top_p " << sp.top_p << " dof " << chi.dof;
@@ -153,7 +159,7 @@ TEST_P(LosslessSampling, AWrongAcceptanceRuleIsCaught) {
   SamplingParams sp{1.5, 0, 1.0};
   Exact e = exact_distribution(*target, prompt, sp);
   int64_t rejected = 0;
-  auto counts = run(sp, keep_p_after_rejection, &rejected);
+  auto counts = run(sp, keep_p_after_rejection, kRuns, &rejected);
   std::cout << GetParam().label() << ": " << rejected << " draft nodes rejected in " << kRuns << " runs\n";
   const int64_t needed = kRuns / 10;
   ASSERT_GE(rejected, needed) << "only " << rejected << " draft nodes rejected in " << kRuns
