@@ -280,6 +280,69 @@ TEST_P(Int8KernelTest, GivesTheDefinitionsBits) {
   }
 }
 
+// Extreme blocks, written as raw bytes: weights -128 and 127 (Q8_0; -128 is never produced by ggml's quantizer
+// but a GGUF may hold it) or nibbles 0 and 15 (Q4_0: -8 and 7), against activations quantized to +-127, in
+// uniform and alternating patterns. Where the kernel multiplies unsigned by signed bytes (vpmaddubsw sums two
+// products into a saturating int16), these are the sums that would overflow first.
+TEST_P(Int8KernelTest, ExtremeBlocksGiveTheDefinitionsBits) {
+  const auto [storage, kernel] = GetParam();
+  if (!packed_int8::int8_kernel_runs(kernel)) GTEST_SKIP() << "CPU lacks " << packed_int8::int8_kernel_name(kernel);
+  const int64_t out = 32, in = 64, n = 4, blocks = in / 32;
+  const bool q8 = storage == WeightStorage::Q8_0;
+  const int lo = q8 ? -128 : -8, hi = q8 ? 127 : 7;
+  // Weight row o, element t: four patterns (all lo, all hi, lo/hi alternating, hi/lo alternating).
+  auto weight = [&](int64_t o, int64_t t) {
+    switch (o % 4) {
+      case 0: return lo;
+      case 1: return hi;
+      case 2: return t % 2 == 0 ? lo : hi;
+      default: return t % 2 == 0 ? hi : lo;
+    }
+  };
+  const uint16_t scale_bits = 0x3C00;  // 1.0 in half precision; block b of row o scaled by 2^-(o % 3)
+  const int64_t panel_bytes = packed_int8::panel_bytes(storage, in);
+  std::vector<uint8_t> data(static_cast<size_t>((out / 16) * panel_bytes), 0);
+  std::vector<float> scales(static_cast<size_t>(out * blocks));
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t b = 0; b < blocks; ++b) {
+      uint8_t bytes[34] = {};
+      const uint16_t d = static_cast<uint16_t>(scale_bits - 0x0400 * (o % 3));
+      std::memcpy(bytes, &d, 2);
+      scales[o * blocks + b] = half_to_float(d);
+      for (int64_t t = 0; t < 32; ++t) {
+        const int v = weight(o, b * 32 + t);
+        if (q8)
+          bytes[2 + t] = static_cast<uint8_t>(static_cast<int8_t>(v));
+        else if (t < 16)
+          bytes[2 + t] = static_cast<uint8_t>(bytes[2 + t] | (v + 8));
+        else
+          bytes[2 + t - 16] = static_cast<uint8_t>(bytes[2 + t - 16] | ((v + 8) << 4));
+      }
+      packed_int8::put_block(storage, data.data() + (o / 16) * panel_bytes, in, b, o % 16, bytes);
+    }
+  // Activation rows: all +1, all -1, alternating, alternating the other way (each quantizes to +-127).
+  std::vector<float> x(static_cast<size_t>(n * in));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t t = 0; t < in; ++t) x[j * in + t] = j == 0 ? 1.0f : j == 1 ? -1.0f : (t + j) % 2 == 0 ? 1.0f : -1.0f;
+  QuantizedRows q;
+  quantize_rows(x.data(), in, n, in, q);
+  std::vector<float> y(static_cast<size_t>(n * out), -7.0f);
+  packed_int8::multiply(storage, kernel, data.data(), out, in, q, y.data(), out, 0, out / 16);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t o = 0; o < out; ++o) {
+      float acc = 0.0f;  // the definition, as naive_int8_product computes it
+      for (int64_t b = 0; b < blocks; ++b) {
+        int64_t sum = 0;
+        for (int64_t t = 0; t < 32; ++t) {
+          ASSERT_EQ(std::abs(q.q[j * in + b * 32 + t]), 127);
+          sum += static_cast<int64_t>(q.q[j * in + b * 32 + t]) * weight(o, b * 32 + t);
+        }
+        acc = std::fmaf(static_cast<float>(sum), scales[o * blocks + b] * q.scale[j * blocks + b], acc);
+      }
+      ASSERT_EQ(y[j * out + o], acc) << "activation row " << j << ", weight row " << o << " (pattern " << o % 4 << ")";
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     StorageAndKernel, Int8KernelTest,
     ::testing::Combine(::testing::Values(WeightStorage::Q8_0, WeightStorage::Q4_0),
