@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "core/decoding/speculative_decoder.h"
+#include <optional>
+
 #include "core/model/compute_options.h"
 #include "core/text/tokenizer.h"
 #include "strategies/registry.h"
@@ -61,13 +63,17 @@ struct LosslessCase {
   bool mixture_of_experts = false;  // a mixture-of-experts target (tests that build their own target)
   // q8_0 weights met by int8 dot products (BlockDot::Int8): the target's own arithmetic, not the float model's.
   bool int8_dot = false;
+  // How the native path stores the target's weights (float16, bfloat16); unset: as the checkpoint stores them.
+  std::optional<WeightStorage> weights = std::nullopt;
   std::string label() const {
     return config.label + (path == CpuPath::Native ? "_native" : "_reference") + (float16_kv_cache ? "_kv16" : "") +
-           (mixture_of_experts ? "_moe" : "") + (int8_dot ? "_q8int8" : "");
+           (mixture_of_experts ? "_moe" : "") + (int8_dot ? "_q8int8" : "") +
+           (weights ? std::string("_") + weight_storage_name(*weights) : "");
   }
   ComputeOptions compute() const {
     ComputeOptions o;
     o.cpu_path = path;
+    if (weights) o.weights = *weights;
     if (float16_kv_cache) o.kv_cache = at::kHalf;
     if (int8_dot) {
       o.weights = WeightStorage::Q8_0;
@@ -104,6 +110,15 @@ inline std::vector<LosslessCase> on_moe_target(const std::vector<StrategyConfig>
 inline std::vector<LosslessCase> on_int8_target(const std::vector<StrategyConfig>& configs, bool moe = false) {
   std::vector<LosslessCase> cases;
   for (const auto& c : configs) cases.push_back({c, CpuPath::Native, false, moe, true});
+  return cases;
+}
+
+// The native path with the target's weights stored as float16 and as bfloat16 (each product still sums in float32):
+// the strategy must reproduce the target's decoding in that storage.
+inline std::vector<LosslessCase> on_half_weights(const std::vector<StrategyConfig>& configs) {
+  std::vector<LosslessCase> cases;
+  for (WeightStorage w : {WeightStorage::Float16, WeightStorage::BFloat16})
+    for (const auto& c : configs) cases.push_back({c, CpuPath::Native, false, false, false, w});
   return cases;
 }
 

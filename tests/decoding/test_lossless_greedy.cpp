@@ -197,6 +197,28 @@ TEST_P(LosslessGreedyStories, SameTokensAsVanillaOnBenchPrompts) {
   EXPECT_LE(with_ties, prompts.size() / 10) << "outputs passed only by the near-tie escape";
 }
 
+// The weight-storage axis: the target's weights as float16 and as bfloat16 on the native path (row-independent
+// kernels: exact equality), 30 bench prompts (12 in the fast tier).
+class LosslessGreedyHalfWeights : public LosslessGreedy {};
+
+TEST_P(LosslessGreedyHalfWeights, SameTokensAsVanillaOnBenchPrompts) {
+  ASSERT_EQ(target->native()->storage(), *GetParam().weights);
+  auto prompts = bench_prompts(*tokenizer, tier_size(16, 40), 48);
+  GenerationConfig gen;
+  gen.max_new_tokens = 40;
+  gen.stop_tokens = {1};
+  int64_t drafted = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto want = generate_vanilla(*target, prompts[i], gen);
+    SpeculativeDecoder decoder(*target, *strategy);
+    const auto got = decoder.generate(prompts[i], gen);
+    EXPECT_EQ(got.tokens, want.tokens) << "prompt " << i;
+    EXPECT_EQ(got.stop_reason, want.stop_reason) << "prompt " << i;
+    for (const auto& c : got.cycles) drafted += c.drafted;
+  }
+  std::cout << GetParam().label() << ": " << prompts.size() << " prompts, drafted " << drafted << "\n";
+}
+
 // Over q8_0 weights met by int8 dot products (BlockDot::Int8), dense and mixture of experts. The peer models' MLP
 // (172 wide) is not whole 32-value blocks, so the target is a random tiny model (vocabulary 97), saved for the
 // strategies that load it (self-drafting chain, heads made for it) beside an unrelated tiny draft model.
@@ -231,6 +253,8 @@ TEST_P(LosslessGreedyInt8, SameTokensAsVanillaInTheSameSetting) {
 INSTANTIATE_TEST_SUITE_P(Strategies, LosslessGreedy, ::testing::ValuesIn(on_both_paths(all_strategy_configs("", ""))), case_name);
 // The float16 KV cache on the GQA model (kv heads shared by query heads: the attention path with most to get wrong).
 INSTANTIATE_TEST_SUITE_P(Strategies, LosslessGreedyStories, ::testing::ValuesIn(on_every_path(all_strategy_configs("", ""))), case_name);
+INSTANTIATE_TEST_SUITE_P(WeightStorage, LosslessGreedyHalfWeights,
+                         ::testing::ValuesIn(on_half_weights(all_strategy_configs("", ""))), case_name);
 INSTANTIATE_TEST_SUITE_P(Int8DotProducts, LosslessGreedyInt8, ::testing::ValuesIn(on_int8_target(all_strategy_configs("", ""))), case_name);
 INSTANTIATE_TEST_SUITE_P(Int8DotProductsMoe, LosslessGreedyInt8,
                          ::testing::ValuesIn(on_int8_target(all_strategy_configs("", ""), /*moe=*/true)), case_name);
