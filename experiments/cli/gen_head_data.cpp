@@ -26,7 +26,7 @@ int run_gen_head_data(int argc, char** argv) {
   std::string prompts_path, corpus, out, format_name = "auto", chat_template = "plain";
   int64_t prompt_tokens = 16, max_prompts = 0, validation_every = 50, batch = 1;
   bool quiet = false;
-  double dist_timeout = 300;
+  DataParallelFlags dist;
   GenerationConfig gen;
   gen.max_new_tokens = 128;
 
@@ -60,7 +60,7 @@ int run_gen_head_data(int argc, char** argv) {
 
   SamplingFilterOptions filters;
   add_sampling_filter_options(desc, filters);
-  add_data_parallel_options(desc, dist_timeout);
+  add_data_parallel_options(desc, dist);
 
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "gen-head-data", vm)) return 0;
@@ -87,7 +87,7 @@ int run_gen_head_data(int argc, char** argv) {
   if (tok.bos_id() >= 0) gen.stop_tokens.push_back(tok.bos_id());
 
   // Several ranks: each continues its share of the prompts, rank 0 writes them all (the same file as one process).
-  const auto parallel = join_data_parallel(dist_timeout, loaded.model->options().device);
+  const auto parallel = join_data_parallel(dist, loaded.model->options().device);
   const bool main_rank = !parallel || parallel->is_main();
   quiet = quiet || !main_rank;
   const bool terminal = ::isatty(STDERR_FILENO);

@@ -109,7 +109,7 @@ int run_train_head(int argc, char** argv) {
   std::string corpus, save_dtype = "float32", kind_name = "eagle";
   std::string data_path, data_format = "auto", chat_template = "plain", cache_dtype = "float32", samples = "whole";
   int validation_every = 50;
-  double dist_timeout = 300;
+  DataParallelFlags dist;
   double data_fraction = 1.0;
   HeadTrainingOptions o;  // the options every family shares
   o.context = 128;
@@ -164,7 +164,7 @@ int run_train_head(int argc, char** argv) {
   std::vector<FamilyFlag> flags;
   desc.add(family_flags(flags));
   add_trainer_options(desc, t);
-  add_data_parallel_options(desc, dist_timeout);
+  add_data_parallel_options(desc, dist);
 
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "train-head", vm)) return 0;
@@ -207,7 +207,7 @@ int run_train_head(int argc, char** argv) {
     o.feature_cache.tokenizer = tokenizer_checksum(*loaded.tokenizer);
     o.feature_cache.data_source = source + " (" + head_data_format_name(format) + ")";
   }
-  o.parallel = join_data_parallel(dist_timeout, loaded.model->options().device);
+  o.parallel = join_data_parallel(dist, loaded.model->options().device);
   const bool main_rank = !o.parallel || o.parallel->is_main();  // the others train in silence
   if (main_rank)
     std::fprintf(stderr, "%s %s: %ld sequences, %ld training and %ld validation tokens%s, sampled %s\n",

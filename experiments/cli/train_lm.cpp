@@ -22,7 +22,7 @@ int run_train_lm(int argc, char** argv) {
   int64_t dim = 64, layers = 4, heads = 4, kv_heads = 0, hidden = 0, experts = 0, experts_per_token = 2;
   double router_aux_loss_coef = 0.01;
   int threads = 0, validation_every = 50;
-  double dist_timeout = 300;
+  DataParallelFlags dist;
   LmTrainingOptions o;
   o.context = 128;
   o.batch = 16;
@@ -63,7 +63,7 @@ int run_train_lm(int argc, char** argv) {
       ("device", po::value(&device)->default_value(device), "cpu, cuda, cuda:N");
 
   add_trainer_options(desc, t);
-  add_data_parallel_options(desc, dist_timeout);
+  add_data_parallel_options(desc, dist);
 
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "train-lm", vm)) return 0;
@@ -110,7 +110,7 @@ int run_train_lm(int argc, char** argv) {
   check_lm_training_options(o);  // before the corpus loads
 
   const TextDataset data(corpus, *tokenizer, validation_every);
-  o.parallel = join_data_parallel(dist_timeout, o.compute.device);
+  o.parallel = join_data_parallel(dist, o.compute.device);
   const bool main_rank = !o.parallel || o.parallel->is_main();  // the others train in silence
   if (main_rank)
     std::fprintf(stderr, "corpus %s: %ld stories, %ld training and %ld validation tokens\n", corpus.c_str(),

@@ -3,7 +3,8 @@
 #   - train-lm and train-head (EAGLE with whole-sequence masks and input noise, the official recipe, windows with a
 #     feature cache, Medusa, Hydra, EAGLE-3): 2 ranks (`draftlab launch`) against 1, loss curves within a relative
 #     1e-5 and every parameter and Adam moment within 1e-5 (compare_training.py; seen: 2e-7 and 1.2e-7); 3 ranks on a
-#     batch of 4 (uneven shards); resumed with another world size (2 then 1, 1 then 2); a feature cache built by 2
+#     batch of 4 (uneven shards); 2 ranks with 1/64 MiB buckets (>= 3 per step, the embedding's gradient larger than
+#     a bucket); resumed with another world size (2 then 1, 1 then 2); a feature cache built by 2
 #     ranks equal to one process's, dataset for dataset; gen-head-data on 2 ranks byte for byte one process's file.
 #   - gradient accumulation (--accumulate): micro-batches equal one pass, for train-lm and every train-head variant
 #     above (one process), and 2 ranks x 2 micro-batches equal 1 rank.
@@ -53,6 +54,15 @@ run "train-lm, 2 ranks" "$BIN" launch --nproc 2 "${LM[@]}" --out "$TMP/lm2"
 same "train-lm: 2 ranks = 1 rank" "$TMP/lm1" "$TMP/lm2"
 run "train-lm, 3 ranks" "$BIN" launch --nproc 3 "${LM[@]}" --out "$TMP/lm3"
 same "train-lm: 3 ranks on a batch of 4 = 1 rank" "$TMP/lm1" "$TMP/lm3"
+# Many buckets: 1/64 MiB buckets make the all-reduce split the gradients into several messages, one of them a
+# gradient larger than a bucket (the token embedding, 1024 x 64 floats = 256 KiB), which travels alone.
+run "train-lm, 2 ranks, 16 KiB buckets" "$BIN" launch --nproc 2 "${LM[@]}" --dist-bucket-mb 0.015625 --out "$TMP/lm2b"
+buckets=$(grep -o 'in [0-9]* bucket(s)' "$TMP/err" | grep -o '[0-9]*' | head -1)
+[ "${buckets:-0}" -ge 3 ] && ok "train-lm: the gradients went in $buckets buckets per step" \
+  || bad "train-lm: expected >= 3 buckets per step, got '${buckets}': $(grep 'bucket' "$TMP/err")"
+same "train-lm: 2 ranks in $buckets buckets = 1 rank" "$TMP/lm1" "$TMP/lm2b"
+expect_error "train-lm: --dist-bucket-mb 0" "--dist-bucket-mb: expected a positive number of MiB" \
+  "$BIN" "${LM[@]}" --dist-bucket-mb 0 --out "$TMP/never"
 run "train-lm, seed 1" "$BIN" "${LM[@]}" --seed 1 --out "$TMP/lm_seed1"
 $PY "$COMPARE" "$TMP/lm1" "$TMP/lm_seed1" >/dev/null 2>&1 && bad "the comparison passes another seed's run" \
   || ok "the comparison catches another seed's run"
