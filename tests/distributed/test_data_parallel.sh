@@ -12,7 +12,8 @@
 #   - the comparison can fail: another seed is caught.
 #   - launchers: `draftlab launch`, Open MPI's mpirun and torchrun (each when installed), Slurm's variables as
 #     srun sets them; a Slurm batch shell outside srun runs as one process.
-#   - failures: a lone rank 0 (rendezvous never completes) and a stopped rank end with an error within
+#   - failures (acting once rank 0 says the group stands, not after a fixed sleep): a lone rank 0 (rendezvous never
+#     completes) and a stopped rank end with an error within
 #     --dist-timeout (+ 3 s); a killed rank ends the other at once (within 5 s), with no checkpoint written; rank 0
 #     failing to write its checkpoint ends rank 1; `draftlab launch` ends every rank when one is killed or when it
 #     gets SIGTERM itself.
@@ -151,7 +152,17 @@ RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(port) "$BIN" "${LONG[@]}
 rc=$? s=$(elapsed "$t")
 [ $rc = 1 ] && grep -q "not every rank arrived within 5 s" "$TMP/err" && $PY -c "assert $s < 8" \
   && ok "a rendezvous that never completes: exit 1 after $s s (timeout 5 s)" || bad "lone rank: exit $rc after $s s: $(tail -2 "$TMP/err")"
-# stop_or_kill SIGNAL LIMIT: two ranks; rank 1 gets SIGNAL 4 s in; rank 0 must exit 1 within LIMIT seconds.
+# wait_for_line FILE PATTERN: until FILE has a line matching PATTERN (60 s at most; returns 1 then). The failure
+# tests act on what the ranks have done (their rendezvous line), not after a fixed sleep.
+wait_for_line() {
+  for _ in $(seq 600); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+JOINED="data parallel: 2 ranks ("  # rank 0's line once the process group stands
+# stop_or_kill SIGNAL LIMIT: two ranks; rank 1 gets SIGNAL once the group stands; rank 0 must exit 1 within LIMIT s.
 stop_or_kill() {
   local p
   p=$(port)
@@ -160,7 +171,7 @@ stop_or_kill() {
   local r0=$!
   RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$p "$BIN" "${LONG[@]}" --out "$TMP/failing" >/dev/null 2>&1 &
   local r1=$!
-  sleep 4
+  wait_for_line "$TMP/err0" "$JOINED" || bad "rank 1 $1: the ranks never joined: $(tail -2 "$TMP/err0")"
   kill -"$1" $r1
   t=$(now)
   ( sleep 30; kill -9 $r0 2>/dev/null ) &
@@ -169,7 +180,7 @@ stop_or_kill() {
   rc=$? s=$(elapsed "$t")
   { kill $watchdog; wait $watchdog; } 2>/dev/null
   { kill -9 $r1; wait $r1; } 2>/dev/null
-  [ $rc = 1 ] && grep -q "data parallel: rank 0 of 2: all-reduce.* failed" "$TMP/err0" && $PY -c "assert $s < $2" \
+  [ $rc = 1 ] && grep -qE "data parallel: rank 0 of 2: (all-reduce|broadcast|gather|barrier).* failed" "$TMP/err0" && $PY -c "assert $s < $2" \
     && ok "rank 1 $1: rank 0 exits 1 after $s s (limit $2 s)" || bad "rank 1 $1: rank 0 exit $rc after $s s: $(tail -2 "$TMP/err0")"
   [ -z "$(ls "$TMP/failing" 2>/dev/null)" ] && ok "rank 1 $1: no checkpoint written" || bad "rank 1 $1: left $(ls "$TMP/failing")"
 }
@@ -201,7 +212,7 @@ for how in "kill -9 rank 1" "SIGTERM the launcher"; do
   "$BIN" launch --nproc 2 --grace 3 "${LONG[@]}" --out "$TMP/launched" >/dev/null 2>"$TMP/launch.err" &
   launcher=$!
   launched_ranks
-  sleep 3
+  wait_for_line "$TMP/launch.err" "$JOINED" || bad "launch, $how: the ranks never joined: $(tail -2 "$TMP/launch.err")"
   if [ "$how" = "kill -9 rank 1" ]; then kill -9 "${kids[1]}"; else kill -TERM $launcher; fi
   t=$(now)
   ( sleep 30; kill -9 $launcher "${kids[@]}" 2>/dev/null ) &
