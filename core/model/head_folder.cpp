@@ -1,5 +1,6 @@
 #include "core/model/head_folder.h"
 
+#include <tuple>
 #include <utility>
 
 #include "core/base/error.h"
@@ -46,6 +47,16 @@ nlohmann::json read_head_config(const std::string& config_path, const std::strin
   }
   if (!j.is_object()) throw Error::in_file(config_path, "config", "a JSON object", j.type_name());
   return j;
+}
+
+void check_head_fits_target(const std::string& config_path, int64_t hidden_size, int64_t vocab_size,
+                            int64_t target_hidden_size, int64_t target_vocab_size) {
+  for (const auto& [field, head, target] : {std::tuple<const char*, int64_t, int64_t>{"hidden_size", hidden_size,
+                                                                                       target_hidden_size},
+                                            {"vocab_size", vocab_size, target_vocab_size}})
+    if (head != target)
+      throw Error::in_file(config_path, field, std::string("the target's ") + field + " " + std::to_string(target),
+                           std::to_string(head) + " (this head was trained for another model)");
 }
 
 int64_t head_config_int(const HeadFolder& folder, const std::string& key, int64_t min, int64_t fallback) {

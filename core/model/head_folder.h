@@ -23,6 +23,11 @@ std::string head_config_path(const std::string& path);
 // say, e.g. "an EAGLE head needs config.json"), not JSON or not an object.
 nlohmann::json read_head_config(const std::string& config_path, const std::string& missing);
 
+// A head only makes sense on top of its target: same feature width, same vocabulary. Throws Error naming
+// config_path and the field (hidden_size, vocab_size) that differs.
+void check_head_fits_target(const std::string& config_path, int64_t hidden_size, int64_t vocab_size,
+                            int64_t target_hidden_size, int64_t target_vocab_size);
+
 // Finds the weights (the path itself when it is a file, else the first of `weight_files` present in the folder) and
 // reads config.json. `torch_file`: the name of the kind's torch.save() checkpoint, for a hint to convert it. Throws
 // Error naming the path and what was expected (`title`, e.g. "Medusa heads").

@@ -183,14 +183,8 @@ std::unique_ptr<EagleHead> EagleHead::load(const std::string& path, const LlamaM
   // target's expert fields).
   config.num_local_experts = config.num_experts_per_tok = 0;
 
-  // The head only makes sense on top of its target: same feature width, same vocabulary.
   const ModelConfig& tc = target.config();
-  if (config.hidden_size != tc.hidden_size)
-    throw Error::in_file(config_path, "hidden_size", "the target's hidden_size " + std::to_string(tc.hidden_size),
-                         std::to_string(config.hidden_size) + " (this head was trained for another model)");
-  if (config.vocab_size != tc.vocab_size)
-    throw Error::in_file(config_path, "vocab_size", "the target's vocab_size " + std::to_string(tc.vocab_size),
-                         std::to_string(config.vocab_size) + " (this head was trained for another model)");
+  check_head_fits_target(config_path, config.hidden_size, config.vocab_size, tc.hidden_size, tc.vocab_size);
   if (config.num_hidden_layers != 1)
     throw Error::in_file(config_path, "num_hidden_layers", "1 (an EAGLE-1/2 head is a single decoder layer)",
                          std::to_string(config.num_hidden_layers));

@@ -76,12 +76,7 @@ Eagle3Config read_eagle3_config(const std::string& head_path, const ModelConfig&
   shape["num_hidden_layers"] = 1;
   ModelConfig config = parse_hf_config(shape, config_path);
   config.num_local_experts = config.num_experts_per_tok = 0;
-  if (config.hidden_size != tc.hidden_size)
-    throw Error::in_file(config_path, "hidden_size", "the target's hidden_size " + std::to_string(tc.hidden_size),
-                         std::to_string(config.hidden_size) + " (this head was trained for another model)");
-  if (config.vocab_size != tc.vocab_size)
-    throw Error::in_file(config_path, "vocab_size", "the target's vocab_size " + std::to_string(tc.vocab_size),
-                         std::to_string(config.vocab_size) + " (this head was trained for another model)");
+  check_head_fits_target(config_path, config.hidden_size, config.vocab_size, tc.hidden_size, tc.vocab_size);
   if (j.contains("target_hidden_size") && !j.at("target_hidden_size").is_null() &&
       j.at("target_hidden_size") != json(tc.hidden_size))
     throw Error::in_file(config_path, "target_hidden_size",
