@@ -263,6 +263,12 @@ def test_an_experiment_on_a_loaded_model_hands_back_what_its_file_holds(target, 
         assert list(on_model[column]) == list(from_path[column]), column
     with pytest.raises(draftlab.Error, match="option min_ngram"):  # the command's own refusal
         draftlab.compare(target, PROMPTS[:1], ["pld:min_ngram=x"], **args)
+    # Options naming another model than the loaded one are refused, naming the flag.
+    with pytest.raises(draftlab.Error, match="--model: expected '.*ts-target', as the loaded model was"):
+        target._model.experiment(["compare", "--model", TINY, "--prompt", PROMPTS[0], *common])
+    with pytest.raises(draftlab.Error, match="--dtype: expected 'float32', as the loaded model was, got 'bfloat16'"):
+        target._model.experiment(["compare", "--model", TARGET, "--path", "auto", "--dtype", "bfloat16", "--prompt",
+                                  PROMPTS[0], *common])
 
 
 @pytest.mark.parametrize("name", ["strategy_in_python", "experiment_from_python"])
