@@ -1,5 +1,7 @@
 #include "analysis/paper_tables.h"
 
+#include "analysis/experiment_catalog.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <tuple>
 
 #include "analysis/acceptance.h"
+#include "analysis/experiment_catalog.h"
 #include "analysis/paper_table_parts.h"
 #include "analysis/run_metrics.h"
 #include "core/base/error.h"
@@ -376,54 +379,38 @@ Table sweep_table(const Context& ctx, const std::string& source) {
   return table;
 }
 
-// The one place that maps an experiment to its tables: the `experiment` attribute, what of the papers it
-// reproduces, the heading's description, and the builder. paper_tables(), its error and `draftlab table --help`
-// read it.
+// The builder of each experiment's tables, by the catalog's name (analysis/experiment_catalog.h: what it reproduces
+// and the heading are there). Every driver of the catalog has one (test PaperTables.EveryDriverOfTheCatalogHasTables).
 struct ExperimentTables {
   const char* experiment;
-  const char* paper_item;
-  const char* description;
   std::vector<Table> (*build)(const Context& ctx, const std::string& source);
 };
 
 const std::vector<ExperimentTables>& experiment_tables() {
+  auto by_dataset = [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); };
   static const std::vector<ExperimentTables> table = {
-      {"speed", "EAGLE-2 Table 1", "speedup and average acceptance length τ per dataset",
-       [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
-      {"eagle3", "EAGLE-3 Table 1", "EAGLE-2 beside EAGLE-3 at the same tree settings: speedup and τ per dataset",
-       [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
-      {"ablate-eagle3", "EAGLE-3 Table 2", "EAGLE-2 head, TTT with the top-layer feature only, TTT + fusion",
-       [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
-      {"data-scaling", "EAGLE-3 Figure 1", "speedup and τ of heads trained on more and more data",
-       [](const Context& ctx, const std::string&) { return data_scaling_tables(ctx); }},
-      {"eagle3-alpha", "EAGLE-3 Figure 7", "acceptance rate n-α of 8-token chains, EAGLE-2 head vs EAGLE-3 head",
+      {"speed", by_dataset},
+      {"eagle3", by_dataset},
+      {"ablate-eagle3", by_dataset},
+      {"data-scaling", [](const Context& ctx, const std::string&) { return data_scaling_tables(ctx); }},
+      {"eagle3-alpha",
        [](const Context& ctx, const std::string&) {
          return std::vector<Table>{alpha_table(ctx, false, 7), alpha_table(ctx, false, 7, true)};
        }},
-      {"ablate-eagle2", "EAGLE-2 Table 3", "ablation of value and reranking",
-       [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
-      {"train-data", "EAGLE Table 6", "speedup and τ by the head's training data",
-       [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
-      {"alpha", "EAGLE Table 2", "average acceptance length τ and acceptance rate n-α",
+      {"ablate-eagle2", by_dataset},
+      {"train-data", by_dataset},
+      {"alpha",
        [](const Context& ctx, const std::string&) {
          return std::vector<Table>{alpha_table(ctx, false, 4), alpha_table(ctx, false, 4, true)};
        }},
-      {"ablate-inputs", "EAGLE Figure 8", "draft heads with different inputs",
-       [](const Context& ctx, const std::string&) { return std::vector<Table>{alpha_table(ctx, true, 1)}; }},
-      {"tree-vs-chain", "EAGLE Table 5", "τ with tree and chain drafts",
-       [](const Context& ctx, const std::string&) { return std::vector<Table>{tree_vs_chain_table(ctx)}; }},
-      {"moe", "EAGLE Table 3", "speedup, τ, n-α and experts read per verification",
-       [](const Context& ctx, const std::string&) { return std::vector<Table>{moe_table(ctx)}; }},
-      {"batch", "EAGLE Table 7", "speedup, τ and throughput per batch size",
-       [](const Context& ctx, const std::string&) { return batch_tables(ctx); }},
-      {"calibration", "EAGLE-2 Figure 6", "acceptance rate per draft-confidence bin (width 0.05)",
-       [](const Context& ctx, const std::string&) { return calibration_tables(ctx); }},
-      {"positions", "EAGLE-2 Figure 5", "acceptance rate of static tree positions per question",
-       [](const Context& ctx, const std::string&) { return position_tables(ctx); }},
-      {"sweep", "Sweep", "speedup and τ over the grid (best point in bold)",
-       [](const Context& ctx, const std::string& source) { return std::vector<Table>{sweep_table(ctx, source)}; }},
-      {"compare", "Compare", "speedup and average acceptance length τ of the methods compared",
-       [](const Context& ctx, const std::string&) { return method_by_dataset_tables(ctx); }},
+      {"ablate-inputs", [](const Context& ctx, const std::string&) { return std::vector<Table>{alpha_table(ctx, true, 1)}; }},
+      {"tree-vs-chain", [](const Context& ctx, const std::string&) { return std::vector<Table>{tree_vs_chain_table(ctx)}; }},
+      {"moe", [](const Context& ctx, const std::string&) { return std::vector<Table>{moe_table(ctx)}; }},
+      {"batch", [](const Context& ctx, const std::string&) { return batch_tables(ctx); }},
+      {"calibration", [](const Context& ctx, const std::string&) { return calibration_tables(ctx); }},
+      {"positions", [](const Context& ctx, const std::string&) { return position_tables(ctx); }},
+      {"sweep", [](const Context& ctx, const std::string& source) { return std::vector<Table>{sweep_table(ctx, source)}; }},
+      {"compare", by_dataset},
   };
   return table;
 }
@@ -486,22 +473,17 @@ Report paper_tables(const ResultsFile& results, const std::string& source, const
   const std::string experiment = it == results.attributes.end() ? "" : it->second;
   for (const ExperimentTables& e : experiment_tables()) {
     if (experiment != e.experiment) continue;
+    const ExperimentEntry& entry = find_catalog_entry(experiment);
     const Context ctx(results, options);
     Report report;
     report.caption = machine_caption(results);
-    report.heading = std::string(e.paper_item) + ": " + e.description;
+    report.heading = paper_item_or_name(entry) + ": " + entry.heading;
     report.tables = e.build(ctx, source);
     return report;
   }
   std::string known;
-  for (const ExperimentTables& e : experiment_tables()) known += (known.empty() ? "" : ", ") + std::string(e.experiment);
+  for (const std::string& name : driver_names()) known += (known.empty() ? "" : ", ") + name;
   throw Error::in_file(source, "experiment", "one of " + known, "'" + experiment + "'");
-}
-
-std::vector<PaperTableEntry> paper_table_index() {
-  std::vector<PaperTableEntry> out;
-  for (const ExperimentTables& e : experiment_tables()) out.push_back({e.experiment, e.paper_item});
-  return out;
 }
 
 }  // namespace draftlab::analysis

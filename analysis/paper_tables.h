@@ -1,7 +1,7 @@
 // The papers' tables filled with the numbers of one results file, chosen by its `experiment` attribute: one
-// table in paper_tables.cpp (experiment_tables) maps each experiment to its builder, e.g. speed -> EAGLE-2
-// Table 1 (speedup and τ per dataset x method, one table per temperature), calibration -> EAGLE-2 Figure 6 as a
-// table; paper_table_index() lists them all.
+// table in paper_tables.cpp (experiment_tables) maps each driver of the experiment catalog (experiment_catalog.h:
+// what it reproduces, the heading) to its builder, e.g. speed -> EAGLE-2 Table 1 (speedup and τ per dataset x
+// method, one table per temperature), calibration -> EAGLE-2 Figure 6 as a table.
 #pragma once
 
 #include <string>
@@ -18,15 +18,8 @@ struct TableOptions {
   BootstrapOptions bootstrap;
 };
 
-// Throws Error naming `source` and the field `experiment` when the experiment is not one of the above.
+// Throws Error naming `source` and the field `experiment` when the experiment is not a driver of the catalog.
 Report paper_tables(const ResultsFile& results, const std::string& source, const TableOptions& options = {});
-
-// The experiments paper_tables() knows, in order, with what each reproduces ("speed", "EAGLE-2 Table 1").
-struct PaperTableEntry {
-  std::string experiment;
-  std::string paper_item;
-};
-std::vector<PaperTableEntry> paper_table_index();
 
 // "host (cpu), 2 threads, blas, cpu float32; models: target ts-tiny [sha256 1a2b3c4d], ...; commit, date".
 std::string machine_caption(const ResultsFile& results);

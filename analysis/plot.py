@@ -3,10 +3,9 @@
 
     /usr/bin/python3 analysis/plot.py RESULTS.h5 --out DIR [--figure NAME ...]
 
-`draftlab plot` runs this. Without --figure it draws the figures of the file's experiment (calibration ->
-reliability, positions -> positions, speed / eagle3 -> speed, sweep -> sweep, ablate-* / tree-vs-chain /
-train-data / alpha -> ablation, eagle3-alpha -> n_alpha, data-scaling -> scaling) and the training curves when
-the file has /training groups.
+`draftlab plot` runs this. Without --figure it draws the figures of the file's experiment (the experiment catalog,
+analysis/experiment_catalog.cpp, as results_schema.EXPERIMENTS: calibration -> reliability, speed -> speed, ...)
+and the training curves when the file has /training groups.
 
 Every figure is one function `figure_NAME(results)` returning a matplotlib Figure; scripts/export_notebooks.py
 copies these functions and the loading helpers into notebooks_export/*.ipynb, so keep each function
@@ -22,7 +21,8 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # results_schema.py beside this file
-from results_schema import DRAFT_SHAPE_NONE, DRAFT_SHAPE_STATIC_TREE, REQUIRED_RUN_ATTRIBUTES, SCHEMA  # noqa: E402
+from results_schema import (DRAFT_SHAPE_NONE, DRAFT_SHAPE_STATIC_TREE, EXPERIMENTS, REQUIRED_RUN_ATTRIBUTES,  # noqa: E402
+                            SCHEMA)
 
 # ---- loading and statistics (the same definitions as analysis/*.h; see docs/results-schema.md) ----
 
@@ -464,11 +464,12 @@ def figure_batch(results):
 FIGURES = {"reliability": figure_reliability, "positions": figure_positions, "speed": figure_speed,
            "sweep": figure_sweep, "ablation": figure_ablation, "training": figure_training, "batch": figure_batch,
            "n_alpha": figure_n_alpha, "scaling": figure_scaling}
-BY_EXPERIMENT = {"calibration": ["reliability"], "positions": ["positions"], "speed": ["speed"],
-                 "eagle3": ["speed"], "sweep": ["sweep"], "alpha": ["ablation"], "ablate-eagle2": ["ablation"],
-                 "ablate-inputs": ["ablation"], "tree-vs-chain": ["ablation"], "train-data": ["ablation"],
-                 "moe": ["ablation"], "batch": ["batch"], "ablate-eagle3": ["ablation"], "eagle3-alpha": ["n_alpha"],
-                 "data-scaling": ["scaling"]}
+
+
+def experiment_figures(experiment):
+    """The figures of an experiment: the catalog's (analysis/experiment_catalog.cpp), speed's for an unknown one."""
+    entry = EXPERIMENTS.get(experiment)
+    return list(entry.figures) if entry and entry.figures else ["speed"]
 
 
 def main(argv=None):
@@ -486,7 +487,7 @@ def main(argv=None):
     except (OSError, KeyError, ValueError) as e:
         print(f"plot.py: error: {args.results}: not a draftlab results file ({e})", file=sys.stderr)
         return 1
-    names = args.figure or BY_EXPERIMENT.get(results["attrs"].get("experiment"), ["speed"]) + (
+    names = args.figure or experiment_figures(results["attrs"].get("experiment")) + (
         ["training"] if results["training"] else [])
     if "all" in names:
         names = list(FIGURES)

@@ -1,6 +1,7 @@
 """The draftlab results schema (docs/results-schema.md) as Python data.
 
-Generated from core/results/results_schema.h by `draftlab schema --python --out analysis/results_schema.py`;
+Generated from core/results/results_schema.h and analysis/experiment_catalog.cpp (EXPERIMENTS) by
+`draftlab schema --python --out analysis/results_schema.py`;
 do not edit (the analysis.schema_files test fails while this file differs from what draftlab prints).
 """
 import collections
@@ -14,7 +15,7 @@ ROOT_ATTRIBUTES = {
     "schema": Attribute("string", True, None,
               "the schema version (readers refuse any other value, naming the file and the value)"),
     "experiment": Attribute("string", True, None,
-              "driver name: `speed`, `eagle3`, `alpha`, `calibration`, `positions`, `ablate-eagle2`, `ablate-inputs`, `tree-vs-chain`, `train-data`, `moe`, `sweep`, `batch`, or `compare` (draftlab compare -o)"),
+              "driver name: a driver of the experiment catalog (`draftlab exp --help`, analysis/experiment_catalog.cpp; `compare` for draftlab compare -o)"),
     "git_commit": Attribute("string", False, None,
               "`git describe --always --dirty` of the source tree the binary was built from (`unknown` if none)"),
     "command_line": Attribute("string", False, None,
@@ -163,4 +164,28 @@ TRAINING_METRICS = {
     "alpha": (False, "chain acceptance n-alpha on the validation windows, one column per n = 0, 1, ... (EAGLE heads: 0..4; EAGLE-3 heads: 0..7)"),
     "alpha_official": (False, "n-alpha as the official EAGLE code's getkacc counts it, one column per n = 0..4 (EAGLE heads): the fraction of start rows whose first n + 1 chain steps all agree, a start that failed earlier counting as a miss at every later n; starts and steps only where the window's token is the target's greedy choice (the head's own argmax is then the fed token)"),
     "head_accuracy": (False, "each parallel head's top-1 accuracy on the validation windows, one column per head (Medusa, Hydra)"),
+}
+
+# The experiment catalog (analysis/experiment_catalog.cpp), in the papers' order: name -> what it reproduces,
+# its tables' heading, plot.py's figures, reproduce.sh's runs, and whether it is a `draftlab exp` driver (else a
+# benchmark without a results file)
+Experiment = collections.namedtuple("Experiment", "paper_item heading figures runs driver")
+EXPERIMENTS = {
+    "speed": Experiment("EAGLE-2 Table 1", "speedup and average acceptance length τ per dataset", ["speed"], ["speed"], True),
+    "eagle3": Experiment("EAGLE-3 Table 1", "EAGLE-2 beside EAGLE-3 at the same tree settings: speedup and τ per dataset", ["speed"], ["eagle3"], True),
+    "eagle3-alpha": Experiment("EAGLE-3 Figure 7", "acceptance rate n-α of 8-token chains, EAGLE-2 head vs EAGLE-3 head", ["n_alpha"], ["eagle3-alpha"], True),
+    "data-scaling": Experiment("EAGLE-3 Figure 1", "speedup and τ of heads trained on more and more data", ["scaling"], ["data-scaling"], True),
+    "alpha": Experiment("EAGLE Table 2", "average acceptance length τ and acceptance rate n-α", ["ablation"], ["alpha"], True),
+    "calibration": Experiment("EAGLE-2 Figure 6", "acceptance rate per draft-confidence bin (width 0.05)", ["reliability"], ["calibration"], True),
+    "positions": Experiment("EAGLE-2 Figure 5", "acceptance rate of static tree positions per question", ["positions"], ["positions"], True),
+    "ablate-eagle2": Experiment("EAGLE-2 Table 3", "ablation of value and reranking", ["ablation"], ["ablate-eagle2"], True),
+    "tree-vs-chain": Experiment("EAGLE Table 5", "τ with tree and chain drafts", ["ablation"], ["tree-vs-chain"], True),
+    "sweep": Experiment("", "speedup and τ over the grid (best point in bold)", ["sweep"], ["sweep"], True),
+    "ablate-inputs": Experiment("EAGLE Figure 8", "draft heads with different inputs", ["ablation"], ["ablate-inputs"], True),
+    "train-data": Experiment("EAGLE Table 6", "speedup and τ by the head's training data", ["ablation"], ["train-data"], True),
+    "ablate-eagle3": Experiment("EAGLE-3 Table 2", "EAGLE-2 head, TTT with the top-layer feature only, TTT + fusion", ["ablation"], ["ablate-eagle3"], True),
+    "moe": Experiment("EAGLE Table 3", "speedup, τ, n-α and experts read per verification", ["ablation"], ["moe", "moe-dense"], True),
+    "quantized": Experiment("EAGLE Table 4", "vanilla and EAGLE-2 per weight storage beside llama.cpp on the same GGUF files", [], ["quantized"], False),
+    "batch": Experiment("EAGLE Table 7", "speedup, τ and throughput per batch size", ["batch"], ["batch"], True),
+    "compare": Experiment("", "speedup and average acceptance length τ of the methods compared", ["speed"], [], True),
 }

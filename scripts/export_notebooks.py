@@ -21,33 +21,54 @@ import nbformat
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# notebook name -> (figure function, fixture experiment for the default path, title, what it shows)
+# notebook name -> (plot.py figure, what it draws, what it shows). The paper items in the title, the experiments it
+# reads ("Input:") and its default fixture come from the experiment catalog (results_schema.EXPERIMENTS); every
+# figure of plot.py has a notebook.
 NOTEBOOKS = {
-    "reliability": ("figure_reliability", "calibration", "Reliability diagram (EAGLE-2 Figure 6)",
+    "reliability": ("reliability", "Reliability diagram",
                     "Acceptance rate per draft-confidence bin (width 0.05) against the diagonal, the tested nodes "
-                    "per bin, and the same per draft depth; ECE in the titles. Input: `draftlab exp calibration`."),
-    "positions": ("figure_positions", "positions", "Acceptance per static-tree position (EAGLE-2 Figure 5)",
+                    "per bin, and the same per draft depth; ECE in the titles."),
+    "positions": ("positions", "Acceptance per static-tree position",
                   "One dot per question: the acceptance rate of tree positions P1..P6, with the mean over "
-                  "questions. Input: `draftlab exp positions`."),
-    "speed": ("figure_speed", "speed", "Speedup and τ per dataset and method (EAGLE-2 Table 1)",
+                  "questions."),
+    "speed": ("speed", "Speedup and τ per dataset and method",
               "Bars of the speedup over vanilla (same dataset, temperature and process) and of τ, one row per "
-              "temperature. Input: `draftlab exp speed`."),
-    "sweep": ("figure_sweep", "sweep", "τ and speedup against total tokens (sweep)",
-              "One line per (depth, top_k, dataset, T) of the grid; the fastest point starred. Input: "
-              "`draftlab exp sweep` (merged shards)."),
-    "ablations": ("figure_ablation", "ablate-eagle2", "Ablations (EAGLE-2 Table 3, EAGLE-3 Table 2, EAGLE Tables 5/6, "
-                  "Figure 8)",
-                  "Speedup, τ and 0-α..4-α per method, one panel per dataset and temperature. Input: "
-                  "`draftlab exp ablate-eagle2|ablate-eagle3|ablate-inputs|tree-vs-chain|train-data|alpha`."),
-    "n_alpha": ("figure_n_alpha", "eagle3-alpha", "n-α against n (EAGLE-3 Figure 7)",
+              "temperature."),
+    "sweep": ("sweep", "τ and speedup against total tokens",
+              "One line per (depth, top_k, dataset, T) of the grid; the fastest point starred (merge a sharded "
+              "sweep first)."),
+    "ablations": ("ablation", "Ablations", "Speedup, τ and 0-α..4-α per method, one panel per dataset and temperature."),
+    "n_alpha": ("n_alpha", "n-α against n",
                 "The acceptance rate of the n-th draft token of a chain whose earlier tokens were accepted, one line "
-                "per method (EAGLE-2 head vs EAGLE-3 head). Input: `draftlab exp eagle3-alpha`."),
-    "scaling": ("figure_scaling", "data-scaling", "Speedup and τ against training data (EAGLE-3 Figure 1)",
-                "One line per head family and data file, x = the training tokens each head's log records. Input: "
-                "`draftlab exp data-scaling` (heads from scripts/train_scaling_heads.sh)."),
-    "training": ("figure_training", "speed", "Training curves",
-                 "Loss, learning rate, eval accuracy and n-α of every /training group of the file."),
+                "per method (EAGLE-2 head vs EAGLE-3 head)."),
+    "scaling": ("scaling", "Speedup and τ against training data",
+                "One line per head family and data file, x = the training tokens each head's log records (heads "
+                "from scripts/train_scaling_heads.sh)."),
+    "batch": ("batch", "Speedup, τ and throughput per batch size",
+              "One line per method against the batch size, beside batched vanilla of the same size."),
+    "training": ("training", "Training curves",
+                 "Loss, learning rate, eval accuracy and n-α of every /training group of the file (any results "
+                 "file whose methods use heads with a training log)."),
 }
+
+
+def catalog():
+    sys.path.insert(0, os.path.join(ROOT, "analysis"))
+    import results_schema
+    return results_schema.EXPERIMENTS
+
+
+def notebook_header(figure, what):
+    """(title, the experiments that draw it as an "Input:" sentence, the fixture experiment) from the catalog."""
+    users = [(name, e) for name, e in catalog().items() if figure in e.figures and e.driver]
+    items = []
+    for _, e in users:
+        if e.paper_item and e.paper_item not in items:
+            items.append(e.paper_item)
+    title = what + (f" ({', '.join(items)})" if items else "")
+    if not users:  # the training curves: drawn for any file with /training groups
+        return title, "", "speed"
+    return title, " Input: `draftlab exp " + "|".join(n for n, _ in users) + "`.", users[0][0]
 
 
 def schema_constants(path, names):
@@ -97,7 +118,10 @@ def helpers_used(names, sources, helper_names):
 
 
 def build_notebook(name, sources, helper_names):
-    function, experiment, title, description = NOTEBOOKS[name]
+    figure, what, description = NOTEBOOKS[name]
+    function = f"figure_{figure}"
+    title, inputs, experiment = notebook_header(figure, what)
+    description += inputs
     helpers = helpers_used([function, "load_results"], sources, helper_names)
     used = {n.id for code in [sources[function]] + [sources[h] for h in helpers]
             for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
@@ -137,9 +161,14 @@ def main():
     parser.add_argument("--check", action="store_true", help="exit 1 if a notebook differs from what would be written")
     parser.add_argument("--out", default=os.path.join(ROOT, "notebooks_export"))
     args = parser.parse_args()
-    load_plot_module()  # fails loudly here if plot.py does not even import
+    plot = load_plot_module()  # fails loudly here if plot.py does not even import
+    missing = set(plot.FIGURES) - {figure for figure, _, _ in NOTEBOOKS.values()}
+    if missing:
+        print(f"export_notebooks.py: no notebook for plot.py's figure(s) {', '.join(sorted(missing))}: add them to "
+              "NOTEBOOKS", file=sys.stderr)
+        return 1
     sources = top_level_sources(os.path.join(ROOT, "analysis", "plot.py"))
-    helper_names = {n for n in sources if not n.startswith("figure_") and n not in ("FIGURES", "BY_EXPERIMENT", "main")}
+    helper_names = {n for n in sources if not n.startswith("figure_") and n not in ("FIGURES", "experiment_figures", "main")}
     stale = []
     for name in NOTEBOOKS:
         text = build_notebook(name, sources, helper_names)

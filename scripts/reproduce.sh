@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Reproduces the papers' tables and figures on the reference zoo (data/models/README.md): one experiment per
 # argument, each writing RESULTS_DIR/NAME.h5 (docs/results-schema.md), NAME.md (draftlab table) and NAME/ (plots).
-#   bash scripts/reproduce.sh [NAME ...]     names: speed eagle3 eagle3-alpha ablate-eagle3 data-scaling alpha
-#                                             calibration positions ablate-eagle2 tree-vs-chain sweep
-#                                             ablate-inputs train-data moe moe-dense quantized batch (default: all)
+#   bash scripts/reproduce.sh [NAME ...]     names: the runs of the experiment catalog, in the papers' order
+#                                             (./build/draftlab schema --experiments; default: all)
 # Environment: RESULTS_DIR (default results), MODEL (default data/models/ts-target), HEAD, MEDUSA_HEADS,
 # HYDRA_HEADS (default MODEL-eagle-head, -medusa, -hydra; speed runs those present), MOE_MODEL (default
 # data/models/ts-moe, with MOE_MODEL-eagle-head), DRAFT, QUESTIONS
@@ -14,7 +13,7 @@
 # Then docs/results.md: bash scripts/results_doc.sh [RESULTS_DIR] (or: bash scripts/reproduce.sh && bash scripts/results_doc.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DL=./build/draftlab
+DL=${DRAFTLAB:-./build/draftlab}  # DRAFTLAB: another binary
 OUT=${RESULTS_DIR:-results}
 MODEL=${MODEL:-data/models/ts-target}
 HEAD=${HEAD:-${MODEL}-eagle-head}
@@ -26,9 +25,15 @@ N=${NEW_TOKENS:-64}
 THREADS=${THREADS:-2}
 HEADS=${VARIANT_HEADS_DIR:-../zoo/ablation-heads}
 EAGLE3_HEAD=${EAGLE3_HEAD:-${MODEL}-eagle3-head}
-mkdir -p "$OUT"
 MOE=${MOE_MODEL:-data/models/ts-moe}
-NAMES=("$@"); [ ${#NAMES[@]} = 0 ] && NAMES=(speed eagle3 eagle3-alpha ablate-eagle3 data-scaling alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense quantized batch)
+# The runs, in order, from the experiment catalog (analysis/experiment_catalog.cpp); each has its branch below.
+[ -x "$DL" ] || { echo "reproduce.sh: $DL not found (build first: bash scripts/setup.sh)" >&2; exit 1; }
+RUNS=$($DL schema --experiments | cut -f1 | tr '\n' ' ')
+NAMES=("$@"); [ ${#NAMES[@]} = 0 ] && read -r -a NAMES <<<"$RUNS"
+for name in "${NAMES[@]}"; do
+  [[ " $RUNS " == *" $name "* ]] || { echo "reproduce.sh: unknown run '$name' (expected one of: $RUNS)" >&2; exit 2; }
+done
+mkdir -p "$OUT"
 
 # The reference targets are story models: on chat questions they often end at once, so every driver generates
 # a fixed number of tokens (--ignore-eos), as serving benchmarks do.
@@ -86,7 +91,7 @@ for name in "${NAMES[@]}"; do
       mv "$OUT/quantized.md.tmp" "$OUT/quantized.md"
       echo "wrote $OUT/quantized.json, $OUT/quantized.md (a benchmark: no HDF5 results file)"
       continue ;;
-    *) echo "unknown experiment '$name'" >&2; exit 2 ;;
+    *) echo "reproduce.sh: the catalog's run '$name' has no branch here" >&2; exit 2 ;;
   esac
   $DL table "$OUT/$name.h5" > "$OUT/$name.md"
   $DL plot "$OUT/$name.h5" --out "$OUT/$name"

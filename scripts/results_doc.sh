@@ -12,17 +12,21 @@ cd "$(dirname "$0")/.."
 DL=${DRAFTLAB:-./build/draftlab}
 DIR=${1:-results}
 DIR=${DIR%/}
-DOC=docs/results.md
-NAMES=(speed eagle3 eagle3-alpha ablate-eagle3 data-scaling alpha calibration positions ablate-eagle2 tree-vs-chain sweep ablate-inputs train-data moe moe-dense batch)
+DOC=${RESULTS_DOC:-docs/results.md}
 
 [ -x "$DL" ] || { echo "results_doc.sh: $DL not found (build first: bash scripts/setup.sh)" >&2; exit 1; }
-present=()
-for name in "${NAMES[@]}"; do [ -f "$DIR/$name.h5" ] && present+=("$name"); done
-[ -f "$DIR/quantized.md" ] && present+=(quantized)
+# The runs of scripts/reproduce.sh in the papers' order, from the experiment catalog (analysis/experiment_catalog.cpp):
+# run, its file (RUN.h5; RUN.md for a benchmark), experiment, paper item, what must run first (- if nothing), note.
+CATALOG=$("$DL" schema --experiments)
+present=() missing=()
+while IFS=$'\t' read -r run file _; do
+  if [ -f "$DIR/$file" ]; then present+=("$run"); else missing+=("$run"); fi
+done <<<"$CATALOG"
 if [ ${#present[@]} = 0 ]; then
-  echo "results_doc.sh: no results file in $DIR/ (expected NAME.h5 for NAME in ${NAMES[*]}); $DOC unchanged" >&2
+  echo "results_doc.sh: no results file in $DIR/ (expected RUN.h5 or RUN.md for RUN in ${missing[*]}); $DOC unchanged" >&2
   exit 1
 fi
+FIGURES_DIR=$(dirname "$DOC")/figures
 
 TMP=$(mktemp "$DOC.tmp.XXXXXX")
 trap 'rm -f "$TMP"' EXIT
@@ -53,25 +57,17 @@ its Medusa and Hydra heads, ts-draft; ts-moe and its head for Table 3). Each wri
 \`notebooks_export/\` redraws every figure from the same files.
 
 \`\`\`sh
-bash scripts/reproduce.sh speed           # EAGLE-2 Table 1: its seven methods x six datasets x T in {0, 1}
-bash scripts/reproduce.sh eagle3          # EAGLE-3 Table 1: EAGLE-2 beside EAGLE-3, same trees, six sets, T 0 and 1
-bash scripts/reproduce.sh eagle3-alpha    # EAGLE-3 Figure 7: n-alpha, n = 0..7, EAGLE-2 head vs EAGLE-3 head
-bash scripts/train_scaling_heads.sh       # then: EAGLE-2 / EAGLE-3 heads on 1/8 .. all of the corpus
-bash scripts/reproduce.sh data-scaling    # EAGLE-3 Figure 1: speedup and tau against training data
-bash scripts/reproduce.sh alpha           # EAGLE Table 2: tau and 0-alpha .. 4-alpha of chain drafts
-bash scripts/reproduce.sh calibration     # EAGLE-2 Figure 6: acceptance per draft-confidence bin, ECE
-bash scripts/reproduce.sh positions       # EAGLE-2 Figure 5: acceptance of static-tree positions per query
-bash scripts/reproduce.sh ablate-eagle2   # EAGLE-2 Table 3: w/o value, w/o reranking, w/o both
-bash scripts/reproduce.sh tree-vs-chain   # EAGLE Table 5
-bash scripts/reproduce.sh sweep           # total_tokens x depth x top_k: the best point for this machine
-bash scripts/train_ablation_heads.sh      # then: heads per input variant + one on target-generated data
-bash scripts/reproduce.sh ablate-inputs   # EAGLE Figure 8
-bash scripts/reproduce.sh train-data      # EAGLE Table 6
-bash scripts/reproduce.sh ablate-eagle3   # EAGLE-3 Table 2: EAGLE-2 head / TTT, top layer only / TTT + fusion
-bash scripts/reproduce.sh moe moe-dense   # EAGLE Table 3: the mixture-of-experts ts-moe, then dense ts-target
-bash scripts/reproduce.sh quantized       # EAGLE Table 4: f32 / f16 / q8_0 / q4_0 (float and int8 dot) beside llama.cpp
-bash scripts/reproduce.sh batch           # EAGLE Table 7: batch sizes 1-4 and 8, speedup and throughput
-bash scripts/results_doc.sh               # this page, from results/*.h5
+EOF
+  prepared=()
+  while IFS=$'\t' read -r run _ _ item prepare note; do
+    if [ "$prepare" != - ] && [[ " ${prepared[*]} " != *" $prepare "* ]]; then
+      printf '%-41s # first: the heads the next runs read\n' "$prepare"
+      prepared+=("$prepare")
+    fi
+    printf 'bash scripts/reproduce.sh %-15s # %s: %s\n' "$run" "$item" "$note"
+  done <<<"$CATALOG"
+  printf '%-41s # this page, from results/*\n' "bash scripts/results_doc.sh"
+  cat <<EOF
 \`\`\`
 
 Settings: \`QUESTIONS\` per dataset (default 10), \`NEW_TOKENS\` (64), \`THREADS\` (2); every driver warms up once,
@@ -82,13 +78,26 @@ fly. The reference models are story models, so drivers generate a fixed number o
 ## Tables
 EOF
   for name in "${present[@]}"; do
-    [ "$name" = quantized ] && continue  # not an HDF5 results file: below
+    if [ ! -f "$DIR/$name.h5" ]; then
+      # A benchmark (bench/vs_llama_cpp.py for EAGLE Table 4): its tables are Markdown already.
+      item=$(awk -F'\t' -v r="$name" '$1 == r {print $4 ": " $6}' <<<"$CATALOG")
+      echo
+      echo "### $item"
+      echo
+      echo "\`$DIR/$name.md\`: \`bash scripts/reproduce.sh $name\` (a benchmark; medians over rounds)"
+      echo
+      sed -e 's/^## /#### /' "$DIR/$name.md"
+      if [ -f "docs/results-notes/$name.md" ]; then echo; cat "docs/results-notes/$name.md"; fi
+      continue
+    fi
     table=$("$DL" table "$DIR/$name.h5") || { echo "results_doc.sh: draftlab table $DIR/$name.h5 failed; $DOC unchanged" >&2; exit 1; }
     heading=${table%%$'\n'*}
     if [[ $heading == '#'* ]]; then body=${table#*$'\n'}; else heading="### $name"; body=$table; fi
-    # moe and moe-dense are one paper item on two targets: say which is which.
-    [ "$name" = moe ] && heading="$heading: mixture-of-experts target"
-    [ "$name" = moe-dense ] && heading="$heading: the same drafts on a dense target"
+    # One paper item run several times (moe, moe-dense: two targets): each section says which run it is.
+    experiment=$(awk -F'\t' -v r="$name" '$1 == r {print $3}' <<<"$CATALOG")
+    if [ "$(awk -F'\t' -v e="$experiment" '$3 == e' <<<"$CATALOG" | wc -l)" -gt 1 ]; then
+      heading="$heading: $(awk -F'\t' -v r="$name" '$1 == r {print $6}' <<<"$CATALOG")"
+    fi
     echo
     echo "$heading"
     echo
@@ -101,29 +110,16 @@ EOF
       [ -f "$png" ] || continue
       fig=$(basename "$png" .png)
       [ "$fig" = training ] && continue
-      mkdir -p docs/figures && cp "$png" "docs/figures/$name-$fig.png"
+      mkdir -p "$FIGURES_DIR" && cp "$png" "$FIGURES_DIR/$name-$fig.png"
       echo
       echo "![$name: $fig](figures/$name-$fig.png)"
     done
     # What a person wrote about the item (how it compares with the paper), kept across regenerations.
     if [ -f "docs/results-notes/$name.md" ]; then echo; cat "docs/results-notes/$name.md"; fi
   done
-  # EAGLE Table 4 is a benchmark beside llama.cpp (bench/vs_llama_cpp.py), its tables Markdown already.
-  if [ -f "$DIR/quantized.md" ]; then
-    echo
-    echo "### EAGLE Table 4: vanilla and EAGLE-2 on quantized weights, beside llama.cpp on the same GGUF files"
-    echo
-    echo "\`$DIR/quantized.md\`: \`bash scripts/reproduce.sh quantized\` (bench/vs_llama_cpp.py; medians over rounds)"
-    echo
-    sed -e 's/^## /#### /' "$DIR/quantized.md"
-    if [ -f "docs/results-notes/quantized.md" ]; then echo; cat "docs/results-notes/quantized.md"; fi
-  fi
-  missing=()
-  for name in "${NAMES[@]}"; do [ -f "$DIR/$name.h5" ] || missing+=("$name"); done
-  [ -f "$DIR/quantized.md" ] || missing+=(quantized)
   if [ ${#missing[@]} != 0 ]; then
     echo
-    echo "Not in this run (no \`$DIR/NAME.h5\`): ${missing[*]}."
+    echo "Not in this run (no \`$DIR/RUN.h5\` or \`RUN.md\`): ${missing[*]}."
   fi
 } >"$TMP"
 

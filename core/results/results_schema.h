@@ -24,8 +24,8 @@ inline constexpr const char* kResultsSchema = "draftlab-results/3";
 #define DRAFTLAB_ROOT_ATTRIBUTES(S, I)                                                                                  \
   S(schema, required, "the schema version (readers refuse any other value, naming the file and the value)")         \
   S(experiment, required,                                                                                           \
-    "driver name: `speed`, `eagle3`, `alpha`, `calibration`, `positions`, `ablate-eagle2`, `ablate-inputs`, "       \
-    "`tree-vs-chain`, `train-data`, `moe`, `sweep`, `batch`, or `compare` (draftlab compare -o)")                   \
+    "driver name: a driver of the experiment catalog (`draftlab exp --help`, analysis/experiment_catalog.cpp; "     \
+    "`compare` for draftlab compare -o)")                                                                           \
   S(git_commit, optional,                                                                                           \
     "`git describe --always --dirty` of the source tree the binary was built from (`unknown` if none)")             \
   S(command_line, optional, "the full command line")                                                                \

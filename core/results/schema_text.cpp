@@ -94,7 +94,8 @@ std::string schema_markdown() {
 std::string schema_python() {
   std::ostringstream out;
   out << "\"\"\"The draftlab results schema (docs/results-schema.md) as Python data.\n\n"
-         "Generated from core/results/results_schema.h by `draftlab schema --python --out analysis/results_schema.py`;\n"
+         "Generated from core/results/results_schema.h and analysis/experiment_catalog.cpp (EXPERIMENTS) by\n"
+         "`draftlab schema --python --out analysis/results_schema.py`;\n"
          "do not edit (the analysis.schema_files test fails while this file differs from what draftlab prints).\n"
          "\"\"\"\n"
          "import collections\n\n"

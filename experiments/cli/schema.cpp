@@ -1,9 +1,11 @@
-// draftlab schema [--markdown | --python] [--out FILE]: the results schema (core/results/results_schema.h) as
-// the tables of docs/results-schema.md or as the Python module analysis/results_schema.py.
+// draftlab schema [--markdown | --python | --experiments] [--out FILE]: the results schema
+// (core/results/results_schema.h) as the tables of docs/results-schema.md or as the Python module
+// analysis/results_schema.py (with the experiment catalog), or the catalog's reproduce list.
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "analysis/experiment_catalog.h"
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
 #include "core/results/schema_text.h"
@@ -13,15 +15,19 @@ namespace draftlab::cli {
 
 int run_schema(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  bool python = false;
+  enum class Form { Markdown, Python, Experiments } form = Form::Markdown;
   std::string out;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
-      std::cout << "usage: draftlab schema [--markdown | --python] [--out FILE]\n\n"
+      std::cout << "usage: draftlab schema [--markdown | --python | --experiments] [--out FILE]\n\n"
                    "Prints the results schema (core/results/results_schema.h, the one declaration of every column\n"
                    "and attribute of a results file):\n"
                    "  --markdown  the tables of docs/results-schema.md, between its generated-block markers (default)\n"
-                   "  --python    the Python module analysis/results_schema.py\n"
+                   "  --python    the Python module analysis/results_schema.py, with the experiment catalog\n"
+                   "              (analysis/experiment_catalog.cpp) as EXPERIMENTS\n"
+                   "  --experiments  scripts/reproduce.sh's runs in order, one per line, tab-separated: run, its\n"
+                   "              file (RUN.h5, RUN.md), experiment, paper item, what must run first (-: nothing),\n"
+                   "              note\n"
                    "  --out FILE  write FILE instead of printing: with --markdown, replace the marked block of FILE\n"
                    "              (the prose around it stays); with --python, the whole file\n\n"
                    "Regenerate the committed copies after editing results_schema.h:\n"
@@ -30,21 +36,25 @@ int run_schema(int argc, char** argv) {
       return 0;
     }
     if (args[i] == "--markdown") {
-      python = false;
+      form = Form::Markdown;
     } else if (args[i] == "--python") {
-      python = true;
+      form = Form::Python;
+    } else if (args[i] == "--experiments") {
+      form = Form::Experiments;
     } else if (args[i] == "--out") {
       check(i + 1 < args.size(), "schema: --out expects a file name");
       out = args[++i];
     } else {
-      throw Error("schema: unknown argument '" + args[i] + "' (expected --markdown, --python or --out FILE)");
+      throw Error("schema: unknown argument '" + args[i] + "' (expected --markdown, --python, --experiments or --out FILE)");
     }
   }
-  const std::string text = python ? schema_python() : schema_markdown();
+  const std::string text = form == Form::Python        ? schema_python() + analysis::experiment_catalog_python()
+                           : form == Form::Experiments ? analysis::reproduce_list_text()
+                                                       : schema_markdown();
   if (out.empty()) {
     std::cout << text;
   } else {
-    write_file_atomically(out, python ? text : replace_generated_block(read_text_file(out), text, out));
+    write_file_atomically(out, form != Form::Markdown ? text : replace_generated_block(read_text_file(out), text, out));
     std::cout << out << "\n";
   }
   return 0;

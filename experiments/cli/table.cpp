@@ -6,6 +6,7 @@
 #include <string>
 
 #include "analysis/by_category.h"
+#include "analysis/experiment_catalog.h"
 #include "analysis/paper_tables.h"
 #include "analysis/spec_bench_answers.h"
 #include "core/base/error.h"
@@ -23,8 +24,8 @@ int run_table(int argc, char** argv) {
   analysis::TableOptions options;
   // Spec-Bench names its baseline files after the method too (<model>-vanilla-<dtype>-temp-<T>.jsonl).
   std::string experiments, by = "file", baseline = baseline_strategy().name;
-  for (const analysis::PaperTableEntry& e : analysis::paper_table_index())
-    experiments += "\n  " + e.experiment + " -> " + e.paper_item;
+  for (const analysis::ExperimentEntry& e : analysis::experiment_catalog())
+    if (e.driver) experiments += "\n  " + e.name + " -> " + analysis::paper_item_or_name(e);
   po::options_description desc(
       "draftlab table RESULTS.h5: print the paper table(s) of the file's experiment with its numbers:" + experiments +
       "\ndraftlab table DIR: Spec-Bench answer files (*.jsonl, ours from exp --jsonl or another system's) as "

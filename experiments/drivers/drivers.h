@@ -56,10 +56,10 @@ struct ExperimentConfig {
   std::string command_line;
 };
 
-// One experiment: what it reproduces and which methods it runs.
+// One experiment's driver: which methods it runs (what it reproduces: the experiment catalog,
+// analysis/experiment_catalog.h, under the same name).
 struct ExperimentDescriptor {
   std::string name;
-  std::string paper_item;  // "EAGLE-2 Table 1"; empty for compare
   std::string summary;     // one line for --help: what it measures
   std::vector<std::string> datasets;   // defaults
   std::vector<double> temperatures;
@@ -71,7 +71,7 @@ struct ExperimentDescriptor {
 const std::vector<ExperimentDescriptor>& experiment_table();
 // Throws Error for an unknown name, listing the known ones.
 const ExperimentDescriptor& find_experiment(const std::string& name);
-// The driver names, in table order.
+// The driver names, in the catalog's order.
 std::vector<std::string> experiment_names();
 // "  NAME  PAPER ITEM: SUMMARY" lines for --help.
 std::string experiments_help();

@@ -1,7 +1,9 @@
-// The experiment table: every `draftlab exp` driver (name, the paper item it reproduces, defaults, the methods it
-// runs) and how a config becomes its methods, every option checked before any model loads (drivers.h).
+// The experiment table: every `draftlab exp` driver of the experiment catalog (analysis/experiment_catalog.h: what it
+// reproduces, its tables and figures) with its defaults and the methods it runs, and how a config becomes its
+// methods, every option checked before any model loads (drivers.h).
 #include <algorithm>
 
+#include "analysis/experiment_catalog.h"
 #include "core/base/error.h"
 #include "experiments/drivers/drivers.h"
 #include "strategies/eagle3/eagle3_strategy.h"
@@ -169,9 +171,9 @@ std::vector<MethodSpec> every_strategy(const ExperimentConfig& c) {
 const std::vector<ExperimentDescriptor>& experiment_table() {
   using Methods = std::vector<MethodSpec>;
   static const std::vector<ExperimentDescriptor> table = {
-      {"speed", "EAGLE-2 Table 1", "every strategy whose model is given (--head, --draft); six sets, T 0 and 1",
+      {"speed", "every strategy whose model is given (--head, --draft); six sets, T 0 and 1",
        kAllSets, {0.0, 1.0}, every_strategy},
-      {"eagle3", "EAGLE-3 Table 1", "EAGLE-2 with its head beside EAGLE-3 with its head at the same tree settings "
+      {"eagle3", "EAGLE-2 with its head beside EAGLE-3 with its head at the same tree settings "
        "(the papers' 60 / 6 / 10 and the CPU-sized 4 / 4 / 1): --head the EAGLE head and --head the EAGLE-3 head; six "
        "sets, T 0 and 1",
        kAllSets, {0.0, 1.0},
@@ -188,15 +190,15 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
                         method(e2, with(small, eagle), e2.name + " (tt=4 d=4 k=1)"),
                         method(e3, with(small, eagle3), e3.name + " (tt=4 d=4 k=1)")};
        }},
-      {"ablate-eagle3", "EAGLE-3 Table 2", "EAGLE-2 head / TTT with the top-layer feature only / TTT + fusion: "
+      {"ablate-eagle3", "EAGLE-2 head / TTT with the top-layer feature only / TTT + fusion: "
        "every --head LABEL=DIR (scripts/train_ablation_heads.sh) with its family's strategy (eagle2, eagle3) at "
        "60 / 6 / 10 and 4 / 4 / 1", {"mt_bench", "gsm8k"}, {0.0},
        [](const ExperimentConfig& c) { return one_method_per_head(c, {}, "head variant", true); }},
-      {"data-scaling", "EAGLE-3 Figure 1", "heads trained on more and more data (--head LABEL=DIR, repeated: "
+      {"data-scaling", "heads trained on more and more data (--head LABEL=DIR, repeated: "
        "scripts/train_scaling_heads.sh), each with its family's strategy (eagle2, eagle3): speedup and tau against "
        "the training tokens its log records", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) { return one_method_per_head(c, {}, "trained head"); }},
-      {"eagle3-alpha", "EAGLE-3 Figure 7", "n-alpha for n = 0..7: 8-token chains (top_k 1, depth 8, total_tokens 9 "
+      {"eagle3-alpha", "n-alpha for n = 0..7: 8-token chains (top_k 1, depth 8, total_tokens 9 "
        "with the root) of eagle2 with the EAGLE head (--head) and eagle3 with the EAGLE-3 head (--head)", {"mt_bench"},
        {0.0},
        [](const ExperimentConfig& c) {
@@ -210,9 +212,9 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
          return Methods{method(eagle2_strategy(), with(require_head(c)), "eagle2 chain (EAGLE-2 head)"),
                         method(eagle3_strategy(), with(require_head(c, eagle3_strategy().head_family)), "eagle3 chain (EAGLE-3 head)")};
        }},
-      {"alpha", "EAGLE Table 2", "EAGLE chain drafts of depth 5: tau and n-alpha", {"mt_bench"}, {0.0},
+      {"alpha", "EAGLE chain drafts of depth 5: tau and n-alpha", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) { return Methods{method(eagle_chain_strategy(), {{"depth", "5"}, {"head", require_head(c)}})}; }},
-      {"moe", "EAGLE Table 3", "EAGLE (static tree), EAGLE-2 and the EAGLE chain: speedup, tau, n-alpha and the "
+      {"moe", "EAGLE (static tree), EAGLE-2 and the EAGLE chain: speedup, tau, n-alpha and the "
        "experts each verification reads (run on a mixture-of-experts target and on a dense one)", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) {
          const std::string head = require_head(c);
@@ -222,7 +224,7 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
                                e.name + " (tt=4 d=4 k=1)"),
                         method(eagle_chain_strategy(), {{"depth", "5"}, {"head", head}})};
        }},
-      {"batch", "EAGLE Table 7", "batched decoding (--batch-sizes, default 1,2,3,4,8): throughput and speedup over "
+      {"batch", "batched decoding (--batch-sizes, default 1,2,3,4,8): throughput and speedup over "
        "batched vanilla of EAGLE (static tree), EAGLE-2 (tt=4 d=4 k=1), its total_tokens=auto (a budget from the "
        "batch's forward cost) and the EAGLE chain", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) {
@@ -236,11 +238,11 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
                         method(eagle_chain_strategy(), {{"head", head}})};
        },
        {1, 2, 3, 4, 8}},
-      {"calibration", "EAGLE-2 Figure 6", "EAGLE-2 draft confidence vs acceptance", {"mt_bench"}, {0.0},
+      {"calibration", "EAGLE-2 draft confidence vs acceptance", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) { return Methods{method(eagle2_strategy(), {{"head", require_head(c)}})}; }},
-      {"positions", "EAGLE-2 Figure 5", "acceptance of each static-tree position", {"mt_bench"}, {0.0},
+      {"positions", "acceptance of each static-tree position", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) { return Methods{method(static_tree_strategy(), {{"head", require_head(c)}})}; }},
-      {"ablate-eagle2", "EAGLE-2 Table 3", "EAGLE-2 w/o value, w/o reranking, w/o both", {"mt_bench", "gsm8k"}, {0.0},
+      {"ablate-eagle2", "EAGLE-2 w/o value, w/o reranking, w/o both", {"mt_bench", "gsm8k"}, {0.0},
        [](const ExperimentConfig& c) {
          const std::string head = require_head(c);
          const StrategyDescriptor& e = eagle2_strategy();
@@ -249,22 +251,22 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
                         method(e, {{"rerank", "false"}, {"head", head}}, e.name + " w/o reranking"),
                         method(e, {{"rank_by", "confidence"}, {"rerank", "false"}, {"head", head}}, e.name + " w/o both")};
        }},
-      {"ablate-inputs", "EAGLE Figure 8", "one head per input variant (--head LABEL=DIR, repeated)", {"mt_bench"},
+      {"ablate-inputs", "one head per input variant (--head LABEL=DIR, repeated)", {"mt_bench"},
        {0.0}, [](const ExperimentConfig& c) { return one_method_per_head(c, {}, "input variant"); }},
-      {"tree-vs-chain", "EAGLE Table 5", "static tree vs chain with the same head", {"mt_bench"}, {0.0},
+      {"tree-vs-chain", "static tree vs chain with the same head", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) {
          const std::string head = require_head(c);
          return Methods{method(static_tree_strategy(), {{"head", head}}), method(eagle_chain_strategy(), {{"head", head}})};
        }},
-      {"train-data", "EAGLE Table 6", "heads trained on fixed vs target-generated data (--head fixed=DIR "
+      {"train-data", "heads trained on fixed vs target-generated data (--head fixed=DIR "
        "--head generated=DIR)", {"mt_bench"}, {0.0},
        [](const ExperimentConfig& c) {
          return one_method_per_head(c, {"fixed", "generated"}, "heads trained on fixed and on target-generated data");
        }},
-      {"sweep", "", "EAGLE-2 over --total-tokens x --depth x --top-k (and any option: --grid KEY=V1,V2); --shard "
+      {"sweep", "EAGLE-2 over --total-tokens x --depth x --top-k (and any option: --grid KEY=V1,V2); --shard "
        "i/n splits the grid", {"mt_bench"},
        {0.0}, eagle2_grid},
-      {"compare", "", "the methods given with -s beside the baseline (draftlab compare)", {}, {0.0},
+      {"compare", "the methods given with -s beside the baseline (draftlab compare)", {}, {0.0},
        [](const ExperimentConfig&) { return Methods{}; }},
   };
   return table;
@@ -278,18 +280,15 @@ const ExperimentDescriptor& find_experiment(const std::string& name) {
   throw Error("exp: expected an experiment name (" + known + "), got '" + name + "'");
 }
 
-std::vector<std::string> experiment_names() {
-  std::vector<std::string> names;
-  for (const auto& e : experiment_table()) names.push_back(e.name);
-  return names;
-}
+std::vector<std::string> experiment_names() { return analysis::driver_names(); }
 
 std::string experiments_help() {
   std::string s;
-  for (const auto& e : experiment_table()) {
+  for (const std::string& name : experiment_names()) {
+    const analysis::ExperimentEntry& entry = analysis::find_catalog_entry(name);
     char buf[64];
-    std::snprintf(buf, sizeof buf, "  %-15s", e.name.c_str());
-    s += buf + (e.paper_item.empty() ? "" : e.paper_item + ": ") + e.summary + "\n";
+    std::snprintf(buf, sizeof buf, "  %-15s", name.c_str());
+    s += buf + (entry.paper_item.empty() ? "" : entry.paper_item + ": ") + find_experiment(name).summary + "\n";
   }
   return s;
 }

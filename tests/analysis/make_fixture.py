@@ -34,15 +34,14 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "analysis"))
 from results_schema import (DRAFT_SHAPE_CHAIN, DRAFT_SHAPE_DYNAMIC_TREE, DRAFT_SHAPE_NONE,  # noqa: E402
-                            DRAFT_SHAPE_STATIC_TREE, SCHEMA, TABLES)
+                            DRAFT_SHAPE_STATIC_TREE, EXPERIMENTS as CATALOG, SCHEMA, TABLES)
 
 DTYPES = {"int8": np.int8, "int32": np.int32, "int64": np.int64, "float32": np.float32, "float64": np.float64,
           "string": h5py.string_dtype("utf-8")}
 DATASETS = {"mt_bench": [(81, 0, "writing"), (81, 1, "writing"), (82, 0, "roleplay"), (82, 1, "roleplay")],
             "gsm8k": [(1, 0, ""), (2, 0, ""), (3, 0, ""), (4, 0, "")]}
-EXPERIMENTS = ["speed", "eagle3", "alpha", "calibration", "positions", "ablate-eagle2", "ablate-inputs",
-               "tree-vs-chain", "train-data", "moe", "batch", "sweep", "compare", "ablate-eagle3", "eagle3-alpha",
-               "data-scaling"]
+# Every driver of the experiment catalog (a benchmark writes no results file).
+EXPERIMENTS = [name for name, entry in CATALOG.items() if entry.driver]
 # The node columns the *_cycle() rows fill, in the order of their tuples (d, i, p, r, c, value, accepted).
 NODE_FIELDS = ["depth", "tree_index", "parent", "sibling_rank", "confidence", "value", "accepted"]
 

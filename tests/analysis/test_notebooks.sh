@@ -20,7 +20,9 @@ $PY "$SRC/tests/analysis/make_fixture.py" --all "$TMP/fixtures" || bad "make_fix
 export DRAFTLAB_FIXTURES=$TMP/fixtures PYDEVD_DISABLE_FILE_VALIDATION=1
 mkdir -p "$TMP/out"
 notebooks=("$SRC"/notebooks_export/*.ipynb)
-[ ${#notebooks[@]} -ge 8 ] && ok "${#notebooks[@]} notebooks" || bad "expected 8 notebooks, found ${#notebooks[@]}"
+want=$($PY -c "import sys; sys.path.insert(0, '$SRC/analysis'); import plot; print(len(plot.FIGURES))")
+[ "${#notebooks[@]}" = "$want" ] && ok "${#notebooks[@]} notebooks, one per figure of plot.py" ||
+  bad "expected $want notebooks (one per figure of plot.py), found ${#notebooks[@]}"
 printf '%s\n' "${notebooks[@]}" | xargs -P 3 -I{} sh -c \
   'jupyter-nbconvert --to notebook --execute --ExecutePreprocessor.timeout=120 --output-dir "$0" "{}" >"$0/$(basename "{}").log" 2>&1' "$TMP/out"
 for nb in "${notebooks[@]}"; do

@@ -1,7 +1,11 @@
 // The paper tables from hand-made files: the right rows and cells in the papers' layouts, Markdown and LaTeX.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <sstream>
+
 #include "analysis/by_category.h"
+#include "analysis/experiment_catalog.h"
 #include "analysis/paper_tables.h"
 #include "run_builder.h"
 #include "test_errors.h"
@@ -180,16 +184,63 @@ TEST(PaperTables, UnknownExperimentNamesFileAndField) {
                                   {"x.h5", "experiment", "speed", "sweep", "frobnicate"});
 }
 
-TEST(PaperTables, EveryExperimentOfTheIndexHasTables) {
-  const std::vector<PaperTableEntry> index = paper_table_index();
-  ASSERT_EQ(index.size(), 16u);  // the fifteen paper experiments and compare
-  EXPECT_EQ(index[0].experiment, "speed");
-  EXPECT_EQ(index[0].paper_item, "EAGLE-2 Table 1");
-  for (const PaperTableEntry& e : index) {
-    const Report r = paper_tables(speed_file(e.experiment), "x.h5");
-    EXPECT_EQ(r.heading.rfind(e.paper_item + ": ", 0), 0u) << r.heading;
-    EXPECT_FALSE(r.tables.empty()) << e.experiment;
+TEST(PaperTables, EveryDriverOfTheCatalogHasTables) {
+  const std::vector<std::string> drivers = driver_names();
+  ASSERT_EQ(drivers.size(), 16u);  // the fifteen paper experiments and compare (quantized is a benchmark)
+  EXPECT_EQ(drivers[0], "speed");
+  for (const std::string& name : drivers) {
+    const ExperimentEntry& e = find_catalog_entry(name);
+    const Report r = paper_tables(speed_file(name), "x.h5");
+    EXPECT_EQ(r.heading, paper_item_or_name(e) + ": " + e.heading);
+    EXPECT_FALSE(r.tables.empty()) << name;
   }
+  EXPECT_EQ(paper_tables(speed_file("speed"), "x.h5").heading.rfind("EAGLE-2 Table 1: ", 0), 0u);
+  EXPECT_EQ(paper_tables(speed_file("sweep"), "x.h5").heading.rfind("Sweep: ", 0), 0u);
+}
+
+TEST(PaperTables, ABenchmarkOfTheCatalogIsNotAResultsFileExperiment) {
+  ASSERT_FALSE(find_catalog_entry("quantized").driver);
+  draftlab::testing::expect_error([] { paper_tables(speed_file("quantized"), "x.h5"); },
+                                  {"x.h5", "experiment", "quantized"});
+}
+
+TEST(ExperimentCatalog, ReproduceListHasEveryRunOnceInCatalogOrder) {
+  // run, file, experiment, paper item, prepare, note
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(reproduce_list_text());
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> fields;
+    std::istringstream cells(line);
+    for (std::string cell; std::getline(cells, cell, '\t');) fields.push_back(cell);
+    ASSERT_EQ(fields.size(), 6u) << line;
+    rows.push_back(fields);
+  }
+  std::vector<std::string> expected;
+  for (const ExperimentEntry& e : experiment_catalog())
+    for (const ExperimentEntry::Run& run : e.runs) expected.push_back(run.name);
+  ASSERT_EQ(rows.size(), expected.size());
+  std::set<std::string> seen;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][0], expected[i]);
+    EXPECT_TRUE(seen.insert(rows[i][0]).second) << rows[i][0];
+    const ExperimentEntry& e = find_catalog_entry(rows[i][2]);
+    EXPECT_EQ(rows[i][1], rows[i][0] + (e.driver ? ".h5" : ".md"));
+    EXPECT_FALSE(rows[i][4].empty()) << rows[i][0];  // "-" when nothing runs first
+    EXPECT_FALSE(rows[i][5].empty()) << "no reproduce note for " << rows[i][0];
+  }
+  EXPECT_TRUE(seen.count("moe-dense"));
+  EXPECT_FALSE(seen.count("compare"));  // compare is a command, not a paper item
+}
+
+TEST(ExperimentCatalog, PythonFormListsEveryEntryWithItsFigures) {
+  const std::string py = experiment_catalog_python();
+  for (const ExperimentEntry& e : experiment_catalog()) {
+    std::string figures;
+    for (const std::string& f : e.figures) figures += (figures.empty() ? "" : ", ") + ("\"" + f + "\"");
+    EXPECT_NE(py.find("\"" + e.name + "\": Experiment(\"" + e.paper_item + "\""), std::string::npos) << e.name;
+    EXPECT_NE(py.find("[" + figures + "]"), std::string::npos) << e.name;
+  }
+  draftlab::testing::expect_error([] { find_catalog_entry("frobnicate"); }, {"speed", "quantized", "frobnicate"});
 }
 
 TEST(PaperTables, BaselineIsFoundByDraftShapeNotByName) {

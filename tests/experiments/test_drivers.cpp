@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/base/file_bytes.h"
+#include "analysis/experiment_catalog.h"
 #include "analysis/run_metrics.h"
 #include "core/base/sha256.h"
 #include "core/model/llama_model.h"
@@ -145,6 +146,19 @@ std::set<std::string> methods_of(const ResultsFile& r) {
   std::set<std::string> s;
   for (const auto& run : r.runs) s.insert(run.method);
   return s;
+}
+
+// The drivers are the catalog's drivers, no more, no fewer: the catalog names what each reproduces (paper tables,
+// plots, notebooks, reproduce.sh read it), the driver table only adds the methods.
+TEST(Drivers, TheDriverTableIsTheCatalogsDrivers) {
+  std::set<std::string> table, catalog;
+  for (const ExperimentDescriptor& e : experiment_table()) EXPECT_TRUE(table.insert(e.name).second) << e.name;
+  for (const std::string& name : analysis::driver_names()) catalog.insert(name);
+  EXPECT_EQ(table, catalog);
+  EXPECT_EQ(experiment_names(), analysis::driver_names());
+  const std::string help = experiments_help();
+  EXPECT_NE(help.find("speed          EAGLE-2 Table 1: every strategy"), std::string::npos) << help;
+  expect_error([] { find_experiment("quantized"); }, {"exp", "speed", "quantized"});  // a benchmark, not a driver
 }
 
 TEST(Drivers, SpeedCoversSixDatasetsTwoTemperaturesAndTheMethods) {
@@ -413,7 +427,7 @@ TEST(Drivers, BadConfigurationsAreClearErrors) {
   c.heads.clear();
   expect_error([&] { experiment_methods(c); }, {"exp alpha", "--head"});
   c.experiment = "speedy";
-  expect_error([&] { apply_driver_defaults(c); }, {"speedy", "speed, eagle3, ablate-eagle3"});
+  expect_error([&] { apply_driver_defaults(c); }, {"speedy", "speed, eagle3, eagle3-alpha"});
   c = tiny_config("train-data");
   c.heads = {{"fixed", head_dir()}};
   expect_error([&] { experiment_methods(c); }, {"generated=DIR"});
