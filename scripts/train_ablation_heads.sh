@@ -3,7 +3,8 @@
 # budget: one head per input variant on the fixed corpus, and one (EAGLE's input) on target-generated data; and
 # the EAGLE-3 head without fusion (EAGLE-3 Table 2).
 #   bash scripts/train_ablation_heads.sh        MODEL (default data/models/ts-target), OUT (default
-#                                               ../zoo/ablation-heads), STEPS, BATCH, CONTEXT, LR, THREADS
+#                                               ../zoo/ablation-heads), THREADS; STEPS, BATCH, CONTEXT,
+#                                               LR, SAMPLES: override data/recipes/ablation-head.ini
 # scripts/reproduce.sh ablate-inputs train-data ablate-eagle3 then measures them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,16 +13,13 @@ SHARED=${DRAFTLAB_SHARED:-../shared}
 CORPUS=$SHARED/data/tinystories/tinystories.txt
 MODEL=${MODEL:-data/models/ts-target}
 OUT=${OUT:-../zoo/ablation-heads}
-STEPS=${STEPS:-600}
-BATCH=${BATCH:-8}
-CONTEXT=${CONTEXT:-256}
-LR=${LR:-1e-3}
 THREADS=${THREADS:-2}
 mkdir -p "$OUT"
-# SAMPLES: the documented results were trained on windows (train-head --samples; whole is the default since
-# 2026-11-27).
-TRAIN=(--samples "${SAMPLES:-windows}" --model "$MODEL" --steps "$STEPS" --batch "$BATCH" --context "$CONTEXT" --lr "$LR" --warmup 50 --seed 0
-       --threads "$THREADS" --eval-every 100 --log-every 50)
+# The recipe data/recipes/ablation-head.ini; STEPS, BATCH, CONTEXT, LR, SAMPLES override it (the command line wins).
+TRAIN=(--options-file data/recipes/ablation-head.ini --model "$MODEL" --threads "$THREADS")
+for v in STEPS BATCH CONTEXT LR SAMPLES; do
+  [ -n "${!v:-}" ] && TRAIN+=("--$(echo "$v" | tr 'A-Z' 'a-z')" "${!v}")
+done
 
 # The four variants see the same windows, so the target runs once: the first builds the feature cache, the others
 # read it (float32: replays exactly; 600 steps x 8 x 257 x d=256 is 1.3 GB, deleted at the end).
@@ -39,7 +37,7 @@ rm -f "$OUT/corpus-features.h5"
 # EAGLE-3 Table 2's middle row: training-time test without fusion (the last layer's output three times), on
 # exactly the committed EAGLE-3 head's data and schedule (scripts/train_zoo.sh target-eagle3), so the two differ in
 # the fused layers only.
-[ -f "$OUT/eagle3-top/model.safetensors" ] || $DL train-head --kind eagle3 --feature-layers top --model "$MODEL" \
-  --corpus "$CORPUS" --out "$OUT/eagle3-top" --draft-vocab 1024 --ttt-steps 7 --batch 8 --context 256 --steps 1000 \
-  --lr 1e-3 --warmup 40 --seed 0 --threads "$THREADS" --eval-every 100 --log-every 20 --save-dtype float16
+[ -f "$OUT/eagle3-top/model.safetensors" ] || $DL train-head --options-file data/recipes/eagle-head.ini \
+  --options-file data/recipes/eagle3.ini --feature-layers top --model "$MODEL" --corpus "$CORPUS" --out "$OUT/eagle3-top" \
+  --threads "$THREADS"
 echo "heads in $OUT"

@@ -7,8 +7,8 @@
 # Every stage writes its model folder under data/models/ (or $ZOO_OUT) and keeps its full training output
 # (resumable state, logs) in $ZOO_WORK (default ../zoo), so an interrupted stage continues with
 # RESUME=1 bash scripts/train_zoo.sh STAGE.
-# The published heads were trained on random windows, before whole-sequence rows became train-head's default
-# (2026-11-27): --samples windows reproduces them.
+# The heads' settings are train-head recipes in data/recipes/ (--options-file); the published heads were trained on
+# random windows, before whole-sequence rows became train-head's default (2026-11-27), which the recipes say.
 # Times on the 2-vCPU development machine (1 thread each, as it ran beside other work): tiny ~8 min,
 # tiny-head ~5 min, target ~90 min + ~80 min + ~95 min (phases 2 and 3, 2 threads), target-head ~26 min (2 threads),
 # draft ~15 min, target-medusa and target-hydra: see their cards (data/models/README.md).
@@ -73,17 +73,14 @@ for stage in "${STAGES[@]}"; do
       $DL "${lm[@]}" --steps 4000  # a resumed run that already stopped early does nothing
       publish "$WORK/ts-target" "$OUT/ts-target" ;;
     target-head)
-      # 1,000 steps (2 epochs of 8 x 256-token windows) with a cosine to 1e-4; features from the published ts-target.
-      $DL train-head --samples windows --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-eagle-head" \
-        --batch 8 --context 256 --steps 1000 --lr 1e-3 --warmup 40 --seed 0 --threads "$THREADS" \
-        --eval-every 100 --log-every 20 --save-dtype float16 $RESUME_FLAG
+      # The recipe data/recipes/eagle-head.ini; features from the published ts-target.
+      $DL train-head --options-file data/recipes/eagle-head.ini --model "$OUT/ts-target" --corpus "$CORPUS" \
+        --out "$WORK/ts-target-eagle-head" --threads "$THREADS" $RESUME_FLAG
       publish "$WORK/ts-target-eagle-head" "$OUT/ts-target-eagle-head" ;;
     target-eagle3)
-      # EAGLE-3 (issue 22): training-time test with 7 steps, its own LM head over the 1,024 most frequent predicted
-      # tokens (the official 32,000 of 128,256 is the same quarter), on exactly target-head's data and schedule.
-      $DL train-head --samples windows --kind eagle3 --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-eagle3-head" \
-        --draft-vocab 1024 --ttt-steps 7 --batch 8 --context 256 --steps 1000 --lr 1e-3 --warmup 40 --seed 0 \
-        --threads "$THREADS" --eval-every 100 --log-every 20 --save-dtype float16 $RESUME_FLAG
+      # EAGLE-3 (issue 22, data/recipes/eagle3.ini) on exactly target-head's data and schedule.
+      $DL train-head --options-file data/recipes/eagle-head.ini --options-file data/recipes/eagle3.ini \
+        --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-eagle3-head" --threads "$THREADS" $RESUME_FLAG
       publish "$WORK/ts-target-eagle3-head" "$OUT/ts-target-eagle3-head" ;;
     draft)
       # The classic chain strategy's separate draft LM: same tokenizer as ts-target, about 8% of its step.
@@ -93,15 +90,12 @@ for stage in "${STAGES[@]}"; do
         --eval-every 50 --log-every 20 --seed 0 --threads "$THREADS" --save-dtype float16 $RESUME_FLAG
       publish "$WORK/ts-draft" "$OUT/ts-draft" ;;
     target-medusa | target-hydra)
-      # The parallel heads of issue 15: 4 heads sharing ts-target's LM head, 400 steps of 8 x 256-token windows
-      # (0.8 epoch), cosine to 1e-4. Both read the same windows (same seed, batch, context), so the second stage
-      # replays the first one's feature cache instead of running the target again.
+      # The parallel heads of issue 15 (data/recipes/parallel-heads.ini + medusa.ini / hydra.ini). Both read the
+      # same windows, so the second stage replays the first one's feature cache instead of running the target again.
       kind=${stage#target-}
-      extra=(--medusa-heads 4); [ "$kind" = hydra ] && extra=(--hydra-heads 4 --teacher)
-      $DL train-head --samples windows --kind "$kind" --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-$kind" \
-        --batch 8 --context 256 --steps 400 --lr 1e-3 --warmup 20 --seed 0 --threads "$THREADS" \
-        --eval-every 50 --log-every 20 --save-dtype float16 "${extra[@]}" \
-        --feature-cache "$WORK/ts-target-parallel-features.h5" --feature-cache-dtype float16 $RESUME_FLAG
+      $DL train-head --options-file data/recipes/parallel-heads.ini --options-file "data/recipes/$kind.ini" \
+        --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-$kind" --threads "$THREADS" \
+        --feature-cache "$WORK/ts-target-parallel-features.h5" $RESUME_FLAG
       publish "$WORK/ts-target-$kind" "$OUT/ts-target-$kind" ;;
     moe)
       # EAGLE Table 3's mixture-of-experts target (issue 21): Mixtral's architecture at ts-target's width and
@@ -122,9 +116,8 @@ for stage in "${STAGES[@]}"; do
       publish "$WORK/ts-moe" "$OUT/ts-moe" ;;
     moe-head)
       # ts-target-head's recipe on ts-moe.
-      $DL train-head --samples windows --model "$OUT/ts-moe" --corpus "$CORPUS" --out "$WORK/ts-moe-eagle-head" \
-        --batch 8 --context 256 --steps 1000 --lr 1e-3 --warmup 40 --seed 0 --threads "$THREADS" \
-        --eval-every 100 --log-every 20 --save-dtype float16 $RESUME_FLAG
+      $DL train-head --options-file data/recipes/eagle-head.ini --model "$OUT/ts-moe" --corpus "$CORPUS" \
+        --out "$WORK/ts-moe-eagle-head" --threads "$THREADS" $RESUME_FLAG
       publish "$WORK/ts-moe-eagle-head" "$OUT/ts-moe-eagle-head" ;;
     ablation)
       # Four input-variant heads and a target-generated-data head for ts-target, kept in $WORK/ablation-heads only

@@ -102,6 +102,7 @@ int run_compare(int argc, char** argv) {
   c.datasets = benches;
   c.temperatures = {temperature};
   c.runner.seed = static_cast<uint64_t>(seed);
+  c.command_line = recorded_command_line(argc, argv, vm);
   const ExperimentRun run = run_experiment_from_cli(c, model_opts, argc, argv, progress);
   const ResultsFile& results = run.results;
   const LlamaModel& target = *run.target;

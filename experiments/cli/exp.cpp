@@ -100,8 +100,7 @@ ExperimentRun run_experiment_from_cli(ExperimentConfig& c, const ModelOptions& m
   c.target_path = model.model_path;
   c.dtype = model.dtype;
   c.device = model.device;
-  c.command_line = "draftlab";
-  for (int i = 0; i < argc; ++i) c.command_line += std::string(" ") + argv[i];
+  if (c.command_line.empty()) c.command_line = recorded_command_line(argc, argv, po::variables_map());
   const ExperimentPlan plan = plan_experiment(c);  // every option error before the model loads
   c = plan.config;
 
@@ -237,6 +236,7 @@ int run_exp(int argc, char** argv) {
     set_grid_axis(c.grid, parse_grid_axis("--grid", g.substr(0, eq), g.substr(eq + 1)));
   }
   parse_shard(shard, c.shard_index, c.shard_count);
+  c.command_line = recorded_command_line(argc, argv, vm);
   const ResultsFile results = run_experiment_from_cli(c, model_opts, argc, argv, progress).results;
   if (!out_path.empty()) write_results(out_path, results);
   if (!jsonl_dir.empty()) write_spec_bench_jsonl(results, jsonl_dir, static_cast<double>(std::time(nullptr)));

@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <fstream>
 #include <iostream>
 
 #include "core/base/error.h"
@@ -27,23 +28,73 @@ void apply_sampling_filters(const SamplingFilterOptions& o, SamplingParams& para
   params.top_p_first = parse_sampling_order(o.order);
 }
 
+namespace {
+
+constexpr const char* kOptionsFile = "options-file";
+constexpr const char* kOptionsFileFlags = "options-file flags";  // vm key: what the files said, for the record
+
+// Stores the options of one --options-file into vm (values already there from the command line or an earlier file
+// win) and returns those that took effect as "--name value ...".
+std::string store_options_file(const std::string& file, const po::options_description& desc,
+                               const std::string& command, po::variables_map& vm) {
+  std::ifstream in(file);
+  if (!in) throw Error("--options-file " + file + ": cannot read the file (draftlab " + command + ")");
+  po::parsed_options parsed(&desc);
+  try {
+    parsed = po::parse_config_file(in, desc, false);
+  } catch (const po::error& e) {
+    throw Error("--options-file " + file + ": " + e.what() + " (expected `name = value` lines naming options of "
+                "draftlab " + command + ", see its --help)");
+  }
+  // The flags that take effect: a name already given (command line, earlier file) keeps its value, unless it composes.
+  std::string flags;
+  for (const po::option& o : parsed.options) {
+    const auto given = vm.find(o.string_key);
+    const po::value_semantic* semantic = desc.find(o.string_key, false).semantic().get();
+    if (given != vm.end() && !given->second.defaulted() && !semantic->is_composing()) continue;
+    for (const std::string& value : o.value) flags += (flags.empty() ? "--" : " --") + o.string_key + " " + value;
+  }
+  po::store(parsed, vm);
+  return flags;
+}
+
+}  // namespace
+
 bool parse_command_line(const po::options_description& desc, int argc, char** argv, const std::string& command,
                         po::variables_map& vm, const po::positional_options_description* positional,
                         const po::options_description* shown_in_help) {
+  po::options_description with_files;
+  with_files.add(desc);
+  with_files.add_options()(kOptionsFile, po::value<std::vector<std::string>>()->composing(),
+                           "more options from FILE: `name = value` lines (the command line wins)");
   try {
     po::command_line_parser parser(argc, argv);
-    parser.options(desc);
+    parser.options(with_files);
     if (positional) parser.positional(*positional);
     po::store(parser.run(), vm);
     if (vm.count("help")) {
-      std::cout << (shown_in_help ? *shown_in_help : desc) << "\n";
+      std::cout << (shown_in_help ? *shown_in_help : desc)
+                << "  --options-file FILE                   more options from FILE, one `name = value` per line "
+                   "(repeatable; the command line wins)\n\n";
       return false;
     }
+    std::string recorded;
+    if (vm.count(kOptionsFile))
+      for (const std::string& file : vm[kOptionsFile].as<std::vector<std::string>>())
+        recorded += "[" + file + ": " + store_options_file(file, desc, command, vm) + "]";
+    if (!recorded.empty()) vm.insert({kOptionsFileFlags, po::variable_value(boost::any(recorded), false)});
     po::notify(vm);
   } catch (const po::error& e) {
     throw Error(std::string(e.what()) + " (see draftlab " + command + " --help)");
   }
   return true;
+}
+
+std::string recorded_command_line(int argc, char** argv, const po::variables_map& vm) {
+  std::string line = "draftlab";
+  for (int i = 0; i < argc; ++i) line += std::string(" ") + argv[i];
+  if (vm.count(kOptionsFileFlags)) line += " " + vm[kOptionsFileFlags].as<std::string>();
+  return line;
 }
 
 void add_model_options(po::options_description& desc, ModelOptions& o) {

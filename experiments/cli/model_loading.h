@@ -39,11 +39,19 @@ void add_sampling_filter_options(boost::program_options::options_description& de
 void apply_sampling_filters(const SamplingFilterOptions& o, SamplingParams& params);
 
 // Parses argv against desc (which should have --help). Returns false after printing help for --help; throws
-// Error naming the command for bad or missing options.
+// Error naming the command for bad or missing options. Every command also takes --options-file FILE (repeatable):
+// more of its options, one `name = value` per line (`#` comments; a switch as `name = true`), e.g. a training
+// recipe (data/recipes/); the command line's own values win, then the earlier file's. Error naming the file for an
+// unreadable file or a line that is not an option of the command.
 bool parse_command_line(const boost::program_options::options_description& desc, int argc, char** argv,
                         const std::string& command, boost::program_options::variables_map& vm,
                         const boost::program_options::positional_options_description* positional = nullptr,
                         const boost::program_options::options_description* shown_in_help = nullptr);
+
+// "draftlab COMMAND ARGS...", the options that took effect from --options-file files appended as
+// "[FILE: --name value ...]":
+// what a results file or a training log records, so it still says what ran when a recipe file changes later.
+std::string recorded_command_line(int argc, char** argv, const boost::program_options::variables_map& vm);
 
 // Adds --model, --tokenizer, --dtype, --device, --path, --weights, --kv-cache, --threads, --verbose.
 void add_model_options(boost::program_options::options_description& desc, ModelOptions& o);

@@ -178,7 +178,7 @@ int run_train_head(int argc, char** argv) {
   } catch (const Error&) {
     throw Error("--save-dtype: expected float32, float16 or bfloat16, got '" + save_dtype + "'");
   }
-  for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "draftlab ") + std::string(argv[i]);
+  o.command_line = recorded_command_line(argc, argv, vm);
 
   check(corpus.empty() != data_path.empty(), "train-head: expected exactly one of --corpus and --data");
   check_training_fraction(data_fraction);

@@ -78,7 +78,7 @@ int run_train_lm(int argc, char** argv) {
   }
   o.compute.device = parse_compute_device(device);
   check_supported(o.compute);
-  for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "draftlab ") + std::string(argv[i]);
+  o.command_line = recorded_command_line(argc, argv, vm);
 
   const auto tokenizer = load_tokenizer(tokenizer_path);
   ModelConfig& c = o.config;

@@ -15,8 +15,11 @@ if [ ! -f "$DRAFTLAB_SHARED/data/bench/mt_bench/question.jsonl" ]; then
 fi
 TINY=(--model "$MODEL" --questions 2 -n 8 --repeats 1 --warmup 0)
 
-# 1. A tiny run: exit 0, the results file, the summary, Spec-Bench files.
-"$BIN" exp alpha "${TINY[@]}" --head "$HEAD" --out "$TMP/alpha.h5" --jsonl "$TMP/jsonl" >"$TMP/out" 2>"$TMP/err"
+# 1. A tiny run: exit 0, the results file, the summary, Spec-Bench files. Its settings come from an options file
+# (--questions 1 there loses to the command line's 2, and the record leaves it out; -n 8 and --repeats 1 apply).
+printf 'questions = 1\nmax-new-tokens = 8\nrepeats = 1\n' >"$TMP/tiny.ini"
+"$BIN" exp alpha --model "$MODEL" --questions 2 --warmup 0 --options-file "$TMP/tiny.ini" --head "$HEAD" \
+  --out "$TMP/alpha.h5" --jsonl "$TMP/jsonl" >"$TMP/out" 2>"$TMP/err"
 rc=$?
 [ $rc = 0 ] && ok "exp alpha exits 0" || { bad "exp alpha exit $rc"; cat "$TMP/err"; }
 [ -f "$TMP/alpha.h5" ] && ok "results file written" || bad "no results file"
@@ -24,6 +27,12 @@ grep -q "eagle-chain .*mt_bench" "$TMP/out" && ok "summary table lists the metho
 [ "$(wc -l <"$TMP/jsonl/mt_bench/ts-tiny-eagle-chain-float32-temp-0.0.jsonl" 2>/dev/null)" = 2 ] \
   && ok "Spec-Bench JSONL: 2 questions, named as Spec-Bench model ids" || bad "Spec-Bench JSONL missing or wrong line count"
 if /usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null; then
+  recorded=$(/usr/bin/python3 -c 'import h5py, sys; c = h5py.File(sys.argv[1], "r").attrs["command_line"]
+print(c if isinstance(c, str) else c.decode())' "$TMP/alpha.h5")
+  [[ $recorded == *" --questions 2 "*"[$TMP/tiny.ini: --max-new-tokens 8 --repeats 1]" ]] &&
+    /usr/bin/python3 -c 'import h5py, json, sys; s = json.loads(h5py.File(sys.argv[1], "r").attrs["settings"])
+sys.exit(0 if (s["max_new_tokens"], s["repeats"], s["questions"]) == (8, 1, 2) else s)' "$TMP/alpha.h5" &&
+    ok "the options file's settings applied and recorded with the command line" || bad "options file: recorded '$recorded'"
   /usr/bin/python3 "$SRC/tests/analysis/spec_bench_contract.py" "$TMP/alpha.h5" "$TMP/jsonl" >"$TMP/contract" 2>&1 \
     && ok "Spec-Bench JSONL reads as Spec-Bench's speed.py and equal.py read it" || bad "Spec-Bench contract: $(cat "$TMP/contract")"
 fi

@@ -58,4 +58,63 @@ for args in "--kind eagle --input feature_only --recipe official" "--kind eagle3
     --out "$TMP/out" $args
 done
 
+# Options files (--options-file, every command; the recipes of data/recipes/): their values are checked like flags,
+# before anything loads; an unknown name or an unreadable file is refused naming the file; the command line wins.
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+printf '# a comment\nkind = eagle3\nttt-steps = 0\n' >"$TMP/bad_value.ini"
+refused "options file: a value out of range" "--ttt-steps: expected 1..64 (--kind eagle3), got '0'" --options-file "$TMP/bad_value.ini"
+printf 'kind = eagle3\nttt-stps = 3\n' >"$TMP/bad_name.ini"
+refused "options file: an unknown name" "--options-file $TMP/bad_name.ini: unrecognised option 'ttt-stps'" --options-file "$TMP/bad_name.ini"
+refused "options file: missing" "--options-file $TMP/none.ini: cannot read the file" --options-file "$TMP/none.ini"
+printf 'steps = 0\n' >"$TMP/zero_steps.ini"
+refused "options file: its value applies" "--steps: expected a positive number" --options-file "$TMP/zero_steps.ini"
+expect_error "options file: the command line wins" "no_model" "$BIN" train-head -m "$TMP/no_model" --corpus "$TMP/no_corpus" \
+  --out "$TMP/out" --options-file "$TMP/zero_steps.ini" --steps 5
+printf 'steps = 0\n' >"$TMP/first.ini"; printf 'steps = 5\n' >"$TMP/second.ini"
+refused "options files: the earlier file wins" "--steps: expected a positive number" --options-file "$TMP/first.ini" \
+  --options-file "$TMP/second.ini"
+# Every recipe combination the training scripts use reaches the load.
+for recipe in "eagle-head.ini" "eagle-head.ini eagle3.ini" "parallel-heads.ini medusa.ini" "parallel-heads.ini hydra.ini" \
+              "ablation-head.ini"; do
+  files=()
+  for f in $recipe; do files+=(--options-file "$SRC/data/recipes/$f"); done
+  expect_error "recipe $recipe reaches the load" "no_model" "$BIN" train-head -m "$TMP/no_model" --corpus "$TMP/no_corpus" \
+    --out "$TMP/out" "${files[@]}"
+done
+# The recipes are what trained the committed heads: each flag of a recipe is in the command its head's training log
+# recorded (the heads predate --options-file; samples = windows was then the default).
+if /usr/bin/python3 -c 'import h5py' 2>/dev/null; then
+  if /usr/bin/python3 - "$SRC" <<'PYEOF2'
+import h5py, os, shlex, sys
+src = sys.argv[1]
+heads = {"ts-target-eagle-head": ["eagle-head.ini"], "ts-moe-eagle-head": ["eagle-head.ini"],
+         "ts-target-eagle3-head": ["eagle-head.ini", "eagle3.ini"],
+         "ts-target-medusa": ["parallel-heads.ini", "medusa.ini"], "ts-target-hydra": ["parallel-heads.ini", "hydra.ini"]}
+failed = False
+for head, recipes in heads.items():
+    with h5py.File(os.path.join(src, "data/models", head, "training_log.h5"), "r") as f:
+        c = f.attrs["command_line"]
+    words = shlex.split(c if isinstance(c, str) else c.decode())
+    for recipe in recipes:
+        for line in open(os.path.join(src, "data/recipes", recipe)):
+            line = line.split("#")[0].strip()
+            if not line:
+                continue
+            key, value = (x.strip() for x in line.split("=", 1))
+            if key == "samples" and value == "windows":
+                ok = "--samples" not in words or words[words.index("--samples") + 1] == value
+            elif value == "true":
+                ok = "--" + key in words
+            else:
+                ok = "--" + key in words and words[words.index("--" + key) + 1] == value
+            if not ok:
+                print(f"{head}: recipe {recipe} says {key} = {value}, its log: {' '.join(words)}")
+                failed = True
+sys.exit(1 if failed else 0)
+PYEOF2
+  then ok "each recipe's flags are what its committed heads were trained with"; else bad "a recipe differs from its heads' logs"; fi
+else
+  skip_part "recipes against the committed heads' logs: needs python3-h5py"
+fi
+
 finish
