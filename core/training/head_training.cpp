@@ -125,38 +125,29 @@ void check_recipe(const std::string& recipe) {
 HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& head, const HeadTrainingOptions& o,
                                     const TextDataset& data) {
   const int64_t max_context = target.config().max_position_embeddings - 1;
-  check(o.batch > 0, "--batch: expected a positive number, got " + std::to_string(o.batch));
   check(o.context >= head.min_context() && o.context <= max_context,
         "--context: expected " + std::to_string(head.min_context()) + ".." + std::to_string(max_context) +
             " for --kind " + head.family_name() + " (windows are context + 1 tokens), got " + std::to_string(o.context));
-  check(!o.out_dir.empty(), "--out: expected a directory");
   DataParallel* parallel = o.parallel.get();
-  check_batch_parts(o.batch, parallel ? parallel->world_size() : 1, o.trainer.accumulate);
-  const std::string state_path = o.out_dir + "/training_state.safetensors";
-
-  TrainerOptions topt = o.trainer;
-  topt.tokens_per_step = o.batch * o.context;
-  Trainer trainer(head.parameters(), topt, o.parallel);
-  if (!parallel || parallel->is_main()) std::filesystem::create_directories(o.out_dir);  // after the options' checks
   std::map<std::string, std::string> identity = head.identity();
   identity["family"] = head.family_name();
   identity["seed"] = std::to_string(o.seed);
   identity["batch"] = std::to_string(o.batch);
   identity["context"] = std::to_string(o.context);
   identity["samples"] = sampling_name(data.sampling());
-  if (o.resume) {
-    // States written before a key existed stand for its default (the family for states of one-family trainers,
-    // windows for states written before whole-sequence sampling).
-    const auto meta = trainer.resume(state_path, identity, [&](const std::string& key) {
-      return key == "family"    ? head.family_name()
-             : key == "samples" ? sampling_name(Sampling::Windows)
-                                : head.identity_default(key);
-    });
-    // States written before the curves carried the metrics kept them beside.
-    if (auto it = meta.find("head_eval"); it != meta.end() && trainer.curves().eval_metrics.empty())
-      for (const auto& [name, rows] : TrainingCurves::from_json(it->second, state_path).eval_metrics)
-        for (const auto& row : rows) trainer.add_eval_metric(name, row);
-  }
+  // States written before a key existed stand for its default (the family for states of one-family trainers,
+  // windows for states written before whole-sequence sampling).
+  TrainingRun run(o, head.parameters(), identity, [&](const std::string& key) {
+    return key == "family"    ? head.family_name()
+           : key == "samples" ? sampling_name(Sampling::Windows)
+                              : head.identity_default(key);
+  });
+  Trainer& trainer = run.trainer();
+  // States written before the curves carried the metrics kept them beside.
+  const auto& meta = run.resumed_metadata();
+  if (auto it = meta.find("head_eval"); it != meta.end() && trainer.curves().eval_metrics.empty())
+    for (const auto& [name, rows] : TrainingCurves::from_json(it->second, o.out_dir + "/training_state.safetensors").eval_metrics)
+      for (const auto& row : rows) trainer.add_eval_metric(name, row);
 
   const std::vector<int64_t> layers = head.feature_layers();
   const HeadValidation validation(target, data, o, layers, parallel);
@@ -165,8 +156,7 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
       o.feature_cache.path.empty() ? nullptr
                                    : FeatureCache::open_or_build(o.feature_cache, target, data, o.batch, o.context,
                                                                  o.seed, o.trainer.steps, layers, parallel);
-  Trainer::Hooks hooks;
-  hooks.loss = [&](int64_t step, const BatchPart& part) {
+  auto loss = [&](int64_t step, const BatchPart& part) {
     HeadBatch b;
     if (cache) {  // the same windows as on the fly for the cached steps, the target's features read back
       const CachedBatch c = part.whole() ? cache->batch(step) : cache->batch(step, part.rows(o.batch));
@@ -178,7 +168,7 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
     }
     return head.loss(b, step);
   };
-  hooks.eval_loss = [&] {
+  auto eval_loss = [&] {
     const HeadValidation::Pass pass = validation.run(head);
     for (const auto& [name, values] : pass.metrics) trainer.add_eval_metric(name, values);
     if (!trainer.options().quiet)
@@ -186,26 +176,10 @@ HeadTrainingResult train_draft_head(const LlamaModel& target, TrainableHead& hea
                    metrics_line(pass.metrics).c_str());
     return pass.loss;
   };
-  // The training state last, as in train_language_model: once it holds step N, so does every other file.
-  hooks.save = [&](int64_t) {  // rank 0 alone (Trainer)
-    head.save(o.out_dir, o.save_dtype);
-    TrainingCurves log = trainer.curves();
-    log.attributes = identity;
-    log.attributes["command_line"] = o.command_line;
-    log.attributes["date"] = utc_timestamp();
-    // How much data the head saw (EAGLE-3 Figure 1 plots against it): the training split's tokens.
-    log.attributes["train_tokens"] = std::to_string(data.train_tokens());
-    if (!o.data_description.empty()) log.attributes["data"] = o.data_description;
-    write_training_log(o.out_dir + "/training_log.h5", log);
-    trainer.save_state(state_path, identity);
-  };
-  trainer.run(hooks);
-
-  HeadTrainingResult result;
-  for (const auto& [name, p] : head.parameters()) result.parameters += p.numel();
-  result.tokens_per_second = trainer.tokens_per_second();
-  result.curves = trainer.curves();
-  return result;
+  // How much data the head saw (EAGLE-3 Figure 1 plots against it): the training split's tokens.
+  std::map<std::string, std::string> attributes = {{"train_tokens", std::to_string(data.train_tokens())}};
+  if (!o.data_description.empty()) attributes["data"] = o.data_description;
+  return run.run(loss, eval_loss, [&] { head.save(o.out_dir, o.save_dtype); }, attributes);
 }
 
 }  // namespace draftlab

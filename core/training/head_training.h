@@ -27,7 +27,7 @@
 #include "core/model/llama_model.h"
 #include "core/training/feature_cache.h"
 #include "core/training/text_dataset.h"
-#include "core/training/trainer.h"
+#include "core/training/training_run.h"
 #include "core/training/training_log.h"
 
 namespace draftlab {
@@ -99,30 +99,17 @@ class TrainableHead {
   virtual void save(const std::string& dir, at::ScalarType file_dtype) const = 0;
 };
 
-// The options every family shares (train-head's common flags).
-struct HeadTrainingOptions {
-  TrainerOptions trainer;
-  int64_t batch = 16;
-  int64_t context = 128;  // positions per window (windows are context + 1 tokens)
-  uint64_t seed = 0;      // every batch and anything random in the loss (initial weights: the family's)
-  int64_t eval_windows = 64;
-  std::string out_dir;
-  bool resume = false;
-  std::string command_line;
+// The options every family shares (train-head's common flags): the run's (training_run.h: context = positions per
+// window, windows are context + 1 tokens; seed = every batch and anything random in the loss, the initial weights
+// being the family's) and the data's.
+struct HeadTrainingOptions : TrainingRunOptions {
   std::string data_description;  // the training log's `data` attribute: file, format, the fraction kept
-  at::ScalarType save_dtype = at::kFloat;
   // Training windows' target features from an HDF5 cache (built on first use) instead of the target; empty path:
   // on the fly. A dataset with a loss mask passes it to the loss either way.
   FeatureCacheOptions feature_cache;
-  // Data parallel: this rank trains on its rows of every step (batch_part.h); rank 0 writes out_dir.
-  std::shared_ptr<DataParallel> parallel;
 };
 
-struct HeadTrainingResult {
-  int64_t parameters = 0;
-  double tokens_per_second = 0;
-  TrainingCurves curves;  // with the family's metrics, one row per validation pass
-};
+using HeadTrainingResult = TrainingRunResult;
 
 // --recipe: "paper" (draftlab's documented defaults) or "official" (the family's official trainer). Throws Error
 // naming the flag otherwise.

@@ -85,31 +85,14 @@ StrategyOptions resolve_family_flags(const HeadFamily& family, const std::vector
   return options;
 }
 
-// One summary for every family: parameters, speed, and the last validation pass's loss and metrics.
-void report(const HeadTrainingResult& r, const std::string& out_dir, const DataParallel* parallel) {
-  if (parallel && !parallel->is_main()) return;
-  if (parallel) std::fprintf(stderr, "%s\n", parallel->traffic_line().c_str());
-  std::fprintf(stderr, "%ld head parameters; %.0f tokens/s; saved to %s\n", static_cast<long>(r.parameters),
-               r.tokens_per_second, out_dir.c_str());
-  if (r.curves.eval_loss.empty()) return;
-  std::fprintf(stderr, "final validation loss %.4f", r.curves.eval_loss.back());
-  for (const TrainingMetric& m : training_metrics()) {
-    const auto* rows = r.curves.metric(m.name);
-    if (rows == nullptr || rows->empty()) continue;
-    std::fprintf(stderr, "; %s", m.name);
-    for (double v : rows->back()) std::fprintf(stderr, " %.4f", v);
-  }
-  std::fprintf(stderr, "\n");
-}
-
 }  // namespace
 
 int run_train_head(int argc, char** argv) {
   ModelOptions mo;
-  std::string corpus, save_dtype = "float32", kind_name = "eagle";
+  std::string corpus, kind_name = "eagle";
   std::string data_path, data_format = "auto", chat_template = "plain", cache_dtype = "float32", samples = "whole";
-  int validation_every = 50;
   DataParallelFlags dist;
+  TrainingRunFlags run_flags;
   double data_fraction = 1.0;
   HeadTrainingOptions o;  // the options every family shares
   o.context = 128;
@@ -143,27 +126,16 @@ int run_train_head(int argc, char** argv) {
        "when building the cache: the steps whose windows it holds (0: --steps); later steps draw from it at random")
       ("feature-cache-dtype", po::value(&cache_dtype)->default_value(cache_dtype),
        "when building the cache: float32 (replays exactly) or float16 (half the size)")
-      ("out", po::value(&o.out_dir)->required(), "output folder: config.json, model.safetensors, training state, log")
       ("samples", po::value(&samples)->default_value(samples),
        "whole: each row one sequence from its start (cut at context + 1 tokens, padded), so the target's features "
        "see its whole left context as at inference (the official trainers'); windows: random windows of the "
        "concatenated data, features of the window alone (draftlab before 2026-11-27)")
-      ("context", po::value(&o.context)->default_value(o.context),
-       "positions per row (target rows are one token longer)")
-      ("batch", po::value(&o.batch)->default_value(o.batch), "rows per step")
-      ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the initial heads, every batch and its noise")
-      ("eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows), "validation rows per pass")
-      ("validation-every", po::value(&validation_every)->default_value(validation_every),
-       "every N-th story goes to the validation split")
       ("data-fraction", po::value(&data_fraction)->default_value(data_fraction),
        "train on the first F of the training split's tokens (0 < F <= 1; the validation split stays whole): data "
-       "scaling, EAGLE-3 Figure 1")
-      ("resume", po::bool_switch(&o.resume), "continue from --out/training_state.safetensors")
-      ("save-dtype", po::value(&save_dtype)->default_value(save_dtype),
-       "dtype of model.safetensors: float32, float16 or bfloat16");
+       "scaling, EAGLE-3 Figure 1");
   std::vector<FamilyFlag> flags;
   desc.add(family_flags(flags));
-  add_trainer_options(desc, t);
+  add_training_run_options(desc, o, run_flags, "rows per step", "positions per row (target rows are one token longer)");
   add_data_parallel_options(desc, dist);
 
   po::variables_map vm;
@@ -171,13 +143,7 @@ int run_train_head(int argc, char** argv) {
   // Everything that needs no model is checked here, before the target and the data load.
   const HeadFamily& family = find_head_family(kind_name);
   const StrategyOptions family_options = resolve_family_flags(family, flags, vm);
-  check_trainer_options(t);
-  check(o.batch > 0, "--batch: expected a positive number, got " + std::to_string(o.batch));
-  try {
-    o.save_dtype = parse_compute_dtype(save_dtype);
-  } catch (const Error&) {
-    throw Error("--save-dtype: expected float32, float16 or bfloat16, got '" + save_dtype + "'");
-  }
+  apply_training_run_flags(run_flags, o);
   o.command_line = recorded_command_line(argc, argv, vm);
 
   check(corpus.empty() != data_path.empty(), "train-head: expected exactly one of --corpus and --data");
@@ -191,7 +157,7 @@ int run_train_head(int argc, char** argv) {
 
   const LoadedModel loaded = load_model_and_tokenizer(mo);
   TextDataset data = load_head_data(source, format, *loaded.tokenizer, loaded.model->config().vocab_size, chat,
-                                    validation_every);
+                                    run_flags.validation_every);
   data.keep_training_fraction(data_fraction);
   data.set_sampling(sampling);
   o.data_description = source + " (" + head_data_format_name(format) + ")";
@@ -222,7 +188,7 @@ int run_train_head(int argc, char** argv) {
                  100 * padding, static_cast<long>(o.context));
   const HeadTrainingRun run{*loaded.model, data, o, family_options,
                             [&](const std::string& flag) { return vm.count(flag) && !vm[flag].defaulted(); }};
-  report(family.train(run), o.out_dir, o.parallel.get());
+  report_training_run(family.train(run), o);
   return 0;
 }
 

@@ -18,15 +18,15 @@ namespace po = boost::program_options;
 namespace draftlab::cli {
 
 int run_train_lm(int argc, char** argv) {
-  std::string corpus, tokenizer_path, dtype = "float32", device = "cpu", save_dtype = "float32";
+  std::string corpus, tokenizer_path, dtype = "float32", device = "cpu";
   int64_t dim = 64, layers = 4, heads = 4, kv_heads = 0, hidden = 0, experts = 0, experts_per_token = 2;
   double router_aux_loss_coef = 0.01;
-  int threads = 0, validation_every = 50;
+  int threads = 0;
   DataParallelFlags dist;
   LmTrainingOptions o;
   o.context = 128;
   o.batch = 16;
-  TrainerOptions& t = o.trainer;
+  TrainingRunFlags run_flags;
 
   po::options_description desc("draftlab train-lm: pretrain a Llama from scratch on a text corpus\n\noptions");
   desc.add_options()
@@ -34,7 +34,6 @@ int run_train_lm(int argc, char** argv) {
       ("corpus", po::value(&corpus)->required(), "text file of stories separated by blank lines")
       ("tokenizer", po::value(&tokenizer_path)->required(),
        "tokenizer (tokenizer.json, llama2.c .bin, ...); copied into --out")
-      ("out", po::value(&o.out_dir)->required(), "output folder: config.json, model.safetensors, training state, log")
       ("dim", po::value(&dim)->default_value(dim), "hidden size")
       ("layers", po::value(&layers)->default_value(layers), "decoder layers")
       ("heads", po::value(&heads)->default_value(heads), "attention heads")
@@ -47,35 +46,19 @@ int run_train_lm(int argc, char** argv) {
        "experts the router picks per token")
       ("router-aux-loss-coef", po::value(&router_aux_loss_coef)->default_value(router_aux_loss_coef),
        "weight of the load-balancing loss (Mixtral's router_aux_loss_coef)")
-      ("context", po::value(&o.context)->default_value(o.context), "training window and max_position_embeddings")
-      ("batch", po::value(&o.batch)->default_value(o.batch), "windows per step")
-      ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the initial weights and of every batch")
-      ("eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows), "validation windows per pass")
-      ("validation-every", po::value(&validation_every)->default_value(validation_every),
-       "every N-th story goes to the validation split")
-      ("resume", po::bool_switch(&o.resume), "continue from --out/training_state.safetensors")
-      ("keep-best", po::bool_switch(&o.keep_best),
-       "model.safetensors is the checkpoint of lowest validation loss, not the last (with --patience: early stopping)")
       ("threads", po::value(&threads)->default_value(threads), "intra-op threads (0 = $OMP_NUM_THREADS or all)")
       ("dtype", po::value(&dtype)->default_value(dtype), "compute dtype: float32 or bfloat16")
-      ("save-dtype", po::value(&save_dtype)->default_value(save_dtype),
-       "dtype of model.safetensors: float32, float16 or bfloat16 (the resumable training state stays float32)")
       ("device", po::value(&device)->default_value(device), "cpu, cuda, cuda:N");
 
-  add_trainer_options(desc, t);
+  add_training_run_options(desc, o, run_flags, "windows per step", "training window and max_position_embeddings");
   add_data_parallel_options(desc, dist);
 
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "train-lm", vm)) return 0;
-  check_trainer_options(t);
+  apply_training_run_flags(run_flags, o);
   check(threads >= 0, "--threads: expected 0 (auto) or a positive number, got " + std::to_string(threads));
   if (threads > 0) at::set_num_threads(threads);
   o.compute.dtype = parse_compute_dtype(dtype);
-  try {
-    o.save_dtype = parse_compute_dtype(save_dtype);
-  } catch (const Error&) {  // its message would name --dtype
-    throw Error("--save-dtype: expected float32, float16 or bfloat16, got '" + save_dtype + "'");
-  }
   o.compute.device = parse_compute_device(device);
   check_supported(o.compute);
   o.command_line = recorded_command_line(argc, argv, vm);
@@ -109,22 +92,14 @@ int run_train_lm(int argc, char** argv) {
   o.tokenizer_path = tokenizer_path;
   check_lm_training_options(o);  // before the corpus loads
 
-  const TextDataset data(corpus, *tokenizer, validation_every);
+  const TextDataset data(corpus, *tokenizer, run_flags.validation_every);
   o.parallel = join_data_parallel(dist, o.compute.device);
   const bool main_rank = !o.parallel || o.parallel->is_main();  // the others train in silence
   if (main_rank)
     std::fprintf(stderr, "corpus %s: %ld stories, %ld training and %ld validation tokens\n", corpus.c_str(),
                static_cast<long>(data.stories()), static_cast<long>(data.train_tokens()),
                static_cast<long>(data.validation_tokens()));
-  const LmTrainingResult r = train_language_model(o, data);
-  if (!main_rank) return 0;
-  if (o.parallel) std::fprintf(stderr, "%s\n", o.parallel->traffic_line().c_str());
-  std::fprintf(stderr, "%ld parameters; %.0f tokens/s; saved to %s\n", static_cast<long>(r.parameters),
-               r.tokens_per_second, o.out_dir.c_str());
-  if (!r.curves.eval_loss.empty()) std::fprintf(stderr, "final validation loss %.4f\n", r.curves.eval_loss.back());
-  if (r.best.step >= 0)
-    std::fprintf(stderr, "best validation loss %.4f at step %ld%s\n", r.best.loss, static_cast<long>(r.best.step),
-                 o.keep_best ? " (saved as model.safetensors)" : "");
+  report_training_run(train_language_model(o, data), o);
   return 0;
 }
 

@@ -48,6 +48,8 @@ refused "save dtype" "--save-dtype: expected float32, float16 or bfloat16, got '
 refused "accumulate" "--accumulate: expected a positive number" --accumulate 0
 refused "steps" "--steps: expected a positive number" --steps 0
 refused "batch" "--batch: expected a positive number" --batch 0
+refused "keep-best without validation" "--keep-best: needs validation (--eval-every > 0)" --keep-best --eval-every 0
+refused "validation split" "--validation-every: expected 2 or more, got 1" --validation-every 1
 refused "misspelled flag" "unrecognised option '--ttt-stps'" --kind eagle3 --ttt-stps 3
 
 # Controls: well-formed flags of each family reach the load, which names the missing model.
