@@ -28,25 +28,26 @@ class FeatureHead {
   // A cache for the head's single layer.
   virtual KvCache make_cache(int64_t capacity) const = 0;
 
-  // Appends n rows at cache rows [cache.length(), +n) and returns their states [n, d]. tokens [n] int64,
-  // features [n, width] (a target feature or a state), positions [n] int64; ancestor_mask [n, n] bool among the
-  // new rows (undefined = causal), the cached prefix always visible: the target forward's contract.
-  virtual at::Tensor forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
-                             const at::Tensor& positions, const at::Tensor& ancestor_mask = {}) const = 0;
-
-  // The general form tree drafting needs: visible [n, cache.length() + n] bool says which cached and new rows each
-  // new row attends to (undefined = all of them).
-  virtual at::Tensor forward_visible(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
-                                     const at::Tensor& positions, const at::Tensor& visible) const = 0;
-
-  // Several sequences' rows in one forward (batched drafting), each with forward_visible's arguments and its own
-  // cache: on the native path the weights are read once for all rows, and each sequence's states are bit for bit
-  // those of its own forward_visible; the reference path runs them one after another.
+  // The forward: several sequences' rows in one pass (batched drafting; one sequence is a batch of one), each with
+  // its own cache. A sequence appends n rows at its cache rows [cache.length(), +n) and gets their states [n, d]:
+  // tokens [n] int64, features [n, width] (a target feature or a state), positions [n] int64; visible
+  // [n, cache.length() + n] bool says which cached and new rows each new row attends to (tree drafting: earlier
+  // draft rows sit in the cache but only a node's ancestors may be seen); undefined = causal, the cached prefix
+  // visible. On the native path the weights are read once for all rows and each sequence's states are bit for bit
+  // those of the sequence alone; the reference path (and training, with gradients) runs them one after another.
   struct Rows {
     KvCache* cache = nullptr;
     at::Tensor tokens, features, positions, visible;
   };
   virtual std::vector<at::Tensor> forward_batch(const std::vector<Rows>& sequences) const = 0;
+
+  // One sequence (forward_batch of one) with visible rows as above.
+  at::Tensor forward_visible(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
+                             const at::Tensor& positions, const at::Tensor& visible) const;
+  // One sequence with the target forward's contract: ancestor_mask [n, n] bool among the new rows (undefined =
+  // causal), the cached prefix always visible.
+  at::Tensor forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features, const at::Tensor& positions,
+                     const at::Tensor& ancestor_mask = {}) const;
 
   // Next-token logits [n, target vocab] float32 from states [n, d]; -inf outside a reduced draft vocabulary, so
   // drafted tokens are always target ids.

@@ -210,19 +210,7 @@ ForwardOutput LlamaModel::forward(KvCache& cache, const at::Tensor& tokens, cons
 
 ForwardOutput LlamaModel::forward(KvCache& cache, const int64_t* tokens, const int64_t* positions, int64_t n,
                                   const uint8_t* ancestor_mask, const ForwardOptions& fo) const {
-  ForwardClock::Scope forward_clock;
-  check_forward_inputs(config_, cache, tokens, positions, n, ancestor_mask, rope_.max_positions());
-  check_feature_layers(config_, fo);
-  // (A dropped embedding is never trained: weights() would have rebuilt it.)
-  if (native_ && !(at::GradMode::is_enabled() && weights_.embed.defined() && weights_.embed.requires_grad()))
-    return native_->forward(weights_, rope_, cache, tokens, positions, n, ancestor_mask, fo);
-  // The reference path reads tensors: copies of the buffers (it is never the per-token hot path on the CPU).
-  const auto longs = at::TensorOptions().dtype(at::kLong);
-  at::Tensor mask;
-  if (ancestor_mask != nullptr)
-    mask = at::from_blob(const_cast<uint8_t*>(ancestor_mask), {n, n}, at::kByte).to(at::kBool);
-  return reference_forward(cache, at::from_blob(const_cast<int64_t*>(tokens), {n}, longs).clone(),
-                           at::from_blob(const_cast<int64_t*>(positions), {n}, longs).clone(), mask, fo);
+  return std::move(forward_batch({SequenceRows{&cache, tokens, positions, n, ancestor_mask}}, fo)[0]);
 }
 
 std::vector<ForwardOutput> LlamaModel::forward_batch(const std::vector<SequenceRows>& sequences,
@@ -238,12 +226,20 @@ std::vector<ForwardOutput> LlamaModel::forward_batch(const std::vector<SequenceR
   check(sequences.size() == 1 || fo.logits != ForwardOptions::Logits::Rows,
         "forward_batch: Logits::Rows takes one sequence");
   check_feature_layers(config_, fo);
+  // (A dropped embedding is never trained: weights() would have rebuilt it.)
   if (native_ && !(at::GradMode::is_enabled() && weights_.embed.defined() && weights_.embed.requires_grad()))
     return native_->forward_batch(weights_, rope_, sequences, fo);
+  // The reference path: one sequence after another, reading tensors (copies of the buffers: it is never the
+  // per-token hot path on the CPU).
+  const auto longs = at::TensorOptions().dtype(at::kLong);
   std::vector<ForwardOutput> outs;
   int64_t experts_read = 0;
   for (const SequenceRows& s : sequences) {
-    outs.push_back(forward(*s.cache, s.tokens, s.positions, s.n, s.ancestor_mask, fo));
+    at::Tensor mask;
+    if (s.ancestor_mask != nullptr)
+      mask = at::from_blob(const_cast<uint8_t*>(s.ancestor_mask), {s.n, s.n}, at::kByte).to(at::kBool);
+    outs.push_back(reference_forward(*s.cache, at::from_blob(const_cast<int64_t*>(s.tokens), {s.n}, longs).clone(),
+                                     at::from_blob(const_cast<int64_t*>(s.positions), {s.n}, longs).clone(), mask, fo));
     experts_read += outs.back().experts_read;
   }
   for (auto& out : outs) out.experts_read = experts_read;

@@ -69,26 +69,24 @@ class LlamaModel {
 
   KvCache make_cache(int64_t capacity) const;
 
-  // Appends tokens [n] (int64) at cache rows [cache.length(), +n) with RoPE positions [n] (int64).
-  // ancestor_mask [n, n] bool: row i allows new token j (true on the diagonal); undefined = causal chain.
-  // Throws Error on out-of-range tokens/positions, a malformed mask, or a full cache (cache left unchanged).
-  ForwardOutput forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& positions,
-                        const at::Tensor& ancestor_mask = {}, const ForwardOptions& options = {}) const;
-  // The same over host buffers: tokens and positions [n], ancestor_mask n * n bytes, nonzero = allowed (nullptr =
-  // causal). The decode loop's form: on the native path no tensor is built for the inputs.
-  ForwardOutput forward(KvCache& cache, const int64_t* tokens, const int64_t* positions, int64_t n,
-                        const uint8_t* ancestor_mask, const ForwardOptions& options = {}) const;
-
-  // Several sequences in one forward: ragged rows, each sequence with its own cache, positions and mask. On the
-  // native path every weight is read once for all rows (what makes a batch cheaper than its sequences one by one)
-  // and a row's outputs are bit for bit those of the sequence's own forward; the reference path runs them one
-  // after another. Returns one output per sequence, in order (options apply to each; Logits::Rows only for one
-  // sequence); experts_read of each is the whole forward's. Throws Error as forward does, or when two sequences
-  // share a cache; nothing is written then.
+  // The forward: several sequences in one pass (one sequence is a batch of one). Each sequence appends its n tokens
+  // (host int64) at its cache's rows [cache.length(), +n) with RoPE positions [n]; ancestor_mask n * n bytes,
+  // nonzero = row i allows new token j (true on the diagonal), nullptr = causal chain. On the native path every
+  // weight is read once for all rows (what makes a batch cheaper than its sequences one by one) and a row's outputs
+  // are bit for bit those of the sequence alone; the reference path runs them one after another. Returns one output
+  // per sequence, in order (options apply to each; Logits::Rows only for one sequence); experts_read of each is the
+  // whole forward's. Throws Error on out-of-range tokens/positions, a malformed mask, a full cache or two sequences
+  // sharing a cache; nothing is written then.
   std::vector<ForwardOutput> forward_batch(const std::vector<SequenceRows>& sequences,
                                            const ForwardOptions& options = {}) const;
 
-  // Convenience: a chain of tokens continuing the cache (positions = cache rows).
+  // One sequence (forward_batch of one), over host buffers: the decode loop's form, no tensor built for the inputs.
+  ForwardOutput forward(KvCache& cache, const int64_t* tokens, const int64_t* positions, int64_t n,
+                        const uint8_t* ancestor_mask, const ForwardOptions& options = {}) const;
+  // The same over tensors: tokens [n], positions [n] int64, ancestor_mask [n, n] bool (undefined = causal chain).
+  ForwardOutput forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& positions,
+                        const at::Tensor& ancestor_mask = {}, const ForwardOptions& options = {}) const;
+  // A chain of tokens continuing the cache (positions = cache rows).
   ForwardOutput forward_chain(KvCache& cache, const std::vector<int64_t>& tokens,
                               const ForwardOptions& options = {}) const;
 

@@ -316,12 +316,6 @@ at::Tensor NativeDecoder::lm_head_logits(const float* features, int64_t ld, int6
   return logits;
 }
 
-ForwardOutput NativeDecoder::forward(const LlamaWeights& weights, const RotaryEmbedding& rope, KvCache& cache,
-                                     const int64_t* tokens, const int64_t* positions, int64_t n,
-                                     const uint8_t* ancestor, const ForwardOptions& fo) const {
-  return std::move(forward_batch(weights, rope, {SequenceRows{&cache, tokens, positions, n, ancestor}}, fo)[0]);
-}
-
 std::vector<ForwardOutput> NativeDecoder::forward_batch(const LlamaWeights& weights, const RotaryEmbedding& rope,
                                                         const std::vector<SequenceRows>& sequences,
                                                         const ForwardOptions& fo) const {

@@ -129,12 +129,8 @@ class NativeDecoder {
   // Sets every layer's wqkv / wo / w_gate_up / w_down in `weights` to the packed values (float32, column-major).
   void restore_projections(LlamaWeights& weights) const;
 
-  // The forward of LlamaModel::forward (inputs already checked by the caller). tokens / positions: n values;
-  // ancestor: [n, n] row-major bytes (nullptr = causal chain).
-  ForwardOutput forward(const LlamaWeights& weights, const RotaryEmbedding& rope, KvCache& cache,
-                        const int64_t* tokens, const int64_t* positions, int64_t n, const uint8_t* ancestor,
-                        const ForwardOptions& options) const;
-  // The forward of LlamaModel::forward_batch: every sequence's rows in one pass over the weights.
+  // The forward of LlamaModel::forward_batch (inputs already checked by the caller): every sequence's rows in one
+  // pass over the weights.
   std::vector<ForwardOutput> forward_batch(const LlamaWeights& weights, const RotaryEmbedding& rope,
                                            const std::vector<SequenceRows>& sequences,
                                            const ForwardOptions& options) const;

@@ -341,32 +341,6 @@ KvCache EagleHead::make_cache(int64_t capacity) const {
   return KvCache(1, config_.num_key_value_heads, config_.head_dim, capacity, target_.options());
 }
 
-at::Tensor EagleHead::forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
-                              const at::Tensor& positions, const at::Tensor& ancestor_mask) const {
-  check_inputs(config_, cache, tokens, features, positions, rope_.max_positions());
-  return run(cache, tokens, features, positions, visible_from_ancestors(cache, tokens.size(0), ancestor_mask));
-}
-
-at::Tensor EagleHead::forward_visible(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
-                                      const at::Tensor& positions, const at::Tensor& visible) const {
-  check_inputs(config_, cache, tokens, features, positions, rope_.max_positions());
-  const int64_t n = tokens.size(0), T = cache.length() + n;
-  if (visible.defined())
-    check(visible.dim() == 2 && visible.size(0) == n && visible.size(1) == T, [&] {
-      return "EagleHead::forward_visible: visible must be [n, cache rows + n] = [" + std::to_string(n) + ", " +
-             std::to_string(T) + "], got " + shape_string(visible.sizes().vec());
-    });
-  return run(cache, tokens, features, positions, visible);
-}
-
-at::Tensor EagleHead::run(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
-                          const at::Tensor& positions, const at::Tensor& visible) const {
-  ForwardClock::Scope forward_clock;
-  const bool grad = at::GradMode::is_enabled() && (features.requires_grad() || weights_.fc.requires_grad());
-  if (native_ && !grad) return native_run({Rows{&cache, tokens, features, positions, visible}})[0];
-  return reference_run(cache, tokens, features, positions, visible);
-}
-
 std::vector<at::Tensor> EagleHead::forward_batch(const std::vector<Rows>& sequences) const {
   check(!sequences.empty(), "EagleHead::forward_batch: no sequences");
   std::vector<const KvCache*> caches;

@@ -128,19 +128,8 @@ class EagleHead : public FeatureHead {
 
   KvCache make_cache(int64_t capacity) const override;
 
-  // Appends n pairs at cache rows [cache.length(), +n) and returns the predicted next features [n, d] (compute
-  // dtype). tokens [n] int64 (t_{i+1}), features [n, d] (f_i), positions [n] int64; ancestor_mask [n, n] bool
-  // among the new rows (undefined = causal), the cached prefix always visible: the target forward's contract.
-  at::Tensor forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features, const at::Tensor& positions,
-                     const at::Tensor& ancestor_mask = {}) const override;
-
-  // The general form tree drafting needs, where earlier draft rows sit in the cache but only a node's ancestors
-  // may be seen: visible [n, cache.length() + n] bool says which cached and new rows each new row attends to
-  // (undefined = all of them).
-  at::Tensor forward_visible(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
-                             const at::Tensor& positions, const at::Tensor& visible) const override;
-
-  // FeatureHead::forward_batch; returns each sequence's predicted features.
+  // FeatureHead::forward_batch: each sequence's rows are pairs (token t_{i+1}, feature f_i) and its states the
+  // predicted next features [n, d] (compute dtype).
   std::vector<at::Tensor> forward_batch(const std::vector<Rows>& sequences) const override;
 
   // Next-token logits [n, vocab] float32 from predicted features [n, d], through the target's LM head (only its
@@ -162,9 +151,6 @@ class EagleHead : public FeatureHead {
   int64_t num_parameters() const;
 
  private:
-  // visible: [n, cache rows + n] bool, undefined = causal. Dispatches to the native or the reference path.
-  at::Tensor run(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features, const at::Tensor& positions,
-                 const at::Tensor& visible) const;
   at::Tensor reference_run(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
                            const at::Tensor& positions, const at::Tensor& visible) const;
   std::vector<at::Tensor> native_run(const std::vector<Rows>& sequences) const;

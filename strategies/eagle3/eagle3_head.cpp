@@ -437,17 +437,6 @@ void Eagle3Head::check_rows(const Rows& r, const char* what) const {
                 std::to_string(rope_.max_positions()) + ")");
 }
 
-at::Tensor Eagle3Head::forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
-                               const at::Tensor& positions, const at::Tensor& ancestor_mask) const {
-  const at::Tensor visible = visible_from_ancestors(cache, tokens.size(0), ancestor_mask);
-  return forward_batch({Rows{&cache, tokens, features, positions, visible}})[0];
-}
-
-at::Tensor Eagle3Head::forward_visible(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
-                                       const at::Tensor& positions, const at::Tensor& visible) const {
-  return forward_batch({Rows{&cache, tokens, features, positions, visible}})[0];
-}
-
 std::vector<at::Tensor> Eagle3Head::forward_batch(const std::vector<Rows>& sequences) const {
   check(!sequences.empty(), "Eagle3Head::forward_batch: no sequences");
   std::vector<const KvCache*> caches;

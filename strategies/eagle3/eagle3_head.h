@@ -93,10 +93,6 @@ class Eagle3Head : public FeatureHead {
   static std::vector<std::string> checkpoint_keys();
 
   KvCache make_cache(int64_t capacity) const override;
-  at::Tensor forward(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features, const at::Tensor& positions,
-                     const at::Tensor& ancestor_mask = {}) const override;
-  at::Tensor forward_visible(KvCache& cache, const at::Tensor& tokens, const at::Tensor& features,
-                             const at::Tensor& positions, const at::Tensor& visible) const override;
   // Each sequence's features are [n, 3d] (target features: fc applies) or [n, d] (states).
   std::vector<at::Tensor> forward_batch(const std::vector<Rows>& sequences) const override;
   at::Tensor logits(const at::Tensor& states) const override;
