@@ -61,14 +61,16 @@ struct LosslessCase {
   CpuPath path;
   bool float16_kv_cache = false;
   bool mixture_of_experts = false;  // a mixture-of-experts target (tests that build their own target)
-  // q8_0 weights met by int8 dot products (BlockDot::Int8): the target's own arithmetic, not the float model's.
+  // Quantized weights (q8_0, or `weights` when it names q4_0) met by int8 dot products (BlockDot::Int8): the
+  // target's own arithmetic, not the float model's.
   bool int8_dot = false;
-  // How the native path stores the target's weights (float16, bfloat16); unset: as the checkpoint stores them.
+  // How the native path stores the target's weights (float16, bfloat16, q4_0); unset: as the checkpoint stores them.
   std::optional<WeightStorage> weights = std::nullopt;
   std::string label() const {
     return config.label + (path == CpuPath::Native ? "_native" : "_reference") + (float16_kv_cache ? "_kv16" : "") +
-           (mixture_of_experts ? "_moe" : "") + (int8_dot ? "_q8int8" : "") +
-           (weights ? std::string("_") + weight_storage_name(*weights) : "");
+           (mixture_of_experts ? "_moe" : "") +
+           (int8_dot ? (weights == WeightStorage::Q4_0 ? "_q4int8" : "_q8int8")
+                     : weights ? std::string("_") + weight_storage_name(*weights) : "");
   }
   ComputeOptions compute() const {
     ComputeOptions o;
@@ -76,7 +78,7 @@ struct LosslessCase {
     if (weights) o.weights = *weights;
     if (float16_kv_cache) o.kv_cache = at::kHalf;
     if (int8_dot) {
-      o.weights = WeightStorage::Q8_0;
+      o.weights = weights.value_or(WeightStorage::Q8_0);
       o.block_dot = BlockDot::Int8;
     }
     return o;
@@ -106,10 +108,12 @@ inline std::vector<LosslessCase> on_moe_target(const std::vector<StrategyConfig>
   return cases;
 }
 
-// The native path over q8_0 weights with int8 dot products (dense target, and mixture of experts when `moe`).
-inline std::vector<LosslessCase> on_int8_target(const std::vector<StrategyConfig>& configs, bool moe = false) {
+// The native path over q8_0 (or q4_0) weights with int8 dot products (dense target, and mixture of experts when
+// `moe`).
+inline std::vector<LosslessCase> on_int8_target(const std::vector<StrategyConfig>& configs, bool moe = false,
+                                                WeightStorage storage = WeightStorage::Q8_0) {
   std::vector<LosslessCase> cases;
-  for (const auto& c : configs) cases.push_back({c, CpuPath::Native, false, moe, true});
+  for (const auto& c : configs) cases.push_back({c, CpuPath::Native, false, moe, true, storage});
   return cases;
 }
 

@@ -219,7 +219,7 @@ TEST_P(LosslessGreedyHalfWeights, SameTokensAsVanillaOnBenchPrompts) {
   std::cout << GetParam().label() << ": " << prompts.size() << " prompts, drafted " << drafted << "\n";
 }
 
-// Over q8_0 weights met by int8 dot products (BlockDot::Int8), dense and mixture of experts. The peer models' MLP
+// Over q8_0 weights met by int8 dot products (BlockDot::Int8), dense and mixture of experts, and over q4_0 ones. The peer models' MLP
 // (172 wide) is not whole 32-value blocks, so the target is a random tiny model (vocabulary 97), saved for the
 // strategies that load it (self-drafting chain, heads made for it) beside an unrelated tiny draft model.
 class LosslessGreedyInt8 : public ::testing::TestWithParam<LosslessCase> {};
@@ -228,6 +228,7 @@ TEST_P(LosslessGreedyInt8, SameTokensAsVanillaInTheSameSetting) {
   const LosslessCase& c = GetParam();
   const auto target = tiny_model_under(c.compute(), 31, 97, c.mixture_of_experts);
   ASSERT_EQ(target->native()->dot(), BlockDot::Int8);
+  ASSERT_EQ(target->native()->storage(), c.weights.value_or(WeightStorage::Q8_0));
   const std::string target_dir = fresh_dir("int8_target_" + c.label()), draft_dir = fresh_dir("int8_draft_" + c.label());
   target->save_hf(target_dir, at::kFloat);
   tiny_model(at::kFloat, 2, 99, false, 97)->save_hf(draft_dir, at::kFloat);
@@ -256,6 +257,9 @@ INSTANTIATE_TEST_SUITE_P(Strategies, LosslessGreedyStories, ::testing::ValuesIn(
 INSTANTIATE_TEST_SUITE_P(WeightStorage, LosslessGreedyHalfWeights,
                          ::testing::ValuesIn(on_half_weights(all_strategy_configs("", ""))), case_name);
 INSTANTIATE_TEST_SUITE_P(Int8DotProducts, LosslessGreedyInt8, ::testing::ValuesIn(on_int8_target(all_strategy_configs("", ""))), case_name);
+INSTANTIATE_TEST_SUITE_P(Int8DotProductsQ4, LosslessGreedyInt8,
+                         ::testing::ValuesIn(on_int8_target(all_strategy_configs("", ""), false, WeightStorage::Q4_0)),
+                         case_name);
 INSTANTIATE_TEST_SUITE_P(Int8DotProductsMoe, LosslessGreedyInt8,
                          ::testing::ValuesIn(on_int8_target(all_strategy_configs("", ""), /*moe=*/true)), case_name);
 

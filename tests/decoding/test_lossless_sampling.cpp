@@ -175,11 +175,14 @@ INSTANTIATE_TEST_SUITE_P(Strategies, LosslessSampling, ::testing::ValuesIn(on_bo
 // Every strategy again over a mixture-of-experts target (native path): routing must not break the distribution.
 INSTANTIATE_TEST_SUITE_P(MixtureOfExperts, LosslessSamplingOverMoe, ::testing::ValuesIn(on_moe_target(all_strategy_configs("", ""))),
                          case_name);
-// And over q8_0 weights met by int8 dot products: activations quantized row by row keep verification's rows
+// And over q8_0 and q4_0 weights met by int8 dot products: activations quantized row by row keep verification's rows
 // those of vanilla's steps, so the distribution is the int8 target's own.
 class LosslessSamplingOverInt8 : public LosslessSampling {};
 TEST_P(LosslessSamplingOverInt8, FirstTwoTokensFollowTheTargetDistribution) { expect_target_distribution(); }
 INSTANTIATE_TEST_SUITE_P(Int8DotProducts, LosslessSamplingOverInt8,
                          ::testing::ValuesIn(on_int8_target(all_strategy_configs("", ""))), case_name);
+INSTANTIATE_TEST_SUITE_P(Int8DotProductsQ4, LosslessSamplingOverInt8,
+                         ::testing::ValuesIn(on_int8_target(all_strategy_configs("", ""), false, WeightStorage::Q4_0)),
+                         case_name);
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -52,6 +53,91 @@ std::unique_ptr<LlamaModel> small_target(at::ScalarType dtype = at::kFloat, CpuP
 HeadBatch batch_of(const LlamaModel& target, const Eagle3TrainingModel& model, const at::Tensor& windows,
                    const at::Tensor& mask = {}) {
   return {windows, mask, head_batch_features(target, windows, model.feature_layers())};
+}
+
+// The TTT loss against its written-out formula (eagle3_training.h), computed here by plain loops over a 2 x 3
+// window with K = 3 steps: teacher p = softmax of the target's logits z_{j+1+k} restricted to the draft vocabulary
+// and renormalised; row j of step k counts iff j + 1 + k <= T, the loss mask holds at the predicted token
+// (mask[j + 2 + k], mask[T] past the end) and the target's full-vocabulary top-1 at j + 1 + k is a draft id; loss =
+// sum_k decay^k (-1 / (B T)) sum_{b, j} counted * sum_v p_v log q_v, q the step's draft softmax. The head's logits
+// come from unroll (checked against the inference head by UnrolledMaskedForwardEqualsSequentialInferenceForwards);
+// everything else is re-derived from the features.
+TEST(Eagle3Training, TttLossEqualsTheHandComputedFormulaOnATinyWindow) {
+  const auto target = small_target();
+  const int64_t B = 2, T = 3, V = target->config().vocab_size, d = target->config().hidden_size;
+  const int K = 3;
+  const double decay = 0.7;
+  const at::Tensor windows = random_windows(B, T + 1, V, 41);
+  const at::Tensor probe_features = head_batch_features(*target, windows, Eagle3TrainingModel(*target, 5).feature_layers());
+  // The target's logits at every window position, and its full-vocabulary top-1.
+  const at::Tensor z = at::matmul(probe_features.narrow(2, 3 * d, d).to(at::kDouble),
+                                  target->weights().lm_head.to(at::kDouble).t());  // [B, T + 1, V]
+  const at::Tensor top = z.argmax(-1);
+  // A draft vocabulary of 12 ids holding the top-1 of some positions and not of others (the in-vocabulary rule).
+  std::vector<int64_t> ids;
+  std::vector<bool> in(V, false);
+  const int64_t excluded = top[0][2].item<int64_t>();  // every position whose top-1 this is stops counting
+  for (int64_t i = 0; i < top.numel(); ++i) {
+    const int64_t v = top.flatten()[i].item<int64_t>();
+    if (v != excluded && !in[v]) ids.push_back(v), in[v] = true;
+  }
+  for (int64_t v = 3; v < V && ids.size() < 12; v += 7)
+    if (v != excluded && !in[v]) ids.push_back(v), in[v] = true;
+  std::sort(ids.begin(), ids.end());
+  Eagle3TrainingModel model(*target, 5, long_tensor(ids), K, decay);
+  liven(model, 6);
+  // The loss mask: position 2 of row 1 does not count (the rows that predict it, at every step).
+  const at::Tensor mask = at::ones({B, T + 1}, at::kLong);
+  mask[1][2] = 0;
+  const HeadBatch batch = batch_of(*target, model, windows, mask);
+  const double got = model.ttt_loss(batch).loss.item<double>();
+
+  at::NoGradGuard no_grad;
+  const auto u = model.unroll(windows, batch.features.narrow(2, 0, 3 * d), K);
+  const int64_t Vd = static_cast<int64_t>(ids.size());
+  double want = 0;
+  int counted_rows = 0, excluded_by_vocabulary = 0, excluded_by_mask = 0;
+  for (int k = 0; k < K; ++k) {
+    double step = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < T; ++j) {
+        const int64_t at = j + 1 + k;  // the teacher's position: the target's distribution of w_{at + 1}
+        if (at > T) continue;
+        const int64_t predicted = std::min<int64_t>(j + 2 + k, T);
+        if (mask[b][predicted].item<int64_t>() == 0) {
+          ++excluded_by_mask;
+          continue;
+        }
+        if (!in[top[b][at].item<int64_t>()]) {
+          ++excluded_by_vocabulary;
+          continue;
+        }
+        ++counted_rows;
+        // Teacher: softmax over the draft ids of z; student: log-softmax of the step's draft logits.
+        double zmax = -1e300, lmax = -1e300;
+        for (int64_t v = 0; v < Vd; ++v) {
+          zmax = std::max(zmax, z[b][at][ids[v]].item<double>());
+          lmax = std::max(lmax, u.logits[k][b][j][v].item<double>());
+        }
+        double zsum = 0, lsum = 0;
+        for (int64_t v = 0; v < Vd; ++v) {
+          zsum += std::exp(z[b][at][ids[v]].item<double>() - zmax);
+          lsum += std::exp(u.logits[k][b][j][v].item<double>() - lmax);
+        }
+        double cross = 0;
+        for (int64_t v = 0; v < Vd; ++v) {
+          const double p = std::exp(z[b][at][ids[v]].item<double>() - zmax) / zsum;
+          const double log_q = u.logits[k][b][j][v].item<double>() - lmax - std::log(lsum);
+          cross += p * log_q;
+        }
+        step -= cross;
+      }
+    want += std::pow(decay, k) * step / static_cast<double>(B * T);
+  }
+  ASSERT_GT(counted_rows, 0) << "tops " << top;
+  ASSERT_GT(excluded_by_vocabulary, 0) << "no row tests the in-vocabulary rule";
+  ASSERT_GT(excluded_by_mask, 0) << "no row tests the loss mask";
+  EXPECT_NEAR(got, want, 1e-5 * std::abs(want)) << "counted " << counted_rows << " rows";
 }
 
 TEST(Eagle3Training, GradientsMatchCentralFiniteDifferencesInFloat64) {
