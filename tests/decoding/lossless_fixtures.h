@@ -66,15 +66,18 @@ struct LosslessCase {
   bool int8_dot = false;
   // How the native path stores the target's weights (float16, bfloat16, q4_0); unset: as the checkpoint stores them.
   std::optional<WeightStorage> weights = std::nullopt;
+  at::ScalarType dtype = at::kFloat;  // the compute dtype (bfloat16: the reference path in bfloat16 throughout)
   std::string label() const {
     return config.label + (path == CpuPath::Native ? "_native" : "_reference") + (float16_kv_cache ? "_kv16" : "") +
            (mixture_of_experts ? "_moe" : "") +
            (int8_dot ? (weights == WeightStorage::Q4_0 ? "_q4int8" : "_q8int8")
-                     : weights ? std::string("_") + weight_storage_name(*weights) : "");
+                     : weights ? std::string("_") + weight_storage_name(*weights) : "") +
+           (dtype == at::kBFloat16 ? "_bf16compute" : "");
   }
   ComputeOptions compute() const {
     ComputeOptions o;
     o.cpu_path = path;
+    o.dtype = dtype;
     if (weights) o.weights = *weights;
     if (float16_kv_cache) o.kv_cache = at::kHalf;
     if (int8_dot) {
@@ -117,12 +120,14 @@ inline std::vector<LosslessCase> on_int8_target(const std::vector<StrategyConfig
   return cases;
 }
 
-// The native path with the target's weights stored as float16 and as bfloat16 (each product still sums in float32):
-// the strategy must reproduce the target's decoding in that storage.
+// The native path with the target's weights stored as float16 and as bfloat16 (each product still sums in float32),
+// and the reference path computing in bfloat16: the strategy must reproduce the target's decoding in that setting.
 inline std::vector<LosslessCase> on_half_weights(const std::vector<StrategyConfig>& configs) {
   std::vector<LosslessCase> cases;
   for (WeightStorage w : {WeightStorage::Float16, WeightStorage::BFloat16})
     for (const auto& c : configs) cases.push_back({c, CpuPath::Native, false, false, false, w});
+  for (const auto& c : configs)
+    cases.push_back({c, CpuPath::Reference, false, false, false, std::nullopt, at::kBFloat16});
   return cases;
 }
 
