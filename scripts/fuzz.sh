@@ -3,6 +3,11 @@
 #   bash scripts/fuzz.sh                       # every target, 60 s each
 #   bash scripts/fuzz.sh 20                    # 20 s each (CI)
 #   bash scripts/fuzz.sh 600 gguf safetensors  # some targets (names: tests/fuzz/<name>_fuzz.cpp)
+#   KEEP=1 bash scripts/fuzz.sh 600            # long mode: 10 min per target, then the corpus kept in the repository
+# The kept corpus is tests/fuzz/corpus/<target>.pack (tests/fuzz/corpus_pack.py; ctest's fuzz.replay replays it
+# through every target on every change). Each run starts from it; KEEP=1 minimises what the run found to the inputs
+# covering its edges, at most 2 KB each, and writes the pack back. KEEP=1 seeds from the repository alone
+# (no $DRAFTLAB_SHARED files), so no fragment of ../shared's data lands in git.
 # Builds build-fuzz (clang, -DDRAFTLAB_FUZZ=ON: the torch-free parsers only), writes seed corpora made from the
 # repository's and $DRAFTLAB_SHARED's files to build-fuzz/corpus/<target> (kept between runs: the corpus grows),
 # replays the regression inputs of tests/fuzz/regressions/<target> with DRAFTLAB_FUZZ_STRICT=1, runs each target with
@@ -32,12 +37,23 @@ fi
 for t in "${targets[@]}"; do
   [ -x "$BUILD/fuzz_$t" ] || { echo "fuzz.sh: no target '$t' (tests/fuzz/${t}_fuzz.cpp)" >&2; exit 2; }
 done
-/usr/bin/python3 tests/fuzz/make_seeds.py "$BUILD/corpus"
+if [ "${KEEP:-0}" = 1 ]; then
+  for t in "${targets[@]}"; do rm -rf "$BUILD/corpus/$t"; done  # this run's corpus: the kept one, grown
+  mkdir -p "$BUILD/no-shared"
+  DRAFTLAB_SHARED=$PWD/$BUILD/no-shared /usr/bin/python3 tests/fuzz/make_seeds.py "$BUILD/corpus"
+else
+  /usr/bin/python3 tests/fuzz/make_seeds.py "$BUILD/corpus"
+fi
+for t in "${targets[@]}"; do
+  [ -f "tests/fuzz/corpus/$t.pack" ] &&
+    /usr/bin/python3 tests/fuzz/corpus_pack.py unpack "tests/fuzz/corpus/$t.pack" "$BUILD/corpus/$t" >/dev/null
+done
 
 # Largest input per target: a little above its largest seed (bigger inputs only run slower); the dictionary.
 max_len() {
   case $1 in
     model_config) echo 2048 ;;
+    strategy_options) echo 512 ;;
     safetensors | tree_spec | bench_questions | spec_bench_answers | chat_jsonl) echo 4096 ;;
     gguf) echo 16384 ;;
     results_file) echo 32768 ;;
@@ -106,5 +122,14 @@ for t in "${targets[@]}"; do
     grep -m1 -A12 -E '^==[0-9]+==ERROR|runtime error:|^SUMMARY|deadly signal|not a draftlab::Error' "$log" | sed 's/^/    /' || tail -5 "$log"
   fi
 done
+if [ "${KEEP:-0}" = 1 ] && [ $status = 0 ]; then
+  for t in "${targets[@]}"; do
+    kept=$(mktemp -d)
+    "$BUILD/fuzz_$t" -merge=1 -use_counters=0 -max_len=2048 -rss_limit_mb=2048 "$kept" "$BUILD/corpus/$t" \
+      >"$BUILD/findings/$t/merge.log" 2>&1 && /usr/bin/python3 tests/fuzz/corpus_pack.py pack "$kept" "tests/fuzz/corpus/$t.pack"
+    rm -rf "$kept"
+  done
+  echo "fuzz.sh: kept tests/fuzz/corpus/*.pack ($(du -ch tests/fuzz/corpus/*.pack | tail -1 | cut -f1))"
+fi
 echo "fuzz.sh: ${#targets[@]} targets, $(( $(date +%s) - start )) s"
 exit $status
