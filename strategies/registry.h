@@ -19,6 +19,7 @@
   X(vanilla)                 \
   X(chain)                   \
   X(pld)                     \
+  X(suffix)                  \
   X(lookahead)               \
   X(eagle)                   \
   X(medusa)                  \
