@@ -121,6 +121,18 @@ TEST(SuffixDecoding, EarlierOutputsDraftForTheNextRequest) {
   propose_one(*alone, DraftRequest{first, 100, 100, sampler});
   alone->begin({3, 4, 10, 11, 12}, {}, 0);
   EXPECT_EQ(propose_one(*alone, DraftRequest{second, 100, 100, sampler}).size(), 0);
+  // The same prompt again (a benchmark's repeat) does not see its own earlier output: only the other request's.
+  auto repeat = suffix(*target, {});
+  const std::vector<int64_t> answer{5, 6, 20, 21, 22, 23, 20, 21};
+  repeat->begin({5, 6}, {}, 0);
+  propose_one(*repeat, DraftRequest{answer, 100, 100, sampler});
+  repeat->begin({5, 6}, {}, 0);
+  EXPECT_EQ(propose_one(*repeat, DraftRequest{{5, 6, 20, 21}, 100, 100, sampler}).size(), 0)
+      << "a repeated prompt drafted from its own earlier answer";
+  repeat->begin({7, 8}, {}, 0);  // the repeat's output (up to 20 21) is cached now, under another prompt
+  const DraftTree other = propose_one(*repeat, DraftRequest{{7, 8, 20}, 100, 100, sampler});
+  ASSERT_GE(other.size(), 1);
+  EXPECT_EQ(other.node(0).token, 21);
 }
 
 }  // namespace
