@@ -83,42 +83,4 @@ std::string reproduce_list_text() {
   return out;
 }
 
-namespace {
-
-std::string py(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '\\' || c == '"') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
-std::string py_list(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + py(items[i]);
-  return out + "]";
-}
-
-std::vector<std::string> run_names(const ExperimentEntry& e) {
-  std::vector<std::string> names;
-  for (const ExperimentEntry::Run& run : e.runs) names.push_back(run.name);
-  return names;
-}
-
-}  // namespace
-
-std::string experiment_catalog_python() {
-  std::string out =
-      "\n# The experiment catalog (analysis/experiment_catalog.cpp), in the papers' order: name -> what it reproduces,\n"
-      "# its tables' heading, plot.py's figures, reproduce.sh's runs, and whether it is a `draftlab exp` driver (else a\n"
-      "# benchmark without a results file)\n"
-      "Experiment = collections.namedtuple(\"Experiment\", \"paper_item heading figures runs driver\")\n"
-      "EXPERIMENTS = {\n";
-  for (const ExperimentEntry& e : experiment_catalog())
-    out += "    " + py(e.name) + ": Experiment(" + py(e.paper_item) + ", " + py(e.heading) + ", " + py_list(e.figures) +
-           ", " + py_list(run_names(e)) + ", " + (e.driver ? "True" : "False") + "),\n";
-  return out + "}\n";
-}
-
 }  // namespace draftlab::analysis

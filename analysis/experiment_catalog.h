@@ -2,7 +2,7 @@
 // file's `experiment` (a `draftlab exp` driver) or a benchmark, what of the papers it reproduces, the heading of its
 // tables, the figures `draftlab plot` draws for it, and how scripts/reproduce.sh runs it. Everything that lists
 // experiments reads it: the drivers (experiments/drivers, which add the methods), the paper tables (their builders,
-// keyed by name), `draftlab schema --python` (analysis/results_schema.py's EXPERIMENTS, read by plot.py, the
+// keyed by name), `draftlab schema --python` (experiments/cli/schema.cpp: analysis/results_schema.py's EXPERIMENTS, read by plot.py, the
 // notebook export and the test fixtures) and `draftlab schema --experiments` (reproduce.sh's and results_doc.sh's
 // lists).
 #pragma once
@@ -43,8 +43,5 @@ std::string paper_item_or_name(const ExperimentEntry& entry);
 // a benchmark), experiment, paper item, prepare ("-" when nothing: shell `read` merges empty tab-separated fields),
 // note (`draftlab schema --experiments`).
 std::string reproduce_list_text();
-
-// The catalog as Python (appended to analysis/results_schema.py by `draftlab schema --python`).
-std::string experiment_catalog_python();
 
 }  // namespace draftlab::analysis

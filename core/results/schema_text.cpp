@@ -33,16 +33,6 @@ std::string attribute_table(const std::vector<AttributeSpec>& attributes, bool w
   return out.str();
 }
 
-// A Python string literal in double quotes.
-std::string py(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '\\' || c == '"') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
@@ -55,16 +45,25 @@ std::string py_attributes(const std::string& name, const std::vector<AttributeSp
   for (const AttributeSpec& a : attributes) {
     std::string default_value = "None";
     if (with_default && a.presence == Presence::optional)
-      default_value = a.type == "string" ? py(a.default_value) : a.default_value;
-    out << "    " << py(a.name) << ": Attribute(" << py(a.type) << ", "
+      default_value = a.type == "string" ? python_literal(a.default_value) : a.default_value;
+    out << "    " << python_literal(a.name) << ": Attribute(" << python_literal(a.type) << ", "
         << (a.presence == Presence::required ? "True" : "False") << ", " << default_value << ",\n"
-        << "              " << py(a.meaning) << "),\n";
+        << "              " << python_literal(a.meaning) << "),\n";
   }
   out << "}\n";
   return out.str();
 }
 
 }  // namespace
+
+std::string python_literal(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
 
 std::string schema_markdown() {
   std::ostringstream out;
@@ -101,32 +100,32 @@ std::string schema_python() {
          "import collections\n\n"
          "Column = collections.namedtuple(\"Column\", \"type unit meaning\")\n"
          "Attribute = collections.namedtuple(\"Attribute\", \"type required default meaning\")\n\n"
-      << "SCHEMA = " << py(kResultsSchema) << "\n\n"
+      << "SCHEMA = " << python_literal(kResultsSchema) << "\n\n"
       << py_attributes("ROOT_ATTRIBUTES", root_attribute_specs(), false) << "\n"
       << py_attributes("RUN_ATTRIBUTES", run_attribute_specs(), true) << "\n";
   out << "REQUIRED_RUN_ATTRIBUTES = (";
   for (const AttributeSpec& a : run_attribute_specs())
-    if (a.presence == Presence::required) out << py(a.name) << ", ";
+    if (a.presence == Presence::required) out << python_literal(a.name) << ", ";
   out << ")\n\n";
   out << "# table -> column -> Column; the order is the order of the datasets in the file.\nTABLES = {\n";
   for (const TableSpec& t : run_table_specs()) {
-    out << "    " << py(t.name) << ": {\n";
+    out << "    " << python_literal(t.name) << ": {\n";
     for (const ColumnSpec& c : t.columns)
-      out << "        " << py(c.name) << ": Column(" << py(c.type) << ", " << py(c.unit) << ",\n"
-          << "                   " << py(c.meaning) << "),\n";
+      out << "        " << python_literal(c.name) << ": Column(" << python_literal(c.type) << ", " << python_literal(c.unit) << ",\n"
+          << "                   " << python_literal(c.meaning) << "),\n";
     out << "    },\n";
   }
   out << "}\n\nTABLE_MEANINGS = {\n";
-  for (const TableSpec& t : run_table_specs()) out << "    " << py(t.name) << ": " << py(t.meaning) << ",\n";
+  for (const TableSpec& t : run_table_specs()) out << "    " << python_literal(t.name) << ": " << python_literal(t.meaning) << ",\n";
   out << "}\n\nDRAFT_SHAPES = {\n";
-  for (const DraftShapeSpec& s : draft_shape_specs()) out << "    " << py(s.value) << ": " << py(s.meaning) << ",\n";
+  for (const DraftShapeSpec& s : draft_shape_specs()) out << "    " << python_literal(s.value) << ": " << python_literal(s.meaning) << ",\n";
   out << "}\n";
   for (const DraftShapeSpec& s : draft_shape_specs())
-    out << "DRAFT_SHAPE_" << upper(s.value) << " = " << py(s.value) << "\n";
+    out << "DRAFT_SHAPE_" << upper(s.value) << " = " << python_literal(s.value) << "\n";
   out << "\n# eval/<metric> datasets of training logs and /training/LABEL groups: name -> (single_value, meaning)\n"
          "TRAINING_METRICS = {\n";
   for (const TrainingMetric& m : training_metrics())
-    out << "    " << py(m.name) << ": (" << (m.single_value ? "True" : "False") << ", " << py(m.meaning) << "),\n";
+    out << "    " << python_literal(m.name) << ": (" << (m.single_value ? "True" : "False") << ", " << python_literal(m.meaning) << "),\n";
   out << "}\n";
   return out.str();
 }

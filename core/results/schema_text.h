@@ -14,6 +14,9 @@ std::string schema_markdown();
 // meaning)), DRAFT_SHAPES and one DRAFT_SHAPE_<VALUE> constant per draft shape.
 std::string schema_python();
 
+// A Python string literal in double quotes (backslashes and quotes escaped): what the generated modules write.
+std::string python_literal(const std::string& s);
+
 // `document` with the lines from kSchemaMarkdownBegin to kSchemaMarkdownEnd (markers included) replaced by
 // `block` (schema_markdown(), which starts and ends with them). Throws Error naming `path` when a marker is
 // missing or out of order.

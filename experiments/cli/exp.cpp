@@ -100,7 +100,6 @@ ExperimentRun run_experiment_from_cli(ExperimentConfig& c, const ModelOptions& m
   c.target_path = model.model_path;
   c.dtype = model.dtype;
   c.device = model.device;
-  if (c.command_line.empty()) c.command_line = recorded_command_line(argc, argv, po::variables_map());
   const ExperimentPlan plan = plan_experiment(c);  // every option error before the model loads
   c = plan.config;
 

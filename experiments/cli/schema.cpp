@@ -13,6 +13,33 @@
 
 namespace draftlab::cli {
 
+namespace {
+
+std::string py_list(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + python_literal(items[i]);
+  return out + "]";
+}
+
+// The experiment catalog (analysis/experiment_catalog.h) as the EXPERIMENTS of analysis/results_schema.py.
+std::string experiment_catalog_python() {
+  std::string out =
+      "\n# The experiment catalog (analysis/experiment_catalog.cpp), in the papers' order: name -> what it reproduces,\n"
+      "# its tables' heading, plot.py's figures, reproduce.sh's runs, and whether it is a `draftlab exp` driver (else a\n"
+      "# benchmark without a results file)\n"
+      "Experiment = collections.namedtuple(\"Experiment\", \"paper_item heading figures runs driver\")\n"
+      "EXPERIMENTS = {\n";
+  for (const analysis::ExperimentEntry& e : analysis::experiment_catalog()) {
+    std::vector<std::string> runs;
+    for (const analysis::ExperimentEntry::Run& run : e.runs) runs.push_back(run.name);
+    out += "    " + python_literal(e.name) + ": Experiment(" + python_literal(e.paper_item) + ", " + python_literal(e.heading) + ", " + py_list(e.figures) +
+           ", " + py_list(runs) + ", " + (e.driver ? "True" : "False") + "),\n";
+  }
+  return out + "}\n";
+}
+
+}  // namespace
+
 int run_schema(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   enum class Form { Markdown, Python, Experiments } form = Form::Markdown;
@@ -48,7 +75,7 @@ int run_schema(int argc, char** argv) {
       throw Error("schema: unknown argument '" + args[i] + "' (expected --markdown, --python, --experiments or --out FILE)");
     }
   }
-  const std::string text = form == Form::Python        ? schema_python() + analysis::experiment_catalog_python()
+  const std::string text = form == Form::Python        ? schema_python() + experiment_catalog_python()
                            : form == Form::Experiments ? analysis::reproduce_list_text()
                                                        : schema_markdown();
   if (out.empty()) {

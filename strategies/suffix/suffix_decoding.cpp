@@ -16,10 +16,10 @@
 //
 // Decided here where the spec leaves it open: the pattern is the longest match (ArcticInference also scores shorter
 // ones); the request's own last occurrence counts in count(node), as in ArcticInference, so a pattern seen once
-// before has probability 1/2; the global trie keeps the last max_cached_requests outputs (rebuilt when it drops one),
-// and learns an output when the next request begins; a request whose prompt equals an earlier request's does not see
-// that request's output (dropped, the trie rebuilt): a benchmark's warm-up and repeats would otherwise draft the very
-// answer the run is timing.
+// before has probability 1/2; the global trie keeps at most the last max_cached_requests outputs (rebuilt when it
+// drops some) and learns an output when the next request begins; a request whose prompt equals an earlier request's
+// does not see that request's output (dropped, the trie rebuilt): a benchmark's warm-up and repeats would otherwise
+// draft the very answer the run is timing.
 #include <algorithm>
 #include <deque>
 #include <queue>
@@ -44,11 +44,11 @@ class SuffixTrie {
 
   // Appends a token to the text; a new text (the next cached output) starts with end_text() first.
   void append(int64_t token) {
-    std::deque<int32_t> next;
-    next.push_back(extend(0, token));  // the substring that starts at the new token
-    for (int32_t node : open_)
-      if (nodes_[node].depth < depth_) next.push_back(extend(node, token));
-    while (!next.empty() && nodes_[next.back()].depth >= depth_) next.pop_back();
+    // open_ runs from depth 1 up, every node shorter than depth_: the extended ones run from 2 up, so only the
+    // last may reach depth_ and close.
+    std::deque<int32_t> next{extend(0, token)};  // the substring that starts at the new token
+    for (int32_t node : open_) next.push_back(extend(node, token));
+    if (nodes_[next.back()].depth >= depth_) next.pop_back();
     open_ = std::move(next);
   }
   // Ends the current text: nothing appended later extends its substrings.
@@ -157,8 +157,7 @@ class SuffixStrategy : public SequenceStrategy {
     };
     std::priority_queue<Open> open;
     auto push_children = [&](int32_t node, double probability, int32_t parent) {
-      const SuffixTrie::Node& n = trie.node(node);
-      if (n.depth - trie.node(start).depth >= o_.max_tree_depth) return;
+      const SuffixTrie::Node& n = trie.node(node);  // a node at the trie's depth has no children: depth bounded
       for (const auto& [token, c] : n.children)
         open.push({probability * static_cast<double>(trie.node(c).count) / static_cast<double>(n.count), c, parent});
     };
@@ -178,13 +177,16 @@ class SuffixStrategy : public SequenceStrategy {
     std::vector<int64_t> prompt, output;
   };
 
-  // The finished request's output joins the global trie (its last max_cached_requests outputs).
+  // The finished request's output joins the global trie (its last max_cached_requests outputs). Past the limit the
+  // oldest tenth goes at once, so the trie is rebuilt once per tenth of the cache, not after every request.
   void remember_output() {
     if (last_sequence_.size() <= prompt_.size()) return;
     cached_.push_back({prompt_, std::vector<int64_t>(last_sequence_.begin() + static_cast<std::ptrdiff_t>(prompt_.size()),
                                                     last_sequence_.end())});
     if (static_cast<int32_t>(cached_.size()) > o_.max_cached_requests) {
-      cached_.pop_front();
+      const auto cap = static_cast<size_t>(o_.max_cached_requests);
+      const size_t keep = cap == 0 ? 0 : std::max<size_t>(1, cap * 9 / 10);
+      cached_.erase(cached_.begin(), cached_.end() - static_cast<std::ptrdiff_t>(keep));
       rebuild_global();
       return;
     }
