@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the reference zoo (data/models/README.md) from ../shared/data/tinystories/tinystories.txt.
-#   bash scripts/train_zoo.sh [STAGE ...]      stages: tiny tiny-head target target-head draft target-medusa
+#   bash scripts/train_zoo.sh [STAGE ...]      stages: tiny tiny-head target target-head draft draft-pard target-medusa
 #                                              target-hydra moe moe-head target-eagle3 (default: all), and ablation (the
 #                                              EAGLE Figure 8 / Table 6 heads of ts-target: not published, not
 #                                              in the default list)
@@ -22,7 +22,7 @@ THREADS=${THREADS:-1}
 RESUME_FLAG=""; [ "${RESUME:-0}" = 1 ] && RESUME_FLAG="--resume"
 DL=${DRAFTLAB:-./build/draftlab}  # DRAFTLAB: another binary (e.g. a copy, while ./build is rebuilt)
 mkdir -p "$WORK" "$OUT"
-STAGES=("$@"); [ ${#STAGES[@]} = 0 ] && STAGES=(tiny tiny-head target target-head draft target-medusa target-hydra moe moe-head target-eagle3)
+STAGES=("$@"); [ ${#STAGES[@]} = 0 ] && STAGES=(tiny tiny-head target target-head draft draft-pard target-medusa target-hydra moe moe-head target-eagle3)
 
 # Copies a trained HF folder (weights, config, tokenizer, log) into the zoo.
 publish() {  # SRC DEST
@@ -89,6 +89,16 @@ for stage in "${STAGES[@]}"; do
         --dim 128 --layers 5 --heads 4 --hidden 352 --context 512 --batch 16 --steps 300 --lr 2e-3 --warmup 30 \
         --eval-every 50 --log-every 20 --seed 0 --threads "$THREADS" --save-dtype float16 $RESUME_FLAG
       publish "$WORK/ts-draft" "$OUT/ts-draft" ;;
+    draft-pard)
+      # PARD (issue 41): ts-draft fine-tuned to draft 8 tokens in one forward (train-lm --parallel; 7 appended copies
+      # of the mask id, COD r 0.7 / r_min 0.2 as PARD's example config; the mask id: the highest id absent from
+      # the corpus, recorded as config.json pard_token). The same draft serves ts-target and ts-moe.
+      $DL train-lm --init "$OUT/ts-draft" --corpus "$CORPUS" --tokenizer "$OUT/ts-draft/tokenizer.json" \
+        --out "$WORK/ts-draft-pard" --parallel 8 --cod 0.7,0.2 --context 256 --batch 8 --steps 300 --lr 5e-4 \
+        --warmup 20 --eval-every 50 --save-every 25 --log-every 10 --seed 0 --threads "$THREADS" \
+        --save-dtype float16 $RESUME_FLAG
+      publish "$WORK/ts-draft-pard" "$OUT/ts-draft-pard"
+      cp "$OUT/ts-draft/tokenizer_config.json" "$OUT/ts-draft-pard/" ;;
     target-medusa | target-hydra)
       # The parallel heads of issue 15 (data/recipes/parallel-heads.ini + medusa.ini / hydra.ini). Both read the
       # same windows, so the second stage replays the first one's feature cache instead of running the target again.

@@ -18,6 +18,7 @@
 #define DRAFTLAB_FAMILIES(X) \
   X(vanilla)                 \
   X(chain)                   \
+  X(pard)                    \
   X(pld)                     \
   X(suffix)                  \
   X(lookahead)               \

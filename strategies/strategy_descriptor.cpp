@@ -15,6 +15,7 @@ const char* needs_name(StrategyNeeds needs) {
     case StrategyNeeds::Nothing: return "nothing";
     case StrategyNeeds::Head: return "EAGLE head";
     case StrategyNeeds::DraftModel: return "draft model";
+    case StrategyNeeds::ParallelDraftModel: return "parallel draft model";
   }
   return "?";
 }
@@ -38,6 +39,7 @@ const char* needs_option(StrategyNeeds needs) {
     case StrategyNeeds::Nothing: return "";
     case StrategyNeeds::Head: return "head";
     case StrategyNeeds::DraftModel: return "draft";
+    case StrategyNeeds::ParallelDraftModel: return "draft";
   }
   return "";
 }

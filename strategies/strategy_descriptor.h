@@ -26,7 +26,8 @@ struct StrategyContext {
 enum class StrategyNeeds {
   Nothing,     // model-free, or the target alone
   Head,        // draft heads of the target (head_family says which): option head=PATH (absent: random ones, for tests)
-  DraftModel,  // a small Llama sharing the target's vocabulary: option draft=PATH
+  DraftModel,  // a small Llama sharing the target's vocabulary: option draft=PATH (--draft)
+  ParallelDraftModel,  // such a Llama trained to draft k tokens in one forward: option draft=PATH (--parallel-draft)
 };
 
 // The shape of its drafts, which tables and figures group by.

@@ -173,6 +173,8 @@ ModelConfig parse_hf_config(const json& j, const std::string& source) {
     }
   }
 
+  if (r.has("pard_token")) c.pard_token = r.as_token_id(j.at("pard_token"), "pard_token");
+
   c.validate(source);
   return c;
 }
@@ -209,6 +211,9 @@ void ModelConfig::validate(const std::string& source) const {
   if (head_dim % 2 != 0) throw Error::in_file(source, "head_dim", "an even number (RoPE rotates pairs)", std::to_string(head_dim));
   if (!(rms_norm_eps > 0)) throw Error::in_file(source, "rms_norm_eps", "a positive number", std::to_string(rms_norm_eps));
   if (!(rope_theta > 0)) throw Error::in_file(source, "rope_theta", "a positive number", std::to_string(rope_theta));
+  if (pard_token < -1 || pard_token >= vocab_size)
+    throw Error::in_file(source, "pard_token", "an id in [0, vocab_size = " + std::to_string(vocab_size) + ")",
+                         std::to_string(pard_token));
   if (eos_token_ids.empty()) throw Error::in_file(source, "eos_token_id", "at least one id", "none");
   if (num_local_experts < 0)
     throw Error::in_file(source, "num_local_experts", "a positive integer (or 0: dense)", std::to_string(num_local_experts));
@@ -264,6 +269,11 @@ json ModelConfig::to_hf_json(const std::string& torch_dtype) const {
     j["eos_token_id"] = eos_token_ids[0];
   else
     j["eos_token_id"] = eos_token_ids;
+
+  if (pard_token >= 0) {  // as PARD's trainer writes it
+    j["pard_token"] = pard_token;
+    j["spd_type"] = "pard";
+  }
 
   if (rope_scaling.type.empty()) {
     j["rope_scaling"] = nullptr;

@@ -38,6 +38,9 @@ struct ModelConfig {
   int64_t num_local_experts = 0;
   int64_t num_experts_per_tok = 0;
   double router_aux_loss_coef = 0.0;  // training only: weight of the load-balancing loss
+  // A PARD parallel draft (AMD-AGI/PARD's config field; train-lm --parallel): the mask id appended K - 1 times to
+  // draft K tokens in one forward. -1 = an ordinary language model.
+  int32_t pard_token = -1;
 
   bool mixture_of_experts() const { return num_local_experts > 0; }
 

@@ -68,19 +68,28 @@ at::Tensor training_decoder_layer(const ModelConfig& c, const LlamaLayerWeights&
 namespace {
 
 // The forward of training_features, keeping the residual after the layers in `keep` (in that order).
+// positions [T] and an additive mask [T, T]; undefined: 0..T-1 and causal.
 at::Tensor features_keeping(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
                             const at::Tensor& tokens_in, std::vector<at::Tensor>* router_logits,
-                            const std::vector<int64_t>& keep, std::vector<at::Tensor>* kept) {
+                            const std::vector<int64_t>& keep, std::vector<at::Tensor>* kept,
+                            const at::Tensor& positions_in = {}, const at::Tensor& mask_in = {}) {
   check(tokens_in.dim() == 2 && tokens_in.scalar_type() == at::kLong,
         "training_forward: tokens must be int64 [batch, length]");
   const int64_t T = tokens_in.size(1);
-  check(T <= rope.max_positions(), "training_forward: window of " + std::to_string(T) +
-                                       " tokens exceeds max_position_embeddings (" +
-                                       std::to_string(rope.max_positions()) + ")");
   const auto tokens = tokens_in.to(w.embed.device());
-  const auto positions = at::arange(T, tokens.options());
+  at::Tensor positions = positions_in.defined() ? positions_in.to(tokens.device()) : at::arange(T, tokens.options());
+  check(positions.dim() == 1 && positions.size(0) == T && positions.scalar_type() == at::kLong,
+        "training_forward: positions must be int64 [" + std::to_string(T) + "]");
+  // Given positions are checked on the host (a sync, only for the masked form); the default ones are 0..T-1.
+  const int64_t last = !positions_in.defined() ? T - 1 : T > 0 ? positions.max().item<int64_t>() : 0;
+  check(last < rope.max_positions() && (!positions_in.defined() || T == 0 || positions.min().item<int64_t>() >= 0),
+        "training_forward: position " + std::to_string(last) + " outside [0, max_position_embeddings = " +
+            std::to_string(rope.max_positions()) + ")");
   const auto [cos, sin] = rope.at_positions(positions);  // [T, 1, hd/2]: broadcasts over [B, T, heads, hd/2]
-  const auto mask = causal_mask(T, w.embed.options());
+  at::Tensor mask = mask_in.defined() ? mask_in.to(w.embed.device(), w.embed.scalar_type())
+                                      : causal_mask(T, w.embed.options());
+  check(mask.dim() == 2 && mask.size(0) == T && mask.size(1) == T,
+        "training_forward: mask must be [" + std::to_string(T) + ", " + std::to_string(T) + "]");
 
   auto h = at::embedding(w.embed, tokens);  // [B, T, d]
   if (kept) kept->assign(keep.size(), at::Tensor());
@@ -118,6 +127,14 @@ at::Tensor training_forward(const ModelConfig& c, const LlamaWeights& w, const R
                             const at::Tensor& tokens, std::vector<at::Tensor>* router_logits) {
   const at::Tensor& head = c.tie_word_embeddings ? w.embed : w.lm_head;
   auto logits = times_weight(training_features(c, w, rope, tokens, router_logits), head);
+  return logits.to(accumulate_type(logits));
+}
+
+at::Tensor training_forward_masked(const ModelConfig& c, const LlamaWeights& w, const RotaryEmbedding& rope,
+                                   const at::Tensor& tokens, const at::Tensor& positions, const at::Tensor& mask) {
+  check(positions.defined() && mask.defined(), "training_forward_masked: positions and mask are required");
+  const at::Tensor& head = c.tie_word_embeddings ? w.embed : w.lm_head;
+  auto logits = times_weight(features_keeping(c, w, rope, tokens, nullptr, {}, nullptr, positions, mask), head);
   return logits.to(accumulate_type(logits));
 }
 

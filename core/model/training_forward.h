@@ -23,6 +23,12 @@ namespace draftlab {
 at::Tensor training_forward(const ModelConfig& config, const LlamaWeights& weights, const RotaryEmbedding& rope,
                             const at::Tensor& tokens, std::vector<at::Tensor>* router_logits = nullptr);
 
+// training_forward over any rows: tokens [B, T] at RoPE positions [T] (int64), row i attending to row j where the
+// additive mask [T, T] is 0 (-inf elsewhere; every row must allow itself). Parallel drafters train through it:
+// several copies of a window, each row seeing only what it would see at inference. Throws Error on bad shapes.
+at::Tensor training_forward_masked(const ModelConfig& config, const LlamaWeights& weights, const RotaryEmbedding& rope,
+                                   const at::Tensor& tokens, const at::Tensor& positions, const at::Tensor& mask);
+
 // The final normed hidden states [B, T, d] of the same forward (what LlamaModel::forward returns as features),
 // in the weights' dtype: training_forward is these through the LM head.
 // router_logits, when given, receives each mixture-of-experts layer's router logits [B T, E] (the load-balancing

@@ -18,8 +18,22 @@
 #include "core/distributed/data_parallel.h"
 #include "core/training/text_dataset.h"
 #include "core/training/training_run.h"
+#include "core/model/llama_weights.h"
+#include "core/model/rope.h"
 
 namespace draftlab {
+
+// What a language model learns from its windows [B, T + 1]: by default the next token (objective null); a parallel
+// draft (strategies/pard) brings its own.
+class LmObjective {
+ public:
+  virtual ~LmObjective() = default;
+  // The objective and its settings, recorded in the log and in the resume identity.
+  virtual std::string describe() const = 0;
+  // The mean loss of the windows; `seed` draws whatever is random in it (the same seed, the same loss).
+  virtual at::Tensor loss(const ModelConfig& config, const LlamaWeights& weights, const RotaryEmbedding& rope,
+                          const at::Tensor& windows, uint64_t seed) const = 0;
+};
 
 // The run's options (training_run.h: batch = windows per step, context = tokens per window, seed = initial weights
 // and every batch) and the model's. Data parallel: a mixture of experts' load-balancing loss is computed per rank
@@ -28,6 +42,10 @@ struct LmTrainingOptions : TrainingRunOptions {
   ModelConfig config;          // max_position_embeddings must cover `context`
   std::string tokenizer_path;  // copied into out_dir ("" = none)
   ComputeOptions compute;
+  // Fine-tuning: start from this model's weights (a folder LlamaModel::load reads) instead of random ones; its
+  // shape must be `config`'s.
+  std::string init_from;
+  std::shared_ptr<const LmObjective> objective;  // null: next-token cross-entropy
 };
 
 using LmTrainingResult = TrainingRunResult;

@@ -1,5 +1,6 @@
 #include "core/training/text_dataset.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -285,6 +286,14 @@ std::string TextDataset::fingerprint() const {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
+}
+
+std::vector<int64_t> TextDataset::token_counts(int64_t vocab_size) const {
+  std::vector<int64_t> counts(static_cast<size_t>(std::max<int64_t>(vocab_size, 0)), 0);
+  for (const auto* stream : {&train_, &validation_})
+    for (int32_t t : *stream)
+      if (t >= 0 && t < vocab_size) ++counts[static_cast<size_t>(t)];
+  return counts;
 }
 
 }  // namespace draftlab

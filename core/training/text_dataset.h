@@ -88,6 +88,9 @@ class TextDataset {
   // sampling): names the data a feature cache was built from.
   std::string fingerprint() const;
 
+  // How often each id in [0, vocab_size) occurs in both splits (ids outside are not counted).
+  std::vector<int64_t> token_counts(int64_t vocab_size) const;
+
   int64_t train_tokens() const { return static_cast<int64_t>(train_.size()); }
   int64_t validation_tokens() const { return static_cast<int64_t>(validation_.size()); }
   int64_t stories() const { return stories_; }

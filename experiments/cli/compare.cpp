@@ -72,6 +72,8 @@ int run_compare(int argc, char** argv) {
        "head folder (EAGLE head, Medusa heads, Hydra heads) for the strategies that load that kind and were given no head= "
        "(repeatable: each strategy gets the first of its kind)")
       ("draft", po::value(&c.draft_path), "draft model for strategies that need one and were given no draft=")
+      ("parallel-draft", po::value(&c.parallel_draft_path),
+       "parallel draft model (train-lm --parallel) for pard when it was given no draft=")
       ("prompt,p", po::value(&c.prompts)->composing(), "a prompt (repeatable)")
       ("bench", po::value(&benches)->composing(),
        "a bench set from $DRAFTLAB_SHARED/data/bench (mt_bench, humaneval, gsm8k, alpaca, sum, qa) or a .jsonl "

@@ -167,6 +167,7 @@ int run_exp(int argc, char** argv) {
       ("head", po::value(&heads)->composing(), "head folder (EAGLE head, Medusa heads, Hydra heads), DIR or LABEL=DIR (repeatable: a strategy given no head= gets the "
        "first unlabelled one of its kind)")
       ("draft", po::value(&c.draft_path), "small draft model for the classic chain method (speed)")
+      ("parallel-draft", po::value(&c.parallel_draft_path), "parallel draft model for pard (train-lm --parallel; speed)")
       ("datasets", po::value(&datasets)->composing(),
        "comma-separated bench sets (mt_bench, humaneval, gsm8k, alpaca, sum, qa under $DRAFTLAB_SHARED/data/bench) "
        "or .jsonl files (default: all six for speed, mt_bench otherwise)")

@@ -1,5 +1,6 @@
-// draftlab train-lm: pretrain a small Llama from scratch on a text corpus (stories separated by blank lines) and
-// write a Hugging Face folder that `draftlab generate --model DIR` runs. --resume continues a run exactly.
+// draftlab train-lm: pretrain a small Llama from scratch on a text corpus (stories separated by blank lines), or
+// fine-tune one (--init), and write a Hugging Face folder that `draftlab generate --model DIR` runs. --parallel K
+// trains PARD's parallel draft (strategies/pard). --resume continues a run exactly.
 #include <ATen/Parallel.h>
 #include <boost/program_options.hpp>
 
@@ -7,18 +8,22 @@
 #include <iostream>
 
 #include "core/base/error.h"
+#include "core/model/llama_model.h"
 #include "core/training/language_model_training.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/data_parallel_options.h"
 #include "experiments/cli/model_loading.h"
 #include "experiments/cli/trainer_options.h"
+#include "strategies/pard/pard_training.h"
+#include "strategies/strategy_options.h"
 
 namespace po = boost::program_options;
 
 namespace draftlab::cli {
 
 int run_train_lm(int argc, char** argv) {
-  std::string corpus, tokenizer_path, dtype = "float32", device = "cpu";
+  std::string corpus, tokenizer_path, dtype = "float32", device = "cpu", init_path, cod = "0.7,0.2", mask_token = "auto";
+  int64_t parallel_k = 1;
   int64_t dim = 64, layers = 4, heads = 4, kv_heads = 0, hidden = 0, experts = 0, experts_per_token = 2;
   double router_aux_loss_coef = 0.01;
   int threads = 0;
@@ -48,7 +53,18 @@ int run_train_lm(int argc, char** argv) {
        "weight of the load-balancing loss (Mixtral's router_aux_loss_coef)")
       ("threads", po::value(&threads)->default_value(threads), "intra-op threads (0 = $OMP_NUM_THREADS or all)")
       ("dtype", po::value(&dtype)->default_value(dtype), "compute dtype: float32 or bfloat16")
-      ("device", po::value(&device)->default_value(device), "cpu, cuda, cuda:N");
+      ("device", po::value(&device)->default_value(device), "cpu, cuda, cuda:N")
+      ("init", po::value(&init_path),
+       "fine-tune this model (a Hugging Face folder or llama2.c .bin) instead of training from random weights; its "
+       "shape replaces --dim ... --router-aux-loss-coef, its context the default --context")
+      ("parallel", po::value(&parallel_k)->default_value(parallel_k),
+       "PARD: train to draft K tokens in one forward by filling K - 1 appended mask tokens (1 = an ordinary LM; "
+       "strategy pard)")
+      ("cod", po::value(&cod)->default_value(cod),
+       "with --parallel: conditional drop-off r,r_min (mask copy i keeps max(r^i, r_min) of the positions; 1,1 = all)")
+      ("mask-token", po::value(&mask_token)->default_value(mask_token),
+       "with --parallel: the mask id, or auto = the highest id absent from the corpus (recorded as config.json "
+       "pard_token)");
 
   add_training_run_options(desc, o, run_flags, "windows per step", "training window and max_position_embeddings");
   add_data_parallel_options(desc, dist);
@@ -65,6 +81,22 @@ int run_train_lm(int argc, char** argv) {
 
   const auto tokenizer = load_tokenizer(tokenizer_path);
   ModelConfig& c = o.config;
+  if (!init_path.empty()) {
+    for (const char* shape : {"dim", "layers", "heads", "kv-heads", "hidden", "experts", "experts-per-token",
+                              "router-aux-loss-coef"})
+      check(vm[shape].defaulted(), std::string("--") + shape + ": the model's shape comes from --init " + init_path);
+    ComputeOptions reading;
+    reading.cpu_path = CpuPath::Reference;
+    c = LlamaModel::load(init_path, reading)->config();
+    check(c.vocab_size == tokenizer->vocab_size(),
+          "--tokenizer " + tokenizer_path + ": has " + std::to_string(tokenizer->vocab_size()) + " ids but --init " +
+              init_path + " has vocab_size " + std::to_string(c.vocab_size));
+    if (vm["context"].defaulted()) o.context = c.max_position_embeddings;  // the window it was trained with
+    check(o.context <= c.max_position_embeddings, "--context: expected at most --init's max_position_embeddings (" +
+                                                      std::to_string(c.max_position_embeddings) + "), got " +
+                                                      std::to_string(o.context));
+    o.init_from = init_path;
+  } else {
   c.hidden_size = dim;
   c.num_hidden_layers = layers;
   c.num_attention_heads = heads;
@@ -88,17 +120,39 @@ int run_train_lm(int argc, char** argv) {
   c.eos_token_ids.clear();
   if (tokenizer->eos_id() >= 0) c.eos_token_ids.push_back(tokenizer->eos_id());
   if (tokenizer->bos_id() >= 0 && tokenizer->bos_id() != tokenizer->eos_id()) c.eos_token_ids.push_back(tokenizer->bos_id());
+  }
   c.validate("train-lm options");
   o.tokenizer_path = tokenizer_path;
+  // --parallel's options, checked before the corpus loads (the mask id against the vocabulary once it is known).
+  ParallelDraftOptions pard;
+  pard.k = parallel_k;
+  if (parallel_k != 1) {
+    const auto comma = cod.find(',');
+    check(comma != std::string::npos && parse_option_number(cod.substr(0, comma), &pard.cod_ratio) &&
+              parse_option_number(cod.substr(comma + 1), &pard.cod_min_ratio),
+          "--cod: expected r,r_min (e.g. 0.7,0.2), got \"" + cod + "\"");
+    int64_t id = 0;
+    check(mask_token == "auto" || (parse_option_int(mask_token, &id) && id >= 0 && id < c.vocab_size),
+          "--mask-token: expected auto or an id in [0, " + std::to_string(c.vocab_size) + "), got \"" + mask_token +
+              "\"");
+    pard.mask_token = static_cast<int32_t>(id);  // auto: chosen once the corpus is read
+    check_parallel_draft_options(pard, c.vocab_size);
+  }
   check_lm_training_options(o);  // before the corpus loads
 
   const TextDataset data(corpus, *tokenizer, run_flags.validation_every);
+  if (parallel_k != 1) {
+    if (mask_token == "auto") pard.mask_token = unused_token(data.token_counts(c.vocab_size));
+    c.pard_token = pard.mask_token;
+    o.objective = std::make_shared<ParallelDraftObjective>(pard);
+  }
   o.parallel = join_data_parallel(dist, o.compute.device);
   const bool main_rank = !o.parallel || o.parallel->is_main();  // the others train in silence
   if (main_rank)
     std::fprintf(stderr, "corpus %s: %ld stories, %ld training and %ld validation tokens\n", corpus.c_str(),
                static_cast<long>(data.stories()), static_cast<long>(data.train_tokens()),
                static_cast<long>(data.validation_tokens()));
+  if (main_rank && o.objective) std::fprintf(stderr, "objective: %s\n", o.objective->describe().c_str());
   report_training_run(train_language_model(o, data), o);
   return 0;
 }

@@ -180,6 +180,8 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
   }
   if (!c.draft_path.empty())
     models["draft"] = {{"path", c.draft_path}, {"sha256", model_weights_sha256(c.draft_path)}};
+  if (!c.parallel_draft_path.empty())
+    models["parallel_draft"] = {{"path", c.parallel_draft_path}, {"sha256", model_weights_sha256(c.parallel_draft_path)}};
   a["models"] = models.dump();
 
   nlohmann::ordered_json settings = {

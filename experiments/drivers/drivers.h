@@ -42,6 +42,7 @@ struct ExperimentConfig {
   std::string dtype = "float32", device = "cpu";
   std::vector<HeadSpec> heads;  // --head [LABEL=]DIR
   std::string draft_path;       // --draft (speed: the classic chain method)
+  std::string parallel_draft_path;  // --parallel-draft (pard)
   std::vector<std::string> datasets;  // empty: the driver's default
   std::vector<std::string> prompts;   // compare: prompt texts, run as the dataset "prompts" (first)
   int questions = 0;                  // per dataset; 0 = all

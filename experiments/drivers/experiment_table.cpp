@@ -135,7 +135,7 @@ std::vector<MethodSpec> eagle2_grid(const ExperimentConfig& c) {
   return m;
 }
 
-// The model a strategy gets from the config (--head of its head kind, --draft); "" when none is given or needed.
+// The model a strategy gets from the config (--head of its head kind, --draft, --parallel-draft); "" when none is given or needed.
 std::string model_for(const ExperimentConfig& c, const StrategyDescriptor& strategy) {
   switch (strategy.needs) {
     case StrategyNeeds::Head: {
@@ -143,12 +143,13 @@ std::string model_for(const ExperimentConfig& c, const StrategyDescriptor& strat
       return h ? h->path : "";
     }
     case StrategyNeeds::DraftModel: return c.draft_path;
+    case StrategyNeeds::ParallelDraftModel: return c.parallel_draft_path;
     case StrategyNeeds::Nothing: break;
   }
   return "";
 }
 
-// Every registered strategy whose needs the config meets (--head, --draft), in registry order.
+// Every registered strategy whose needs the config meets (--head, --draft, --parallel-draft), in registry order.
 std::vector<MethodSpec> every_strategy(const ExperimentConfig& c) {
   std::vector<MethodSpec> m;
   for (const StrategyDescriptor* s : strategy_table()) {

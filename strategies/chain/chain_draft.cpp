@@ -19,32 +19,26 @@
 #include <vector>
 
 #include "core/base/error.h"
+#include "core/decoding/draft_model_cache.h"
 #include "core/model/host_tensor.h"
 
 namespace draftlab {
 
 namespace {
 
-// The draft cache starts this small and doubles on demand (up to the draft's context), so that a draft with a
-// huge max_position_embeddings (e.g. 131072) does not allocate gigabytes for short generations.
-constexpr int64_t kInitialCacheRows = 256;
-
 class ChainDraftStrategy : public SequenceStrategy {
  public:
   ChainDraftStrategy(std::shared_ptr<const LlamaModel> draft, int64_t gamma)
-      : draft_(std::move(draft)),
-        gamma_(gamma),
-        context_(draft_->config().max_position_embeddings),
-        cache_(draft_->make_cache(std::min(context_, kInitialCacheRows))) {}
+      : gamma_(gamma), cache_(std::move(draft)) {}
 
   std::string name() const override { return "chain"; }
 
   void begin(const std::vector<int64_t>& prompt, const at::Tensor&, int64_t) override {
-    rollback_to(0);
+    cache_.rollback_to(0);
     last_root_ = -1;
     // Prefill now, so that every propose() costs the same gamma forwards. A prompt that leaves the draft no room
     // for the root is not fed: propose() then drafts nothing (the sequence only grows).
-    if (static_cast<int64_t>(prompt.size()) + 1 <= context_) feed(prompt, ForwardOptions::Logits::None);
+    if (static_cast<int64_t>(prompt.size()) + 1 <= cache_.context()) feed(prompt, ForwardOptions::Logits::None);
   }
 
   DraftTree propose(const DraftRequest& request) override {
@@ -52,10 +46,10 @@ class ChainDraftStrategy : public SequenceStrategy {
     const auto n = static_cast<int64_t>(seq.size());
     last_root_ = -1;
     // Drafting k tokens feeds the sequence and d1 .. d_{k-1}: n + k - 1 positions of the draft's context.
-    const int64_t k = std::min<int64_t>({gamma_, request.max_nodes, request.tokens_wanted, context_ - n + 1});
+    const int64_t k = std::min<int64_t>({gamma_, request.max_nodes, request.tokens_wanted, cache_.context() - n + 1});
     if (n == 0 || k <= 0) return {};
 
-    sync_with(seq);
+    cache_.sync_with(seq);
     std::vector<int64_t> pending(seq.begin() + cache_.length(), seq.end());  // at least the root
     const bool greedy = request.sampler.params().greedy();
     DraftTree tree;
@@ -86,55 +80,20 @@ class ChainDraftStrategy : public SequenceStrategy {
     // Keep the rows of everything before the root, the root, and the accepted drafts (a prefix of the chain);
     // the rejected drafts' rows go. A fully accepted chain keeps all rows: its last draft was never fed.
     const int64_t committed = last_root_ + 1 + static_cast<int64_t>(result.accepted_nodes.size());
-    rollback_to(std::min(committed, cache_.length()));
+    cache_.rollback_to(std::min(committed, cache_.length()));
     last_root_ = -1;
   }
 
  private:
   // Runs tokens through the draft, appending to its cache; returns the requested logits.
   at::Tensor feed(const std::vector<int64_t>& tokens, ForwardOptions::Logits which) {
-    reserve(cache_.length() + static_cast<int64_t>(tokens.size()));
     ForwardOptions options;
     options.logits = which;
-    at::Tensor logits = draft_->forward_chain(cache_, tokens, options).logits;
-    fed_.insert(fed_.end(), tokens.begin(), tokens.end());
-    return logits;
+    return cache_.feed(tokens, options).logits;
   }
 
-  void rollback_to(int64_t rows) {
-    cache_.truncate(rows);
-    fed_.resize(rows);
-  }
-
-  // Safety net behind observe(): keeps only the cached rows that are a prefix of seq, and never the root's row,
-  // whose logits the first draft needs. After a regular observe() this removes nothing; it makes the strategy
-  // correct even if a caller hands it a sequence that did not come from the last verification.
-  void sync_with(const std::vector<int64_t>& seq) {
-    const int64_t limit = std::min<int64_t>(cache_.length(), static_cast<int64_t>(seq.size()) - 1);
-    int64_t same = 0;
-    while (same < limit && fed_[same] == seq[same]) ++same;
-    if (same < cache_.length()) rollback_to(same);
-  }
-
-  // Grows the cache (doubling, at most to the draft's context) so that `rows` rows fit.
-  void reserve(int64_t rows) {
-    if (rows <= cache_.capacity()) return;
-    const int64_t capacity = std::min(context_, std::max(rows, 2 * cache_.capacity()));
-    KvCache bigger = draft_->make_cache(capacity);
-    const int64_t length = cache_.length();
-    if (length > 0) {
-      for (int64_t layer = 0; layer < cache_.num_layers(); ++layer)
-        bigger.write(layer, 0, cache_.keys(layer, length), cache_.values(layer, length));
-      bigger.advance_to(length);
-    }
-    cache_ = std::move(bigger);
-  }
-
-  std::shared_ptr<const LlamaModel> draft_;
   int64_t gamma_;
-  int64_t context_;               // the draft's max_position_embeddings
-  KvCache cache_;
-  std::vector<int64_t> fed_;      // the tokens whose rows cache_ holds, in order (cache_.length() of them)
+  DraftModelCache cache_;         // the draft's rows of the sequence (and of fed drafts until observe())
   int64_t last_root_ = -1;        // index of the root of the last proposal, -1 when none is pending
 };
 

@@ -87,6 +87,29 @@ fi
 expect_error "train-lm: resume with another shape" "training_state.safetensors: metadata config: expected" "$BIN" train-lm --corpus "$TMP/small.txt" \
   --tokenizer "$TMP/tok/tokenizer.json" --out "$TMP/lm" --dim 48 --layers 2 --steps 30 --batch 4 --context 64 --resume -q
 
+# PARD (train-lm --parallel): fine-tune that model to draft 3 tokens per forward; its config names the mask id (the
+# highest id absent from the corpus), and pard with it decodes exactly what vanilla decodes.
+if "$BIN" train-lm --init "$TMP/lm" --corpus "$TMP/small.txt" --tokenizer "$TMP/tok/tokenizer.json" \
+     --out "$TMP/lm-pard" --parallel 3 --steps 4 --batch 2 --context 32 --eval-every 4 -q >/dev/null 2>&1 &&
+   grep -q '"pard_token"' "$TMP/lm-pard/config.json"; then
+  ok "train-lm --init --parallel writes a parallel draft naming its mask id"
+else
+  bad "train-lm --init --parallel failed or wrote no pard_token"
+fi
+ids() { "$BIN" generate --model "$TMP/lm" -p "once upon" -n 24 --print-ids "$@" 2>/dev/null | grep '^generated_ids'; }
+plain_ids=$(ids); pard_ids=$(ids -s pard -o draft="$TMP/lm-pard" -o k=3)
+[ -n "$plain_ids" ] && [ "$plain_ids" = "$pard_ids" ] && ok "pard decodes vanilla's ids" ||
+  bad "pard's ids differ from vanilla's: '$pard_ids' vs '$plain_ids'"
+expect_error "pard refuses a draft without pard_token" "pard_token" "$BIN" generate --model "$TMP/lm" -p once -n 4 \
+  -s pard -o draft="$TMP/lm"
+for args in "--parallel 3 --cod 0.7|--cod" "--parallel 3 --cod 2,0.1|--cod" "--parallel 0|--parallel" \
+            "--parallel 3 --mask-token 300|--mask-token" "--dim 48|--dim: the model's shape comes from --init"; do
+  # shellcheck disable=SC2086
+  expect_error "train-lm --init refuses ${args%%|*} before the corpus loads" "${args##*|}" "$BIN" train-lm \
+    --init "$TMP/lm" --corpus "$TMP/does-not-exist" --tokenizer "$TMP/tok/tokenizer.json" --out "$TMP/lm-refused" \
+    ${args%%|*}
+done
+
 # 3. Options refused before anything loads: the model, corpus and prompt file below do not exist, so an error about
 #    the option (and not about the missing file) shows the option was checked first.
 NOFILE=$TMP/does-not-exist

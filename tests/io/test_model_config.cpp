@@ -189,6 +189,22 @@ TEST(ModelConfig, ExplicitHeadDimNeedNotEqualHiddenOverHeads) {
   expect_round_trip(c);
 }
 
+// PARD's field (AMD-AGI/PARD writes pard_token and spd_type into a parallel draft's config.json): read, kept
+// through a round trip, range-checked; absent in an ordinary model.
+TEST(ModelConfig, PardTokenOfAParallelDraft) {
+  json j = json::parse(kLlama2_7B);
+  EXPECT_EQ(parse_hf_config(j, "plain.json").pard_token, -1);
+  EXPECT_FALSE(parse_hf_config(j, "plain.json").to_hf_json().contains("pard_token"));
+  j["pard_token"] = 31999;
+  j["spd_type"] = "pard";
+  const ModelConfig c = parse_hf_config(j, "pard.json");
+  EXPECT_EQ(c.pard_token, 31999);
+  EXPECT_EQ(c.to_hf_json().at("spd_type"), "pard");
+  EXPECT_EQ(parse_hf_config(c.to_hf_json(), "again.json").pard_token, 31999);
+  j["pard_token"] = 32000;
+  draftlab::testing::expect_error([&] { parse_hf_config(j, "pard.json"); }, {"pard.json", "pard_token", "32000)", "32000"});
+}
+
 TEST(ModelConfig, LoadFromFileAndFolder) {
   const std::string dir = testing::temp_dir() + "/cfg";
   ::mkdir(dir.c_str(), 0755);

@@ -1,4 +1,5 @@
-// The committed draft heads of ts-target (EAGLE, EAGLE-3, Medusa, Hydra) and of the mixture-of-experts ts-moe (EAGLE):
+// The committed draft heads of ts-target (EAGLE, EAGLE-3, Medusa, Hydra), of the mixture-of-experts ts-moe (EAGLE) and
+// the parallel draft of both (PARD):
 // each loads through its strategy, decodes 33 prompts (README's three and every 16th question of the six bench sets)
 // to exactly vanilla's tokens, and drafts as its card says: tau within 3% of card.json's "tau_measured". At T = 0 tau
 // does not depend on timing; the band covers the last-bit differences of the kernels of another ISA, which can turn
@@ -22,6 +23,8 @@ namespace {
 
 struct ZooHead {
   std::string target, folder, strategy;
+  std::string option = "head";              // how the strategy is handed the folder
+  std::string tau_key = "tau_measured";     // card.json's tau for this target
 };
 void PrintTo(const ZooHead& h, std::ostream* os) { *os << h.folder; }
 
@@ -32,10 +35,10 @@ TEST_P(ZooHeads, DecodeLikeVanillaAndDraftAsTheirCardSays) {
   const std::string target_dir = source_path("data/models/" + GetParam().target);
   const std::string dir = source_path("data/models/" + GetParam().folder);
   const auto card = nlohmann::json::parse(read_text_file(dir + "/card.json"));
-  const double measured = card.at("tau_measured").get<double>();
+  const double measured = card.at(GetParam().tau_key).get<double>();
   const auto target = LlamaModel::load(target_dir, ComputeOptions{});
   const auto tok = load_tokenizer(target_dir);
-  auto strategy = make_strategy(GetParam().strategy, StrategyContext{*target}, StrategyOptions::parse({"head=" + dir}));
+  auto strategy = make_strategy(GetParam().strategy, StrategyContext{*target}, StrategyOptions::parse({GetParam().option + "=" + dir}));
   GenerationConfig gen;
   gen.max_new_tokens = 48;
   int64_t tokens = 0, cycles = 0;
@@ -65,9 +68,15 @@ INSTANTIATE_TEST_SUITE_P(Zoo, ZooHeads,
                                            ZooHead{"ts-target", "ts-target-eagle3-head", "eagle3"},
                                            ZooHead{"ts-target", "ts-target-medusa", "medusa"},
                                            ZooHead{"ts-target", "ts-target-hydra", "hydra"},
-                                           ZooHead{"ts-moe", "ts-moe-eagle-head", "eagle2"}),
+                                           ZooHead{"ts-moe", "ts-moe-eagle-head", "eagle2"},
+                                           // PARD's one draft for a model family: the same draft for both targets.
+                                           ZooHead{"ts-target", "ts-draft-pard", "pard", "draft"},
+                                           ZooHead{"ts-moe", "ts-draft-pard", "pard", "draft", "tau_measured_ts_moe"}),
                          [](const auto& info) {
-                           std::string n = info.param.folder;
+                           std::string n = info.param.folder + (info.param.target == "ts-moe" &&
+                                                                        info.param.folder == "ts-draft-pard"
+                                                                    ? "_on_ts_moe"
+                                                                    : "");
                            for (char& ch : n)
                              if (ch == '-') ch = '_';
                            return n;

@@ -1,0 +1,140 @@
+// pard: PARD's parallel draft (AMD-AGI/PARD, pard/pard_infer.py; arXiv 2504.18583). A small LM fine-tuned by
+// `train-lm --parallel K` (pard_training.h) drafts k tokens in ONE forward: the new sequence tokens, then k - 1
+// copies of its mask id; the logits of the last real token and of each mask slot give d_1 .. d_k. The mask rows
+// are rolled back at once, so the draft's cache always mirrors the accepted sequence and the next forward feeds
+// only what was accepted since (the accepted drafts and the new root).
+//
+// T = 0 drafts each slot's argmax. T > 0 samples slot i from its own processed distribution q_i and records it: d_i
+// is drawn from a known q_i given the prefix (q_i does not depend on d_1 .. d_{i-1}, which is allowed), so the
+// verifier's min(1, p/q) rule keeps the output exactly the target's.
+#include "strategies/registry.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/base/error.h"
+#include "core/decoding/draft_model_cache.h"
+#include "core/model/host_tensor.h"
+
+namespace draftlab {
+
+namespace {
+
+class ParallelDraftStrategy : public SequenceStrategy {
+ public:
+  ParallelDraftStrategy(std::shared_ptr<const LlamaModel> draft, int64_t k, int64_t mask_token)
+      : k_(k), mask_token_(mask_token), cache_(std::move(draft)) {}
+
+  std::string name() const override { return "pard"; }
+
+  void begin(const std::vector<int64_t>& prompt, const at::Tensor&, int64_t) override {
+    cache_.rollback_to(0);
+    // Prefill now, so that every propose() costs one forward of about the same size. A prompt that leaves the
+    // draft no room is not fed: propose() then drafts nothing.
+    if (static_cast<int64_t>(prompt.size()) + 1 <= cache_.context()) {
+      ForwardOptions options;
+      options.logits = ForwardOptions::Logits::None;
+      cache_.feed(prompt, options);
+    }
+  }
+
+  DraftTree propose(const DraftRequest& request) override {
+    const std::vector<int64_t>& seq = request.sequence;
+    const auto n = static_cast<int64_t>(seq.size());
+    // k drafts feed the sequence and k - 1 masks: n + k - 1 positions of the draft's context.
+    const int64_t k = std::min<int64_t>({k_, request.max_nodes, request.tokens_wanted, cache_.context() - n + 1});
+    if (n == 0 || k <= 0) return {};
+
+    cache_.sync_with(seq);
+    std::vector<int64_t> fed(seq.begin() + cache_.length(), seq.end());  // at least the root
+    const auto real = static_cast<int64_t>(fed.size());
+    fed.insert(fed.end(), static_cast<size_t>(k - 1), mask_token_);
+    ForwardOptions options;
+    options.logits = ForwardOptions::Logits::Rows;
+    options.rows = at::arange(real - 1, real - 1 + k, at::kLong);  // the root's row and the mask slots'
+    const at::Tensor logits = cache_.feed(fed, options).logits;    // [k, vocab]
+    cache_.rollback_to(n);                                         // the mask rows go at once
+
+    const bool greedy = request.sampler.params().greedy();
+    DraftTree tree;
+    int32_t parent = -1;
+    for (int64_t i = 0; i < k; ++i) {
+      int64_t token = 0;
+      float confidence = 1.0f;
+      int32_t distribution = -1;  // deterministic draft: the verifier treats it as a point mass
+      if (greedy) {
+        token = argmax_of(logits[i]);
+        confidence = softmax_probability(logits[i], token);
+      } else {
+        at::Tensor q = request.sampler.distribution(logits[i]);
+        token = request.sampler.sample_from(q);
+        confidence = q[token].item<float>();
+        distribution = tree.add_distribution(q);
+      }
+      parent = tree.add(token, parent, confidence, distribution);
+    }
+    return tree;
+  }
+
+  // Nothing to undo: the cache holds only the sequence up to the root; the accepted drafts are fed next cycle.
+  void observe(const VerifyResult&) override {}
+
+ private:
+  int64_t k_;
+  int64_t mask_token_;
+  DraftModelCache cache_;  // the draft's rows of the accepted sequence, up to the last root
+};
+
+}  // namespace
+
+const StrategyDescriptor& pard_strategy() {
+  static const StrategyDescriptor d = [] {
+    StrategyDescriptor d;
+    d.name = "pard";
+    d.summary = "PARD: a draft LM trained to fill k - 1 mask tokens drafts k tokens in one forward";
+    d.needs = StrategyNeeds::ParallelDraftModel;
+    d.shape = DraftShape::Chain;
+    d.has_confidence = true;
+    d.options = {path_option("draft", true, "the parallel draft (train-lm --parallel; config.json names its pard_token)"),
+                 integer_option("k", 4, 1, 64, "tokens drafted per cycle, in one draft forward"),
+                 integer_option("mask_token", -1, -1, 1 << 30,
+                                "the mask id (-1: the draft's config.json pard_token)")};
+    // Untrained drafts: mask slots carry nothing, so later slots are mostly rejected; slot 1 of the self draft is
+    // the target's own distribution (always accepted at T = 0).
+    d.test_variants = {{"pard_other_draft", {"draft={other_model}", "k=4", "mask_token=3"},
+                        "an unrelated random draft model is almost never accepted: a wrong rule's bias, min(p, q) - "
+                        "beta p, is too small to see in the control's runs"},
+                       {"pard_self_draft", {"draft={target}", "k=3", "mask_token=3"},
+                        "slot 1 of the target drafting for itself is the target's own distribution, never rejected; "
+                        "the mask slots, which are rejected, decide tokens after the first two"}};
+    d.make = [](const StrategyContext& context, const StrategyOptions& options) -> std::unique_ptr<DraftStrategy> {
+      const std::string path = options.get_string("draft");
+      std::shared_ptr<const LlamaModel> draft = LlamaModel::load(path, context.target.options());
+      const ModelConfig& c = draft->config();
+      if (c.vocab_size != context.target.config().vocab_size)
+        throw Error("strategy pard: draft model " + path + " has vocab_size " + std::to_string(c.vocab_size) +
+                    " but the target has vocab_size " + std::to_string(context.target.config().vocab_size) +
+                    "; the draft must share the target's vocabulary");
+      int64_t mask = options.get_int("mask_token");
+      if (mask < 0) mask = c.pard_token;
+      if (mask < 0)
+        throw Error("strategy pard: draft model " + path + " has no pard_token in its config.json (not a parallel "
+                    "draft: train one with `draftlab train-lm --init " + path + " --parallel K`), or give mask_token=ID");
+      if (mask >= c.vocab_size)
+        throw Error("strategy pard: option mask_token: expected an id in [0, " + std::to_string(c.vocab_size) +
+                    "), got " + std::to_string(mask));
+      return std::make_unique<ParallelDraftStrategy>(std::move(draft), options.get_int("k"), mask);
+    };
+    return d;
+  }();
+  return d;
+}
+
+const DraftFamily& pard_family() {
+  static const DraftFamily f{"pard", {&pard_strategy()}};
+  return f;
+}
+
+}  // namespace draftlab
