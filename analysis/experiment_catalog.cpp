@@ -47,6 +47,8 @@ const std::vector<ExperimentEntry>& experiment_catalog() {
        {}, {{"quantized", "f32 / f16 / q8_0 / q4_0 (float and int8 dot) beside llama.cpp"}}, "", false},
       {"batch", "EAGLE Table 7", "speedup, τ and throughput per batch size", {"batch"},
        {{"batch", "batch sizes 1-4 and 8, speedup and throughput"}}, ""},
+      {"drafters", "2026 drafters", "drafters of K tokens per forward beside EAGLE-2 / EAGLE-3: speedup and τ per dataset",
+       {"speed"}, {{"drafters", "PARD, DFlash (B 4 / 8 / 16), DDTree, suffix beside EAGLE-2 / EAGLE-3 4 / 4 / 1"}}, ""},
       {"compare", "", "speedup and average acceptance length τ of the methods compared", {"speed"}, {}, ""},
   };
   return catalog;

@@ -391,6 +391,7 @@ const std::vector<ExperimentTables>& experiment_tables() {
   static const std::vector<ExperimentTables> table = {
       {"speed", by_dataset},
       {"eagle3", by_dataset},
+      {"drafters", by_dataset},
       {"ablate-eagle3", by_dataset},
       {"data-scaling", [](const Context& ctx, const std::string&) { return data_scaling_tables(ctx); }},
       {"eagle3-alpha",

@@ -25,7 +25,8 @@
   X(eagle)                   \
   X(medusa)                  \
   X(hydra)                   \
-  X(eagle3)
+  X(eagle3)                  \
+  X(dflash)
 
 namespace draftlab {
 

@@ -167,6 +167,33 @@ std::vector<MethodSpec> every_strategy(const ExperimentConfig& c) {
   return m;
 }
 
+// The 2026 drafters beside the EAGLE family, each method when its model is given (--draft, --parallel-draft, a
+// --head of the family): the model-free ones, the draft model and PARD, EAGLE-2 and EAGLE-3 at the CPU-sized
+// 4 / 4 / 1, DFlash at blocks 4, 8 and 16 and with DDTree's tree.
+std::vector<MethodSpec> drafters_2026(const ExperimentConfig& c) {
+  std::vector<MethodSpec> m;
+  for (const char* name : {"pld", "suffix", "lookahead"}) m.push_back(method(find_strategy(name)));
+  if (!c.draft_path.empty()) m.push_back(method(find_strategy("chain"), {{"draft", c.draft_path}}));
+  if (!c.parallel_draft_path.empty())
+    for (const char* k : {"2", "4"})
+      m.push_back(method(find_strategy("pard"), {{"draft", c.parallel_draft_path}, {"k", k}}, std::string("pard k=") + k));
+  const std::vector<std::pair<std::string, std::string>> small{{"total_tokens", "4"}, {"depth", "4"}, {"top_k", "1"}};
+  for (const StrategyDescriptor* s : {&eagle2_strategy(), &eagle3_strategy()})
+    if (const HeadSpec* h = main_head(c, s->head_family)) {
+      auto o = small;
+      o.emplace_back("head", h->path);
+      m.push_back(method(*s, o, s->name + " (tt=4 d=4 k=1)"));
+    }
+  const StrategyDescriptor& dflash = find_strategy("dflash");
+  if (const HeadSpec* h = main_head(c, dflash.head_family)) {
+    for (const char* b : {"4", "8", "16"})
+      m.push_back(method(dflash, {{"head", h->path}, {"block_size", b}}, std::string("dflash B=") + b));
+    m.push_back(method(dflash, {{"head", h->path}, {"block_size", "8"}, {"ddtree_nodes", "8"}}, "dflash+ddtree B=8 n=8"));
+  }
+  check(m.size() > 3, "exp drafters: expected at least one drafter's model (--draft, --parallel-draft, --head)");
+  return m;
+}
+
 }  // namespace
 
 const std::vector<ExperimentDescriptor>& experiment_table() {
@@ -174,6 +201,10 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
   static const std::vector<ExperimentDescriptor> table = {
       {"speed", "every strategy whose model is given (--head, --draft); six sets, T 0 and 1",
        kAllSets, {0.0, 1.0}, every_strategy},
+      {"drafters", "the 2026 drafters (PARD, DFlash, DDTree, SuffixDecoding) beside the model-free ones, the draft "
+       "model and EAGLE-2 / EAGLE-3 at 4 / 4 / 1: each method whose model is given (--draft, --parallel-draft, --head "
+       "per family); six sets, T 0 and 1",
+       kAllSets, {0.0, 1.0}, drafters_2026},
       {"eagle3", "EAGLE-2 with its head beside EAGLE-3 with its head at the same tree settings "
        "(the papers' 60 / 6 / 10 and the CPU-sized 4 / 4 / 1): --head the EAGLE head and --head the EAGLE-3 head; six "
        "sets, T 0 and 1",

@@ -1,0 +1,196 @@
+// The dflash family: DFlash's block drafter (dflash_head.h), its trainer (dflash_training.h) and the strategy
+// dflash: one draft forward gives B - 1 per-slot distributions after the root; drafted as a chain (each slot's
+// argmax, or at T > 0 a sample from its own q), or with ddtree_nodes > 0 as DDTree's tree (arXiv 2604.12989): a
+// best-first heap over the slots' marginals adds the most probable paths (the product of their tokens' slot
+// probabilities) up to the node budget. DDTree's nodes are deterministic top choices, point masses to the verifier
+// at every temperature; the chain's sampled slots carry their q. Either way the output is the target's.
+#include <algorithm>
+#include <queue>
+
+#include "core/base/error.h"
+#include "strategies/dflash/dflash_head.h"
+#include "strategies/dflash/dflash_training.h"
+#include "strategies/registry.h"
+
+namespace draftlab {
+
+namespace {
+
+class DFlashStrategy : public SequenceStrategy {
+ public:
+  DFlashStrategy(std::shared_ptr<const DFlashHead> head, int64_t block, int64_t tree_nodes)
+      : head_(std::move(head)),
+        block_(block),
+        tree_nodes_(tree_nodes),
+        capacity_(head_->target().config().max_position_embeddings) {}
+
+  std::string name() const override { return "dflash"; }
+  std::vector<int64_t> target_feature_layers() const override { return head_->config().target_layer_ids; }
+
+  void begin(const std::vector<int64_t>& prompt, const at::Tensor& features, int64_t) override {
+    context_ = head_->make_context(capacity_);
+    in_step_ = features.defined() && features.size(0) == static_cast<int64_t>(prompt.size()) &&
+               features.size(0) <= capacity_;
+    if (in_step_) head_->extend(context_, features);
+  }
+
+  DraftTree propose(const DraftRequest& request) override {
+    const auto n = static_cast<int64_t>(request.sequence.size());
+    // The context must hold exactly the positions before the root (a sequence from elsewhere: draft nothing).
+    if (!in_step_ || context_.length != n - 1) return {};
+    const int64_t depth = std::min<int64_t>({block_ - 1, request.tokens_wanted, request.max_nodes, capacity_ - n});
+    if (depth < 1) return {};
+    const at::Tensor logits = head_->draft(context_, request.sequence.back(), depth + 1).to(at::kCPU);  // [depth, V]
+    return tree_nodes_ > 0 ? ddtree(logits, std::min<int64_t>(tree_nodes_, request.max_nodes))
+                           : chain(logits, request.sampler);
+  }
+
+  void observe(const VerifyResult& result) override {
+    if (!in_step_ || !result.features.defined()) {
+      in_step_ = false;
+      return;
+    }
+    if (context_.length + result.features.size(0) > capacity_) {
+      in_step_ = false;  // past the context: nothing more to draft
+      return;
+    }
+    head_->extend(context_, result.features);
+  }
+
+ private:
+  static DraftTree chain(const at::Tensor& logits, Sampler& sampler) {
+    DraftTree tree;
+    int32_t parent = -1;
+    const bool greedy = sampler.params().greedy();
+    for (int64_t i = 0; i < logits.size(0); ++i) {
+      int64_t token = 0;
+      float confidence = 1.0f;
+      int32_t distribution = -1;
+      if (greedy) {
+        token = logits[i].argmax().item<int64_t>();
+        confidence = at::softmax(logits[i], -1)[token].item<float>();
+      } else {
+        at::Tensor q = sampler.distribution(logits[i]);
+        token = sampler.sample_from(q);
+        confidence = q[token].item<float>();
+        distribution = tree.add_distribution(q);
+      }
+      parent = tree.add(token, parent, confidence, distribution);
+    }
+    return tree;
+  }
+
+  // DDTree: slot probabilities are the same whatever the path above (the slots are drafted together), so the best
+  // paths form a lattice: a popped node offers its next sibling (the next rank at its slot, under its parent) and its
+  // first child (rank 0 at the next slot).
+  static DraftTree ddtree(const at::Tensor& logits, int64_t budget) {
+    const int64_t depth = logits.size(0);
+    const int64_t k = std::min<int64_t>(budget, logits.size(1));
+    const auto [probs, tokens] = at::softmax(logits, -1).topk(k, -1);
+    const auto p = probs.contiguous();
+    const auto t = tokens.contiguous();
+    const float* pv = p.data_ptr<float>();
+    const int64_t* tv = t.data_ptr<int64_t>();
+    struct Candidate {
+      double value, parent_value;
+      int32_t parent;
+      int64_t slot, rank;
+      bool operator<(const Candidate& o) const { return value < o.value; }
+    };
+    std::priority_queue<Candidate> heap;
+    heap.push({pv[0], 1.0, -1, 0, 0});
+    DraftTree tree;
+    while (!heap.empty() && tree.size() < budget) {
+      const Candidate c = heap.top();
+      heap.pop();
+      const float prob = pv[c.slot * k + c.rank];
+      const int32_t node = tree.add(tv[c.slot * k + c.rank], c.parent, prob);
+      if (c.rank + 1 < k) heap.push({c.parent_value * pv[c.slot * k + c.rank + 1], c.parent_value, c.parent, c.slot, c.rank + 1});
+      if (c.slot + 1 < depth) heap.push({c.value * pv[(c.slot + 1) * k], c.value, node, c.slot + 1, 0});
+    }
+    return tree;
+  }
+
+  std::shared_ptr<const DFlashHead> head_;
+  int64_t block_, tree_nodes_, capacity_;
+  DFlashHead::Context context_;
+  bool in_step_ = false;  // the context mirrors the sequence up to the root
+};
+
+std::shared_ptr<const DFlashHead> head_from(const StrategyContext& context, const StrategyOptions& o) {
+  const std::string path = o.get_string("head");
+  if (!path.empty()) return DFlashHead::load(path, context.target);
+  return DFlashHead::random(context.target, static_cast<uint64_t>(o.get_int("head_seed")), 1,
+                            std::max<int64_t>(2, o.get_int("block_size")));
+}
+
+HeadTrainingResult train(const HeadTrainingRun& run) {
+  DFlashTrainingOptions o;
+  static_cast<HeadTrainingOptions&>(o) = run.common;
+  o.layers = run.options.get_int("draft-layers");
+  o.block_size = run.options.get_int("block-size");
+  o.anchors = run.options.get_int("anchors");
+  o.gamma = run.options.get_double("gamma");
+  o.mask_token = run.options.get_int("mask-token");
+  return train_dflash_head(run.target, o, run.data);
+}
+
+}  // namespace
+
+const StrategyDescriptor& dflash_strategy() {
+  static const StrategyDescriptor d = [] {
+    StrategyDescriptor d;
+    d.name = "dflash";
+    d.summary = "DFlash: a block drafter on injected target features drafts block_size - 1 tokens in one forward; "
+                "ddtree_nodes > 0: DDTree's tree over the slots' marginals";
+    d.needs = StrategyNeeds::Head;
+    d.head_family = "dflash";
+    d.shape = DraftShape::DynamicTree;
+    d.has_confidence = true;
+    d.options = {path_option("head", false, "a trained DFlash draft of the target (a folder); absent: random (tests)"),
+                 integer_option("head_seed", 0, 0, 1000000, "the random draft's seed"),
+                 integer_option("block_size", 0, 0, 64, "B: B - 1 drafted slots (0: the draft's own block size)"),
+                 integer_option("ddtree_nodes", 0, 0, 1024, "DDTree's node budget (0: a chain of the slots' tops)")};
+    d.test_variants = {{"dflash", {"block_size=4"},
+                        "a random draft's slots are almost never accepted: a wrong rule's bias is too small to see"},
+                       {"dflash_ddtree", {"block_size=4", "ddtree_nodes=6", "head_seed=3"},
+                        "a random draft's trees are almost never accepted: a wrong rule's bias is too small to see"}};
+    d.make = [](const StrategyContext& context, const StrategyOptions& options) -> std::unique_ptr<DraftStrategy> {
+      auto head = head_from(context, options);
+      int64_t block = options.get_int("block_size");
+      if (block == 0) block = head->config().block_size;
+      check(block >= 2, "strategy dflash: option block_size: expected 2..64 (or 0), got " + std::to_string(block));
+      return std::make_unique<DFlashStrategy>(std::move(head), block, options.get_int("ddtree_nodes"));
+    };
+    return d;
+  }();
+  return d;
+}
+
+const HeadFamily& dflash_heads() {
+  static const HeadFamily f = [] {
+    HeadFamily f;
+    f.name = "dflash";
+    f.title = "DFlash draft";
+    f.summary = "DFlash: decoder layers over the target's embedding and LM head, five target layers' features "
+                "injected as keys and values, a bidirectional block of mask slots";
+    f.recognises = is_dflash_config;
+    f.tree_strategy = "dflash";
+    f.training_options = {
+        integer_option("draft-layers", 1, 1, 16, "the draft's decoder layers"),
+        integer_option("block-size", 8, 2, 64, "B: the block trained (B - 1 drafted slots)"),
+        integer_option("anchors", 16, 1, 4096, "blocks per window, at random anchors"),
+        number_option("gamma", 4, 0.01, 1000, "slot k's loss weighs exp(-(k - 1) / gamma) (the paper's 7 for B 16)"),
+        integer_option("mask-token", -1, -1, 1 << 30, "the mask id (-1: the highest id absent from the data)")};
+    f.train = train;
+    return f;
+  }();
+  return f;
+}
+
+const DraftFamily& dflash_family() {
+  static const DraftFamily f{"dflash", {&dflash_strategy()}, &dflash_heads()};
+  return f;
+}
+
+}  // namespace draftlab
