@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the reference zoo (data/models/README.md) from ../shared/data/tinystories/tinystories.txt.
 #   bash scripts/train_zoo.sh [STAGE ...]      stages: tiny tiny-head target target-head draft draft-pard target-medusa
-#                                              target-hydra moe moe-head target-eagle3 (default: all), and ablation (the
+#                                              target-hydra moe moe-head target-eagle3 target-dflash (default: all), and ablation (the
 #                                              EAGLE Figure 8 / Table 6 heads of ts-target: not published, not
 #                                              in the default list)
 # Every stage writes its model folder under data/models/ (or $ZOO_OUT) and keeps its full training output
@@ -22,7 +22,7 @@ THREADS=${THREADS:-1}
 RESUME_FLAG=""; [ "${RESUME:-0}" = 1 ] && RESUME_FLAG="--resume"
 DL=${DRAFTLAB:-./build/draftlab}  # DRAFTLAB: another binary (e.g. a copy, while ./build is rebuilt)
 mkdir -p "$WORK" "$OUT"
-STAGES=("$@"); [ ${#STAGES[@]} = 0 ] && STAGES=(tiny tiny-head target target-head draft draft-pard target-medusa target-hydra moe moe-head target-eagle3)
+STAGES=("$@"); [ ${#STAGES[@]} = 0 ] && STAGES=(tiny tiny-head target target-head draft draft-pard target-medusa target-hydra moe moe-head target-eagle3 target-dflash)
 
 # Copies a trained HF folder (weights, config, tokenizer, log) into the zoo.
 publish() {  # SRC DEST
@@ -78,9 +78,11 @@ for stage in "${STAGES[@]}"; do
         --out "$WORK/ts-target-eagle-head" --threads "$THREADS" $RESUME_FLAG
       publish "$WORK/ts-target-eagle-head" "$OUT/ts-target-eagle-head" ;;
     target-eagle3)
-      # EAGLE-3 (issue 22, data/recipes/eagle3.ini) on exactly target-head's data and schedule.
-      $DL train-head --options-file data/recipes/eagle-head.ini --options-file data/recipes/eagle3.ini \
-        --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-eagle3-head" --threads "$THREADS" $RESUME_FLAG
+      # EAGLE-3 (issue 22, data/recipes/eagle3.ini) on target-head's data and schedule, but 504-token windows (4 a step:
+      # the same tokens) so that it sees positions up to the target's context (issue 41).
+      $DL train-head --options-file data/recipes/eagle-head.ini --options-file data/recipes/eagle3.ini --context 504 \
+        --batch 4 --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-eagle3-head" --threads "$THREADS" \
+        $RESUME_FLAG
       publish "$WORK/ts-target-eagle3-head" "$OUT/ts-target-eagle3-head" ;;
     draft)
       # The classic chain strategy's separate draft LM: same tokenizer as ts-target, about 8% of its step.
@@ -99,6 +101,16 @@ for stage in "${STAGES[@]}"; do
         --save-dtype float16 $RESUME_FLAG
       publish "$WORK/ts-draft-pard" "$OUT/ts-draft-pard"
       cp "$OUT/ts-draft/tokenizer_config.json" "$OUT/ts-draft-pard/" ;;
+    target-dflash)
+      # DFlash (issue 41, data/recipes/dflash.ini): 600 steps, then the same run resumed to 1,500 (as it was trained).
+      if [ ! -f "$WORK/ts-target-dflash-head/.phase1-done" ]; then
+        $DL train-head --options-file data/recipes/dflash.ini --model "$OUT/ts-target" --corpus "$CORPUS" \
+          --out "$WORK/ts-target-dflash-head" --threads "$THREADS" $RESUME_FLAG
+        touch "$WORK/ts-target-dflash-head/.phase1-done"
+      fi
+      $DL train-head --options-file data/recipes/dflash.ini --steps 1500 --model "$OUT/ts-target" --corpus "$CORPUS" \
+        --out "$WORK/ts-target-dflash-head" --threads "$THREADS" --resume
+      publish "$WORK/ts-target-dflash-head" "$OUT/ts-target-dflash-head" ;;
     target-medusa | target-hydra)
       # The parallel heads of issue 15 (data/recipes/parallel-heads.ini + medusa.ini / hydra.ini). Both read the
       # same windows, so the second stage replays the first one's feature cache instead of running the target again.

@@ -62,13 +62,18 @@ class DFlashStrategy : public SequenceStrategy {
     DraftTree tree;
     int32_t parent = -1;
     const bool greedy = sampler.params().greedy();
+    at::Tensor probs, tops;  // greedy: every slot's softmax and argmax at once
+    if (greedy) {
+      probs = at::softmax(logits, -1).contiguous();
+      tops = probs.argmax(-1).contiguous();
+    }
     for (int64_t i = 0; i < logits.size(0); ++i) {
       int64_t token = 0;
       float confidence = 1.0f;
       int32_t distribution = -1;
       if (greedy) {
-        token = logits[i].argmax().item<int64_t>();
-        confidence = at::softmax(logits[i], -1)[token].item<float>();
+        token = tops.data_ptr<int64_t>()[i];
+        confidence = probs.data_ptr<float>()[i * probs.size(1) + token];
       } else {
         at::Tensor q = sampler.distribution(logits[i]);
         token = sampler.sample_from(q);

@@ -12,6 +12,7 @@
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint_tensor.h"
 #include "core/model/head_folder.h"
+#include "core/model/native_decoder.h"
 
 namespace draftlab {
 
@@ -25,8 +26,6 @@ at::Tensor rms(const at::Tensor& x, const at::Tensor& weight, double eps) {
   const auto xf = x.to(accumulate(x));
   return (xf * at::rsqrt(xf.pow(2).mean(-1, true) + eps)).to(x.scalar_type()) * weight;
 }
-
-at::Tensor project(const at::Tensor& x, const at::Tensor& w) { return at::matmul(x, w.t()); }
 
 // The names of layer l's tensors in z-lab's layout, in DFlashLayerWeights' order.
 std::vector<std::string> layer_keys(int64_t l) {
@@ -78,7 +77,10 @@ bool is_dflash_config(const json& j) {
 
 void dflash_context(const DFlashConfig& c, const DFlashWeights& w, const RotaryEmbedding& rope,
                     const at::Tensor& features, const at::Tensor& positions, std::vector<at::Tensor>& keys,
-                    std::vector<at::Tensor>& values) {
+                    std::vector<at::Tensor>& values, const DFlashProjection& projection) {
+  const auto project = [&](const at::Tensor& x, const at::Tensor& weight) {
+    return projection ? projection(x, weight) : at::matmul(x, weight.t());
+  };
   const ModelConfig& m = c.layers;
   const int64_t B = features.size(0), n = features.size(1), KVH = m.num_key_value_heads, hd = m.head_dim;
   const auto hidden = rms(project(features.to(w.fc.scalar_type()), w.fc), w.hidden_norm, m.rms_norm_eps);
@@ -95,7 +97,10 @@ void dflash_context(const DFlashConfig& c, const DFlashWeights& w, const RotaryE
 at::Tensor dflash_blocks(const DFlashConfig& c, const DFlashWeights& w, const RotaryEmbedding& rope,
                          const at::Tensor& embeddings, const at::Tensor& positions,
                          const std::vector<at::Tensor>& context_keys, const std::vector<at::Tensor>& context_values,
-                         const at::Tensor& mask) {
+                         const at::Tensor& mask, const DFlashProjection& projection) {
+  const auto project = [&](const at::Tensor& x, const at::Tensor& weight) {
+    return projection ? projection(x, weight) : at::matmul(x, weight.t());
+  };
   const ModelConfig& m = c.layers;
   const int64_t B = embeddings.size(0), Q = embeddings.size(1);
   const int64_t H = m.num_attention_heads, KVH = m.num_key_value_heads, hd = m.head_dim, G = H / KVH;
@@ -109,12 +114,17 @@ at::Tensor dflash_blocks(const DFlashConfig& c, const DFlashWeights& w, const Ro
     const auto k = RotaryEmbedding::apply(rms(project(x, L.wk).view({B, Q, KVH, hd}), L.k_norm, eps), cos, sin);
     const auto v = project(x, L.wv).view({B, Q, KVH, hd});
     // Context first, then the block; query head h reads kv head h / G (LlamaModel's grouping).
-    const auto keys = at::cat({context_keys[l], k}, 1).repeat_interleave(G, 2);
-    const auto vals = at::cat({context_values[l], v}, 1).repeat_interleave(G, 2);
-    auto scores = at::einsum("bqhd,bkhd->bhqk", {q * scale, keys});
+    auto keys = at::cat({context_keys[l], k}, 1);
+    auto vals = at::cat({context_values[l], v}, 1);
+    if (G > 1) {
+      keys = keys.repeat_interleave(G, 2);
+      vals = vals.repeat_interleave(G, 2);
+    }
+    // [B, H, Q, hd] x [B, H, hd, C + Q]: plain batched GEMMs (einsum's planning costs more than the math here).
+    auto scores = at::matmul((q * scale).permute({0, 2, 1, 3}), keys.permute({0, 2, 3, 1}));
     if (mask.defined()) scores = scores + mask.to(scores.scalar_type());
     const auto probs = at::softmax(scores, -1, accumulate(scores)).to(q.scalar_type());
-    const auto attn = at::einsum("bhqk,bkhd->bqhd", {probs, vals}).reshape({B, Q, H * hd});
+    const auto attn = at::matmul(probs, vals.permute({0, 2, 1, 3})).permute({0, 2, 1, 3}).reshape({B, Q, H * hd});
     h = h + project(attn, L.wo);
     const auto y = rms(h, L.mlp_norm, eps);
     h = h + project(at::silu(project(y, L.w_gate)) * project(y, L.w_up), L.w_down);
@@ -123,7 +133,29 @@ at::Tensor dflash_blocks(const DFlashConfig& c, const DFlashWeights& w, const Ro
 }
 
 DFlashHead::DFlashHead(DFlashConfig config, DFlashWeights weights, const LlamaModel& target)
-    : config_(std::move(config)), weights_(std::move(weights)), target_(target), rope_(config_.layers, target.options()) {}
+    : config_(std::move(config)), weights_(std::move(weights)), target_(target), rope_(config_.layers, target.options()) {
+  if (!weights_.fc.device().is_cpu() || weights_.fc.scalar_type() != at::kFloat) return;
+  auto pack = [&](const at::Tensor& w) {
+    const at::Tensor c = w.contiguous();
+    packed_.emplace(w.data_ptr(), PackedMatrix(c.data_ptr<float>(), c.size(0), c.size(1), c.size(1), 1,
+                                               WeightStorage::Float32));
+  };
+  pack(weights_.fc);
+  for (const DFlashLayerWeights& L : weights_.layers)
+    for (const at::Tensor* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*w);
+}
+
+at::Tensor DFlashHead::project(const at::Tensor& x, const at::Tensor& w) const {
+  const auto it = packed_.find(w.data_ptr());
+  if (it == packed_.end() || x.scalar_type() != at::kFloat || !x.device().is_cpu()) return at::matmul(x, w.t());
+  const PackedMatrix& m = it->second;
+  const at::Tensor rows = x.reshape({-1, m.in()}).contiguous();
+  at::Tensor y = at::empty({rows.size(0), m.out()}, rows.options());
+  m.multiply(rows.data_ptr<float>(), m.in(), rows.size(0), y.data_ptr<float>(), m.out(), 0, m.panels());
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = m.out();
+  return y.view(shape);
+}
 
 std::unique_ptr<DFlashHead> DFlashHead::random(const LlamaModel& target, uint64_t seed, int64_t layers,
                                                int64_t block_size, int64_t mask_token) {
@@ -293,7 +325,9 @@ void DFlashHead::extend(Context& context, const at::Tensor& features) const {
   check(context.length + n <= capacity, "DFlash: context cache full (" + std::to_string(capacity) + " rows)");
   std::vector<at::Tensor> keys, values;
   const auto positions = at::arange(context.length, context.length + n, at::TensorOptions().dtype(at::kLong).device(weights_.fc.device()));
-  dflash_context(config_, weights_, rope_, features.to(weights_.fc.device()).unsqueeze(0), positions, keys, values);
+  const DFlashProjection packed = [this](const at::Tensor& x, const at::Tensor& w) { return project(x, w); };
+  dflash_context(config_, weights_, rope_, features.to(weights_.fc.device(), weights_.fc.scalar_type()).unsqueeze(0),
+                 positions, keys, values, packed);
   for (size_t l = 0; l < keys.size(); ++l) {
     context.keys[l].narrow(1, context.length, n).copy_(keys[l]);
     context.values[l].narrow(1, context.length, n).copy_(values[l]);
@@ -314,8 +348,14 @@ at::Tensor DFlashHead::draft(const Context& context, int64_t token, int64_t bloc
     keys.push_back(context.keys[l].narrow(1, 0, context.length));
     values.push_back(context.values[l].narrow(1, 0, context.length));
   }
-  const auto hidden = dflash_blocks(config_, weights_, rope_, embeddings, positions, keys, values, {});
+  const DFlashProjection packed = [this](const at::Tensor& x, const at::Tensor& w) { return project(x, w); };
+  const auto hidden = dflash_blocks(config_, weights_, rope_, embeddings, positions, keys, values, {}, packed);
   const auto slots = hidden[0].narrow(0, 1, block - 1);
+  // The target's LM head: its packed copy on the native path (a GEMM through libtorch would repack it every call).
+  if (target_.native() && slots.device().is_cpu()) {
+    const at::Tensor f = slots.to(at::kFloat).contiguous();
+    return target_.native()->lm_head_logits(f.data_ptr<float>(), f.size(1), f.size(0));
+  }
   return at::matmul(slots.to(target_.lm_head().scalar_type()), target_.lm_head().t()).to(at::kFloat);
 }
 

@@ -84,34 +84,43 @@ for recipe in "eagle-head.ini" "eagle-head.ini eagle3.ini" "parallel-heads.ini m
     --out "$TMP/out" "${files[@]}"
 done
 # The recipes are what trained the committed heads: each flag of a recipe is in the command its head's training log
-# recorded (the heads predate --options-file; samples = windows was then the default).
+# recorded (the older heads predate --options-file; samples = windows was then the default).
 if /usr/bin/python3 -c 'import h5py' 2>/dev/null; then
   if /usr/bin/python3 - "$SRC" <<'PYEOF2'
 import h5py, os, shlex, sys
 src = sys.argv[1]
-heads = {"ts-target-eagle-head": ["eagle-head.ini"], "ts-moe-eagle-head": ["eagle-head.ini"],
-         "ts-target-eagle3-head": ["eagle-head.ini", "eagle3.ini"],
-         "ts-target-medusa": ["parallel-heads.ini", "medusa.ini"], "ts-target-hydra": ["parallel-heads.ini", "hydra.ini"]}
+# Per head: its recipes, in order, and the flags its training command gave on top (the command line wins; data/models'
+# cards say why: the EAGLE-3 head's 504-token windows, the DFlash draft's run resumed to 1,500 steps).
+heads = {"ts-target-eagle-head": (["eagle-head.ini"], {}), "ts-moe-eagle-head": (["eagle-head.ini"], {}),
+         "ts-target-eagle3-head": (["eagle-head.ini", "eagle3.ini"], {"context": "504", "batch": "4"}),
+         "ts-target-medusa": (["parallel-heads.ini", "medusa.ini"], {}),
+         "ts-target-hydra": (["parallel-heads.ini", "hydra.ini"], {}),
+         "ts-target-dflash-head": (["dflash.ini"], {"steps": "1500"})}
 failed = False
-for head, recipes in heads.items():
+for head, (recipes, overrides) in heads.items():
     with h5py.File(os.path.join(src, "data/models", head, "training_log.h5"), "r") as f:
         c = f.attrs["command_line"]
-    words = shlex.split(c if isinstance(c, str) else c.decode())
+    c = c if isinstance(c, str) else c.decode()
+    # The flags an options file set are recorded as "[FILE: --flag value ...]": read them as flags.
+    words = [w.strip("[]") for w in shlex.split(c.replace("][", "] [")) if not (w.startswith("[") and w.endswith(":"))]
+    expected = {}
     for recipe in recipes:
         for line in open(os.path.join(src, "data/recipes", recipe)):
             line = line.split("#")[0].strip()
-            if not line:
-                continue
-            key, value = (x.strip() for x in line.split("=", 1))
-            if key == "samples" and value == "windows":
-                ok = "--samples" not in words or words[words.index("--samples") + 1] == value
-            elif value == "true":
-                ok = "--" + key in words
-            else:
-                ok = "--" + key in words and words[words.index("--" + key) + 1] == value
-            if not ok:
-                print(f"{head}: recipe {recipe} says {key} = {value}, its log: {' '.join(words)}")
-                failed = True
+            if line:
+                key, value = (x.strip() for x in line.split("=", 1))
+                expected[key] = value
+    expected.update(overrides)
+    for key, value in expected.items():
+        if key == "samples" and value == "windows":
+            ok = "--samples" not in words or words[words.index("--samples") + 1] == value
+        elif value == "true":
+            ok = "--" + key in words
+        else:
+            ok = "--" + key in words and words[words.index("--" + key) + 1] == value
+        if not ok:
+            print(f"{head}: {'+'.join(recipes)} with {overrides} says {key} = {value}, its log: {' '.join(words)}")
+            failed = True
 sys.exit(1 if failed else 0)
 PYEOF2
   then ok "each recipe's flags are what its committed heads were trained with"; else bad "a recipe differs from its heads' logs"; fi

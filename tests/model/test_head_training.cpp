@@ -120,9 +120,10 @@ TEST_P(EveryHeadFamily, KeepBestSavesTheBestValidationHead) {
   const HeadFamily& family = *GetParam();
   auto target = testing::tiny_model();
   // Training on one pattern, validating on another: validation improves while the head learns which tokens occur,
-  // then worsens as it learns the training order. The learning rate that shows both within 16 steps on this tiny
-  // target (found once; the run is deterministic): Medusa's heads need a higher one.
-  const double lr = family.name == "medusa" ? 3e-2 : 3e-3;
+  // then worsens as it learns the training order. The learning rate that shows both within 16 steps (48) on this tiny
+  // target (found once; the run is deterministic): Medusa's heads and the DFlash draft need a higher one.
+  const double lr = family.name == "medusa" || family.name == "dflash" ? 3e-2 : 3e-3;
+  const int64_t steps = family.name == "dflash" ? 48 : 16;  // from random logits the DFlash draft needs longer to turn
   std::vector<int32_t> train, val;
   for (int32_t i = 0; i < 3000; ++i) train.push_back((i * 3) % 20);
   for (int32_t i = 0; i < 400; ++i) val.push_back((i * 7) % 20);
@@ -134,7 +135,7 @@ TEST_P(EveryHeadFamily, KeepBestSavesTheBestValidationHead) {
     o.batch = 4;
     o.context = 12;
     o.eval_windows = 4;
-    o.trainer.steps = 16;
+    o.trainer.steps = steps;
     o.trainer.lr = lr;
     o.trainer.warmup = 1;
     o.trainer.eval_every = 1;
@@ -148,7 +149,7 @@ TEST_P(EveryHeadFamily, KeepBestSavesTheBestValidationHead) {
   std::string curve;
   for (double l : kept.curves.eval_loss) curve += " " + std::to_string(l);
   ASSERT_GT(kept.best.step, 0) << family.name << ": the initial head was best; validation:" << curve;
-  ASSERT_LT(kept.best.step, 16) << family.name << ": the last step was best, so best and last are one; validation:"
+  ASSERT_LT(kept.best.step, steps) << family.name << ": the last step was best, so best and last are one; validation:"
                                 << curve;
   run("keep_best_cut_" + family.name, false, kept.best.step);
   const std::string dir = testing::temp_dir() + "/keep_best_" + family.name;
