@@ -9,6 +9,7 @@
 #endif
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 
 #include "core/base/error.h"
@@ -46,6 +47,10 @@ DataParallel::DataParallel(const LaunchEnvironment& env, const Options& options,
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   check(env_.world_size >= 1 && env_.rank >= 0 && env_.rank < env_.world_size,
         "data parallel: " + where + ": rank outside 0..world size - 1");
+  // A rank that dies closes its sockets; the next write to one would raise SIGPIPE and end this process at once
+  // (exit 141, no message: seen when rank 1 was killed mid-step). Ignored, the write fails with EPIPE and the
+  // collective throws, so this rank reports the failure and exits 1 like for any other lost peer.
+  std::signal(SIGPIPE, SIG_IGN);
   try {
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(env_.master_port);
