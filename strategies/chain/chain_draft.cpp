@@ -20,7 +20,7 @@
 
 #include "core/base/error.h"
 #include "core/decoding/draft_model_cache.h"
-#include "core/model/host_tensor.h"
+#include "core/decoding/drafted_token.h"
 
 namespace draftlab {
 
@@ -51,25 +51,12 @@ class ChainDraftStrategy : public SequenceStrategy {
 
     cache_.sync_with(seq);
     std::vector<int64_t> pending(seq.begin() + cache_.length(), seq.end());  // at least the root
-    const bool greedy = request.sampler.params().greedy();
     DraftTree tree;
     int32_t parent = -1;
     for (int64_t i = 0; i < k; ++i) {
       const at::Tensor logits = feed(pending, ForwardOptions::Logits::Last);  // [1, vocab]
-      int64_t token = 0;
-      float confidence = 1.0f;
-      int32_t distribution = -1;  // deterministic draft: the verifier treats it as a point mass
-      if (greedy) {
-        token = argmax_of(logits);
-        confidence = softmax_probability(logits, token);
-      } else {
-        at::Tensor q = request.sampler.distribution(logits[0]);
-        token = request.sampler.sample_from(q);
-        confidence = q[token].item<float>();
-        distribution = tree.add_distribution(q);
-      }
-      parent = tree.add(token, parent, confidence, distribution);
-      pending = {token};
+      parent = add_drafted_token(tree, logits[0], parent, request.sampler);
+      pending = {tree.node(parent).token};
     }
     last_root_ = n - 1;
     return tree;

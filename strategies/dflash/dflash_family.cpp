@@ -8,6 +8,7 @@
 #include <queue>
 
 #include "core/base/error.h"
+#include "core/decoding/drafted_token.h"
 #include "strategies/dflash/dflash_head.h"
 #include "strategies/dflash/dflash_training.h"
 #include "strategies/registry.h"
@@ -61,27 +62,7 @@ class DFlashStrategy : public SequenceStrategy {
   static DraftTree chain(const at::Tensor& logits, Sampler& sampler) {
     DraftTree tree;
     int32_t parent = -1;
-    const bool greedy = sampler.params().greedy();
-    at::Tensor probs, tops;  // greedy: every slot's softmax and argmax at once
-    if (greedy) {
-      probs = at::softmax(logits, -1).contiguous();
-      tops = probs.argmax(-1).contiguous();
-    }
-    for (int64_t i = 0; i < logits.size(0); ++i) {
-      int64_t token = 0;
-      float confidence = 1.0f;
-      int32_t distribution = -1;
-      if (greedy) {
-        token = tops.data_ptr<int64_t>()[i];
-        confidence = probs.data_ptr<float>()[i * probs.size(1) + token];
-      } else {
-        at::Tensor q = sampler.distribution(logits[i]);
-        token = sampler.sample_from(q);
-        confidence = q[token].item<float>();
-        distribution = tree.add_distribution(q);
-      }
-      parent = tree.add(token, parent, confidence, distribution);
-    }
+    for (int64_t i = 0; i < logits.size(0); ++i) parent = add_drafted_token(tree, logits[i], parent, sampler);
     return tree;
   }
 

@@ -23,13 +23,12 @@ DFlashBlocks dflash_blocks_of(const at::Tensor& windows, const std::vector<int64
   const int64_t rows = windows.size(0), C = windows.size(1), A = static_cast<int64_t>(anchors.size());
   DFlashBlocks b;
   b.anchors = anchors;
-  std::vector<int64_t> positions, index;
+  std::vector<int64_t> positions;
   for (int64_t a : anchors)
     for (int64_t k = 0; k < B; ++k) positions.push_back(a + k);
-  for (int64_t a : anchors) index.push_back(a);
   b.positions = at::tensor(positions, at::kLong);
   b.tokens = at::full({rows, A, B}, mask_token, at::kLong);
-  b.tokens.select(2, 0).copy_(windows.index_select(1, at::tensor(index, at::kLong)));
+  b.tokens.select(2, 0).copy_(windows.index_select(1, at::tensor(anchors, at::kLong)));
   b.tokens = b.tokens.view({rows, A * B});
   b.mask = at::full({A * B, C + A * B}, -std::numeric_limits<float>::infinity(), at::kFloat);
   for (int64_t j = 0; j < A; ++j) {

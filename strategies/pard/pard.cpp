@@ -16,7 +16,7 @@
 
 #include "core/base/error.h"
 #include "core/decoding/draft_model_cache.h"
-#include "core/model/host_tensor.h"
+#include "core/decoding/drafted_token.h"
 
 namespace draftlab {
 
@@ -57,24 +57,9 @@ class ParallelDraftStrategy : public SequenceStrategy {
     const at::Tensor logits = cache_.feed(fed, options).logits;    // [k, vocab]
     cache_.rollback_to(n);                                         // the mask rows go at once
 
-    const bool greedy = request.sampler.params().greedy();
     DraftTree tree;
     int32_t parent = -1;
-    for (int64_t i = 0; i < k; ++i) {
-      int64_t token = 0;
-      float confidence = 1.0f;
-      int32_t distribution = -1;  // deterministic draft: the verifier treats it as a point mass
-      if (greedy) {
-        token = argmax_of(logits[i]);
-        confidence = softmax_probability(logits[i], token);
-      } else {
-        at::Tensor q = request.sampler.distribution(logits[i]);
-        token = request.sampler.sample_from(q);
-        confidence = q[token].item<float>();
-        distribution = tree.add_distribution(q);
-      }
-      parent = tree.add(token, parent, confidence, distribution);
-    }
+    for (int64_t i = 0; i < k; ++i) parent = add_drafted_token(tree, logits[i], parent, request.sampler);
     return tree;
   }
 

@@ -162,7 +162,7 @@ TEST(DFlashTraining, LearnsToDraftAPeriodicStream) {
   ASSERT_NE(alpha, nullptr);
   EXPECT_GT(alpha->back().at(2), 0.9) << "share of blocks whose three slots all agree after training";
   EXPECT_LT(alpha->front().at(0), 0.5) << "before training";
-  // The mask id: the highest id absent from the data; the saved draft loads and drafts the period.
+  // The mask id: the highest id absent from the data, recorded in the saved folder.
   const auto head = DFlashHead::load(o.out_dir, *target);
   EXPECT_EQ(head->config().mask_token, 96);
   std::filesystem::remove_all(o.out_dir);
