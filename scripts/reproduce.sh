@@ -7,7 +7,7 @@
 # HYDRA_HEADS (default MODEL-eagle-head, -medusa, -hydra; speed runs those present), MOE_MODEL (default
 # data/models/ts-moe, with MOE_MODEL-eagle-head), DRAFT, QUESTIONS
 # (questions per dataset, default 10; batch: BATCH_QUESTIONS, default 24), NEW_TOKENS (default 64), THREADS (default 2; measure on an idle machine).
-# EAGLE3_HEAD (default MODEL-eagle3-head), DFLASH_HEAD (MODEL-dflash-head), PARD_DRAFT (data/models/ts-draft-pard). ablate-inputs, train-data and ablate-eagle3 need heads trained by
+# EAGLE3_HEAD (default MODEL-eagle3-head), PEAGLE_HEAD (MODEL-peagle-head), DFLASH_HEAD (MODEL-dflash-head), PARD_DRAFT (data/models/ts-draft-pard). ablate-inputs, train-data and ablate-eagle3 need heads trained by
 # scripts/train_ablation_heads.sh (VARIANT_HEADS_DIR), data-scaling those of scripts/train_scaling_heads.sh
 # (SCALING_HEADS_DIR, default ../zoo/scaling-heads: every head folder in it).
 # Then docs/results.md: bash scripts/results_doc.sh [RESULTS_DIR] (or: bash scripts/reproduce.sh && bash scripts/results_doc.sh).
@@ -25,6 +25,7 @@ N=${NEW_TOKENS:-64}
 THREADS=${THREADS:-2}
 HEADS=${VARIANT_HEADS_DIR:-../zoo/ablation-heads}
 EAGLE3_HEAD=${EAGLE3_HEAD:-${MODEL}-eagle3-head}
+PEAGLE_HEAD=${PEAGLE_HEAD:-${MODEL}-peagle-head}
 DFLASH_HEAD=${DFLASH_HEAD:-${MODEL}-dflash-head}
 PARD_DRAFT=${PARD_DRAFT:-data/models/ts-draft-pard}
 MOE=${MOE_MODEL:-data/models/ts-moe}
@@ -51,9 +52,9 @@ for name in "${NAMES[@]}"; do
       $DL exp speed "${COMMON[@]}" --head "$HEAD" "${parallel[@]}" --draft "$DRAFT" \
         -s "eagle2:label=eagle2 (tt=4 d=4 k=1),total_tokens=4,depth=4,top_k=1" \
         -o "$OUT/speed.h5" --jsonl "$OUT/spec-bench" ;;
-    drafters)  # the 2026 drafters (issue 41): PARD, DFlash B 4 / 8 / 16, DDTree, suffix beside EAGLE-2 / EAGLE-3 4 / 4 / 1
-      $DL exp drafters "${COMMON[@]}" --head "$HEAD" --head "$EAGLE3_HEAD" --head "$DFLASH_HEAD" --draft "$DRAFT" \
-        --parallel-draft "$PARD_DRAFT" -o "$OUT/drafters.h5" ;;
+    drafters)  # the 2026 drafters (issue 41): P-EAGLE, PARD, DFlash B 4 / 8 / 16, DDTree, suffix beside EAGLE-2 / EAGLE-3 4 / 4 / 1
+      $DL exp drafters "${COMMON[@]}" --head "$HEAD" --head "$EAGLE3_HEAD" --head "$PEAGLE_HEAD" --head "$DFLASH_HEAD" \
+        --draft "$DRAFT" --parallel-draft "$PARD_DRAFT" -o "$OUT/drafters.h5" ;;
     eagle3)  # EAGLE-3 Table 1: eagle2 with the EAGLE head beside eagle3 with the EAGLE-3 head, same tree settings
       $DL exp eagle3 "${COMMON[@]}" --head "$HEAD" --head "$EAGLE3_HEAD" -o "$OUT/eagle3.h5" ;;
     eagle3-alpha)  # EAGLE-3 Figure 7: n-alpha of 8-token chains, EAGLE-2 head vs EAGLE-3 head

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the reference zoo (data/models/README.md) from ../shared/data/tinystories/tinystories.txt.
 #   bash scripts/train_zoo.sh [STAGE ...]      stages: tiny tiny-head target target-head draft draft-pard target-medusa
-#                                              target-hydra moe moe-head target-eagle3 target-dflash (default: all), and ablation (the
-#                                              EAGLE Figure 8 / Table 6 heads of ts-target: not published, not
-#                                              in the default list)
+#                                              target-hydra moe moe-head target-eagle3 target-peagle target-dflash
+#                                              (default: all), and ablation (the EAGLE Figure 8 / Table 6 heads of
+#                                              ts-target: not published, not in the default list)
 # Every stage writes its model folder under data/models/ (or $ZOO_OUT) and keeps its full training output
 # (resumable state, logs) in $ZOO_WORK (default ../zoo), so an interrupted stage continues with
 # RESUME=1 bash scripts/train_zoo.sh STAGE.
@@ -22,7 +22,7 @@ THREADS=${THREADS:-1}
 RESUME_FLAG=""; [ "${RESUME:-0}" = 1 ] && RESUME_FLAG="--resume"
 DL=${DRAFTLAB:-./build/draftlab}  # DRAFTLAB: another binary (e.g. a copy, while ./build is rebuilt)
 mkdir -p "$WORK" "$OUT"
-STAGES=("$@"); [ ${#STAGES[@]} = 0 ] && STAGES=(tiny tiny-head target target-head draft draft-pard target-medusa target-hydra moe moe-head target-eagle3 target-dflash)
+STAGES=("$@"); [ ${#STAGES[@]} = 0 ] && STAGES=(tiny tiny-head target target-head draft draft-pard target-medusa target-hydra moe moe-head target-eagle3 target-peagle target-dflash)
 
 # Copies a trained HF folder (weights, config, tokenizer, log) into the zoo.
 publish() {  # SRC DEST
@@ -101,6 +101,11 @@ for stage in "${STAGES[@]}"; do
         --save-dtype float16 $RESUME_FLAG
       publish "$WORK/ts-draft-pard" "$OUT/ts-draft-pard"
       cp "$OUT/ts-draft/tokenizer_config.json" "$OUT/ts-draft-pard/" ;;
+    target-peagle)
+      # P-EAGLE (issue 41, data/recipes/peagle.ini on eagle-head.ini's schedule).
+      $DL train-head --options-file data/recipes/eagle-head.ini --options-file data/recipes/peagle.ini \
+        --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-peagle-head" --threads "$THREADS" $RESUME_FLAG
+      publish "$WORK/ts-target-peagle-head" "$OUT/ts-target-peagle-head" ;;
     target-dflash)
       # DFlash (issue 41, data/recipes/dflash.ini): 600 steps, then the same run resumed to 1,500 (as it was trained).
       if [ ! -f "$WORK/ts-target-dflash-head/.phase1-done" ]; then

@@ -26,6 +26,7 @@
   X(medusa)                  \
   X(hydra)                   \
   X(eagle3)                  \
+  X(peagle)                  \
   X(dflash)
 
 namespace draftlab {

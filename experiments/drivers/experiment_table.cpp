@@ -169,7 +169,7 @@ std::vector<MethodSpec> every_strategy(const ExperimentConfig& c) {
 
 // The 2026 drafters beside the EAGLE family, each method when its model is given (--draft, --parallel-draft, a
 // --head of the family): the model-free ones, the draft model and PARD, EAGLE-2 and EAGLE-3 at the CPU-sized
-// 4 / 4 / 1, DFlash at blocks 4, 8 and 16 and with DDTree's tree.
+// 4 / 4 / 1, P-EAGLE at k 3 and 5, DFlash at blocks 4, 8 and 16 and with DDTree's tree.
 std::vector<MethodSpec> drafters_2026(const ExperimentConfig& c) {
   std::vector<MethodSpec> m;
   for (const char* name : {"pld", "suffix", "lookahead"}) m.push_back(method(find_strategy(name)));
@@ -184,6 +184,10 @@ std::vector<MethodSpec> drafters_2026(const ExperimentConfig& c) {
       o.emplace_back("head", h->path);
       m.push_back(method(*s, o, s->name + " (tt=4 d=4 k=1)"));
     }
+  const StrategyDescriptor& peagle = find_strategy("peagle");
+  if (const HeadSpec* h = main_head(c, peagle.head_family))
+    for (const char* k : {"3", "5"})
+      m.push_back(method(peagle, {{"head", h->path}, {"k", k}}, std::string("peagle k=") + k));
   const StrategyDescriptor& dflash = find_strategy("dflash");
   if (const HeadSpec* h = main_head(c, dflash.head_family)) {
     for (const char* b : {"4", "8", "16"})
@@ -201,7 +205,7 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
   static const std::vector<ExperimentDescriptor> table = {
       {"speed", "every strategy whose model is given (--head, --draft); six sets, T 0 and 1",
        kAllSets, {0.0, 1.0}, every_strategy},
-      {"drafters", "the 2026 drafters (PARD, DFlash, DDTree, SuffixDecoding) beside the model-free ones, the draft "
+      {"drafters", "the 2026 drafters (P-EAGLE, PARD, DFlash, DDTree, SuffixDecoding) beside the model-free ones, the draft "
        "model and EAGLE-2 / EAGLE-3 at 4 / 4 / 1: each method whose model is given (--draft, --parallel-draft, --head "
        "per family); six sets, T 0 and 1",
        kAllSets, {0.0, 1.0}, drafters_2026},

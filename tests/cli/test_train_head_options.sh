@@ -16,7 +16,7 @@ refused() {  # NAME SUBSTRING ARGS...: refused before loading, naming SUBSTRING,
   if [ -e "$TMP/out" ]; then bad "$name: left $TMP/out"; rm -rf "$TMP/out"; fi
 }
 
-refused "unknown family" "expected a head family (eagle, medusa, hydra, eagle3, dflash), got 'lookahead'" --kind lookahead
+refused "unknown family" "expected a head family (eagle, medusa, hydra, eagle3, peagle, dflash), got 'lookahead'" --kind lookahead
 # A flag of another family, for each family.
 refused "eagle flag for eagle3" "--input: applies to --kind eagle, not --kind eagle3" --kind eagle3 --input feature_only
 refused "recipe for eagle3" "--recipe: applies to --kind eagle, medusa, hydra, not --kind eagle3" --kind eagle3 --recipe official
@@ -24,7 +24,7 @@ refused "eagle3 flag for eagle" "--ttt-steps: applies to --kind eagle3, not --ki
 refused "hydra flag for medusa" "--hydra-heads: applies to --kind hydra, not --kind medusa" --kind medusa --hydra-heads 2
 refused "medusa flag for hydra" "--medusa-lm-head: applies to --kind medusa, not --kind hydra" --kind hydra --medusa-lm-head own
 refused "parallel flag for eagle" "--teacher: applies to --kind medusa, hydra, not --kind eagle" --teacher
-refused "draft vocabulary for medusa" "--draft-vocab: applies to --kind eagle, eagle3, not --kind medusa" --kind medusa --draft-vocab 64
+refused "draft vocabulary for medusa" "--draft-vocab: applies to --kind eagle, eagle3, peagle, not --kind medusa" --kind medusa --draft-vocab 64
 # Values outside each family's table.
 refused "eagle input" "--input: expected feature_shifted_token|feature_unshifted_token|feature_only|token_only" --input both
 refused "eagle recipe" "--recipe: expected paper|official (--kind eagle), got 'papers'" --recipe papers
@@ -77,7 +77,7 @@ refused "options files: the earlier file wins" "--steps: expected a positive num
   --options-file "$TMP/second.ini"
 # Every recipe combination the training scripts use reaches the load.
 for recipe in "eagle-head.ini" "eagle-head.ini eagle3.ini" "parallel-heads.ini medusa.ini" "parallel-heads.ini hydra.ini" \
-              "ablation-head.ini" "dflash.ini"; do
+              "ablation-head.ini" "dflash.ini" "eagle-head.ini peagle.ini"; do
   files=()
   for f in $recipe; do files+=(--options-file "$SRC/data/recipes/$f"); done
   expect_error "recipe $recipe reaches the load" "no_model" "$BIN" train-head -m "$TMP/no_model" --corpus "$TMP/no_corpus" \

@@ -261,7 +261,7 @@ TEST(HeadFamily, ReadsTheFolderConfig) {
   write_text(broken + "/config.json", "{\"medusa_num_heads\": ");
   expect_error([&] { head_family_of(broken); }, {broken + "/config.json", "valid JSON"});
   EXPECT_EQ(find_head_family("medusa").title, "Medusa heads");
-  expect_error([] { find_head_family("lookahead"); }, {"eagle, medusa, hydra, eagle3, dflash", "lookahead"});
+  expect_error([] { find_head_family("lookahead"); }, {"eagle, medusa, hydra, eagle3, peagle, dflash", "lookahead"});
 }
 
 }  // namespace

@@ -1,0 +1,166 @@
+// The peagle family: P-EAGLE's draft (peagle_head.h), its COD trainer (peagle_training.h) and the strategy peagle:
+// one draft forward over the pairs committed since the last cycle, the root pair and k - 1 mask slots gives a chain
+// of k tokens. T = 0 drafts each row's argmax; T > 0 samples row i from its own q_i and records it (q_i depends on
+// the prefix only: mask slots never read the drafted tokens), so the verifier's min(1, p / q) rule keeps the output
+// exactly the target's.
+#include <algorithm>
+#include <sstream>
+
+#include "core/base/error.h"
+#include "core/decoding/drafted_token.h"
+#include "strategies/peagle/peagle_head.h"
+#include "strategies/peagle/peagle_training.h"
+#include "strategies/registry.h"
+
+namespace draftlab {
+
+namespace {
+
+class PEagleStrategy : public SequenceStrategy {
+ public:
+  PEagleStrategy(std::shared_ptr<const PEagleHead> head, int64_t k)
+      : head_(std::move(head)), k_(k), capacity_(head_->target().config().max_position_embeddings) {}
+
+  std::string name() const override { return "peagle"; }
+  std::vector<int64_t> target_feature_layers() const override { return head_->target_feature_layers(); }
+
+  void begin(const std::vector<int64_t>& prompt, const at::Tensor& features, int64_t) override {
+    cache_ = head_->make_cache(capacity_);
+    const int64_t n = static_cast<int64_t>(prompt.size());
+    in_step_ = features.defined() && features.size(0) == n && n <= capacity_;
+    if (!in_step_) return;
+    features_ = at::empty({capacity_, features.size(1)}, features.options());
+    features_.narrow(0, 0, n).copy_(features);
+    count_ = n;
+  }
+
+  DraftTree propose(const DraftRequest& request) override {
+    const auto n = static_cast<int64_t>(request.sequence.size());
+    // Pairs 0..n-2 need the features of positions 0..n-2 (a sequence from elsewhere: draft nothing).
+    if (!in_step_ || n < 2 || count_ != n - 1) return {};
+    const int64_t depth = std::min<int64_t>({k_, request.tokens_wanted, request.max_nodes, capacity_ - n});
+    if (depth < 1) return {};
+    const int64_t first = cache_.length;  // pairs first..n-2 are not cached yet; n-2 is the root
+    std::vector<int64_t> tokens(request.sequence.begin() + first + 1, request.sequence.end());
+    const at::Tensor logits =
+        head_->draft(cache_, tokens, features_.narrow(0, first, n - 1 - first), depth).to(at::kCPU);  // [depth, V]
+    DraftTree tree;
+    int32_t parent = -1;
+    for (int64_t i = 0; i < depth; ++i) parent = add_drafted_token(tree, logits[i], parent, request.sampler);
+    return tree;
+  }
+
+  void observe(const VerifyResult& result) override {
+    if (!in_step_ || !result.features.defined() || count_ + result.features.size(0) > capacity_) {
+      in_step_ = false;  // no features, or past the context: nothing more to draft
+      return;
+    }
+    features_.narrow(0, count_, result.features.size(0)).copy_(result.features);
+    count_ += result.features.size(0);
+  }
+
+ private:
+  std::shared_ptr<const PEagleHead> head_;
+  int64_t k_, capacity_;
+  PEagleHead::Cache cache_;  // the pairs drafted from so far (all committed)
+  at::Tensor features_;      // [capacity, 3d]: the target's fused features of positions 0..count_-1
+  int64_t count_ = 0;
+  bool in_step_ = false;     // features_ mirrors the sequence up to the root
+};
+
+std::shared_ptr<const PEagleHead> head_from(const StrategyContext& context, const StrategyOptions& o) {
+  const std::string path = o.get_string("head");
+  if (!path.empty()) return PEagleHead::load(path, context.target);
+  return PEagleHead::random(context.target, static_cast<uint64_t>(o.get_int("head_seed")), 2,
+                            std::max<int64_t>(1, o.get_int("k")));
+}
+
+// --cod r,r_min.
+std::pair<double, double> parse_cod(const std::string& text) {
+  std::stringstream list(text);
+  std::string r, r_min;
+  std::getline(list, r, ',');
+  std::getline(list, r_min, ',');
+  double a = 0, b = 0;
+  size_t used_a = 0, used_b = 0;
+  try {
+    a = std::stod(r, &used_a);
+    b = std::stod(r_min, &used_b);
+  } catch (const std::exception&) {
+    used_a = 0;
+  }
+  check(used_a == r.size() && used_b == r_min.size() && list.eof() && a > 0 && a <= 1 && b >= 0 && b <= a,
+        "--cod: expected r,r_min with 0 <= r_min <= r <= 1 (SpecForge's 0.8,0.2), got '" + text + "'");
+  return {a, b};
+}
+
+HeadTrainingResult train(const HeadTrainingRun& run) {
+  PEagleTrainingOptions o;
+  static_cast<HeadTrainingOptions&>(o) = run.common;
+  o.layers = run.options.get_int("draft-layers");
+  o.depths = run.options.get_int("depths");
+  std::tie(o.cod_ratio, o.cod_min) = parse_cod(run.options.get_string("cod"));
+  o.draft_vocab = run.options.get_int("draft-vocab");
+  o.mask_token = run.options.get_int("mask-token");
+  o.train_embedding = run.options.get_bool("train-embedding");
+  return train_peagle_head(run.target, o, run.data);
+}
+
+}  // namespace
+
+const StrategyDescriptor& peagle_strategy() {
+  static const StrategyDescriptor d = [] {
+    StrategyDescriptor d;
+    d.name = "peagle";
+    d.summary = "P-EAGLE: an EAGLE-3 head of N layers drafts k tokens in one forward (the root and k - 1 mask slots)";
+    d.needs = StrategyNeeds::Head;
+    d.head_family = "peagle";
+    d.shape = DraftShape::Chain;
+    d.has_confidence = true;
+    d.options = {path_option("head", false, "a trained P-EAGLE draft of the target (a folder); absent: random (tests)"),
+                 integer_option("head_seed", 0, 0, 1000000, "the random draft's seed"),
+                 integer_option("k", 0, 0, 64, "tokens drafted per cycle, in one forward (0: the draft's trained depth)")};
+    d.test_variants = {{"peagle", {"k=3"},
+                        "a random draft's slots are almost never accepted: a wrong rule's bias is too small to see"}};
+    d.make = [](const StrategyContext& context, const StrategyOptions& options) -> std::unique_ptr<DraftStrategy> {
+      auto head = head_from(context, options);
+      int64_t k = options.get_int("k");
+      if (k == 0) k = head->config().depths;
+      return std::make_unique<PEagleStrategy>(std::move(head), k);
+    };
+    return d;
+  }();
+  return d;
+}
+
+const HeadFamily& peagle_heads() {
+  static const HeadFamily f = [] {
+    HeadFamily f;
+    f.name = "peagle";
+    f.title = "P-EAGLE draft";
+    f.summary = "P-EAGLE: EAGLE-3's fused features and first layer, N layers, a learned mask_hidden for K - 1 mask "
+                "slots, its own draft-vocabulary LM head";
+    f.recognises = is_peagle_config;
+    f.tree_strategy = "peagle";
+    f.training_options = {
+        integer_option("draft-layers", 2, 1, 16, "the draft's decoder layers"),
+        integer_option("depths", 5, 1, 32, "K: rollout depth trained (the draft's default tokens per forward)"),
+        text_option("cod", "0.8,0.2", "COD sampling r,r_min: depth d keeps max(r^d, r_min) of the positions"),
+        integer_option("draft-vocab", 0, 0, 100000000,
+                       "K > 0: the head's own LM head of K rows, the K most frequent tokens predicted under the loss "
+                       "mask; 0 = the full vocabulary"),
+        integer_option("mask-token", -1, -1, 1 << 30, "the mask id (-1: the highest id absent from the data)"),
+        bool_option("train-embedding", false, "train an embedding of its own (SpecForge's), saved as embed_tokens")};
+    f.check_training_options = [](const StrategyOptions& o) { parse_cod(o.get_string("cod")); };
+    f.train = train;
+    return f;
+  }();
+  return f;
+}
+
+const DraftFamily& peagle_family() {
+  static const DraftFamily f{"peagle", {&peagle_strategy()}, &peagle_heads()};
+  return f;
+}
+
+}  // namespace draftlab
