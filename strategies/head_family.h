@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/io/gguf.h"
 #include "core/training/head_training.h"
 #include "strategies/option_spec.h"
 #include "strategies/strategy_options.h"
@@ -21,6 +22,7 @@ namespace draftlab {
 class FeatureHead;
 class LlamaModel;
 class TextDataset;
+class Tokenizer;
 
 // What train-head hands a family's trainer once the target and the data have loaded.
 struct HeadTrainingRun {
@@ -57,6 +59,12 @@ struct HeadFamily {
   std::vector<OptionSpec> training_options;
   std::function<void(const StrategyOptions& options)> check_training_options;
   std::function<HeadTrainingResult(const HeadTrainingRun& run)> train;
+
+  // export-gguf --head: writes a head folder for `target` as the GGUF llama.cpp's speculative decoding reads (its
+  // matrices as `type`, the target's tokenizer); empty for families llama.cpp has no architecture for.
+  std::function<void(const std::string& head_path, const LlamaModel& target, const Tokenizer& tokenizer,
+                     const std::string& out, GgmlType type, const std::string& name)>
+      export_gguf;
 
   const OptionSpec* training_option(const std::string& key) const;
 };

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -78,6 +79,14 @@ std::string blas_coretype_warning() {
   return std::string("OPENBLAS_CORETYPE=") + env +
          " is preset on a CPU with AVX-512: OpenBLAS runs that core's kernels, not its AVX-512 ones (libtorch "
          "reference path GEMMs slower); unset it or set SkylakeX";
+}
+
+void keep_freed_memory_for_training() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, INT32_MAX);
+  mallopt(M_TOP_PAD, 256 << 20);
+#endif
 }
 
 void return_free_memory_to_os() {

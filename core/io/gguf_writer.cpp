@@ -15,6 +15,7 @@ uint64_t padded(uint64_t n, uint64_t alignment) { return (n + alignment - 1) / a
 // Bytes of `block` values of `type`: one value for the float types, 32 for the block-quantized ones.
 size_t block_size(GgmlType type, int64_t* block) {
   *block = 1;
+  if (type == kGgmlI64) return 8;
   switch (type) {
     case kGgmlF32: return 4;
     case kGgmlF16: return 2;

@@ -18,6 +18,9 @@
 
 namespace draftlab {
 
+// ggml's I64 element type: written only (an EAGLE-3 head's d2t, strategies/eagle3/eagle3_gguf.h), never read.
+constexpr GgmlType kGgmlI64 = static_cast<GgmlType>(27);
+
 class GgufWriter {
  public:
   // A non-default alignment (a power of two) is recorded as general.alignment, as GGUF requires.

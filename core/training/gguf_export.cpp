@@ -14,24 +14,6 @@ namespace draftlab {
 
 namespace {
 
-// Halves (i, i + hd/2) -> pairs (2i, 2i+1) within each head: llama.cpp's convert_hf_to_gguf `permute`, the inverse
-// of the loader's pairs_to_halves.
-at::Tensor halves_to_pairs(const at::Tensor& w, int64_t heads, int64_t head_dim) {
-  return w.view({heads, 2, head_dim / 2, w.size(1)}).transpose(1, 2).reshape({heads * head_dim, w.size(1)});
-}
-
-// llama.cpp's general.file_type (LlamaFileType): ALL_F32, MOSTLY_F16, MOSTLY_Q4_0, MOSTLY_Q8_0, MOSTLY_BF16.
-uint32_t file_type(GgmlType type) {
-  switch (type) {
-    case kGgmlF32: return 0;
-    case kGgmlF16: return 1;
-    case kGgmlQ4_0: return 2;
-    case kGgmlQ8_0: return 7;
-    case kGgmlBF16: return 32;
-  }
-  return 0;
-}
-
 at::ScalarType scalar_type(GgmlType type) {
   switch (type) {
     case kGgmlF32: return at::kFloat;
@@ -110,46 +92,71 @@ std::vector<NamedTensor> gguf_tensors(const ModelConfig& c, const LlamaWeights& 
 
 }  // namespace
 
-void export_gguf(const LlamaModel& model, const Tokenizer& tokenizer, const std::string& path, GgmlType type,
-                 const std::string& name) {
-  const ModelConfig& c = model.config();
+// Halves (i, i + hd/2) -> pairs (2i, 2i+1) within each head: the inverse of the loader's pairs_to_halves.
+at::Tensor rope_halves_to_pairs(const at::Tensor& w, int64_t heads, int64_t head_dim) {
+  return w.reshape({heads, 2, head_dim / 2, w.size(1)}).transpose(1, 2).reshape({heads * head_dim, w.size(1)});
+}
+
+// llama.cpp's LlamaFileType: ALL_F32, MOSTLY_F16, MOSTLY_Q4_0, MOSTLY_Q8_0, MOSTLY_BF16.
+uint32_t gguf_file_type(GgmlType type) {
+  switch (type) {
+    case kGgmlF32: return 0;
+    case kGgmlF16: return 1;
+    case kGgmlQ4_0: return 2;
+    case kGgmlQ8_0: return 7;
+    case kGgmlBF16: return 32;
+    default: return 0;
+  }
+}
+
+void add_gguf_vocabulary(GgufWriter& w, const Tokenizer& tokenizer, const ModelConfig& c, const std::string& path) {
   GgufVocabulary vocab = tokenizer.gguf_vocabulary();
   vocab.pad_to(c.vocab_size);
   if (vocab.bos_id < 0) vocab.bos_id = c.bos_token_id;
   if (vocab.eos_id < 0) vocab.eos_id = c.eos_token_ids.at(0);
+  vocab.write_to(w);
+  add_other_stop_tokens(w, c, vocab.eos_id, path);
+}
 
+void add_gguf_tensor(GgufWriter& w, const std::string& name, const at::Tensor& tensor, GgmlType type,
+                     std::vector<at::Tensor>& keep, const std::string& path) {
+  const GgmlType tensor_type = tensor.dim() == 1 ? kGgmlF32 : type;
+  at::Tensor t = tensor.to(at::kCPU, scalar_type(tensor_type)).contiguous();
+  if (const size_t block_bytes = ggml_quant_block_bytes(tensor_type); block_bytes != 0) {
+    // Every matrix in the one block type (llama-quantize --pure), rows of 32-value blocks.
+    if (t.size(-1) % kGgmlQuantBlock != 0)
+      throw Error(path + ": cannot export to GGUF as " + ggml_type_name(tensor_type) + ": tensor " + name +
+                  " has rows of " + std::to_string(t.size(-1)) + " values, expected a multiple of 32");
+    at::Tensor blocks = at::empty({t.numel() / kGgmlQuantBlock * static_cast<int64_t>(block_bytes)}, at::kByte);
+    quantize_blocks(tensor_type, t.data_ptr<float>(), t.numel(), blocks.data_ptr<uint8_t>());
+    w.add_tensor(name, tensor_type, t.sizes().vec(), blocks.data_ptr(), static_cast<size_t>(blocks.nbytes()));
+    keep.push_back(std::move(blocks));
+    return;
+  }
+  w.add_tensor(name, tensor_type, t.sizes().vec(), t.data_ptr(), static_cast<size_t>(t.nbytes()));
+  keep.push_back(std::move(t));
+}
+
+void export_gguf(const LlamaModel& model, const Tokenizer& tokenizer, const std::string& path, GgmlType type,
+                 const std::string& name) {
+  const ModelConfig& c = model.config();
   GgufWriter w;
   w.add_string("general.architecture", "llama");
   if (!name.empty()) w.add_string("general.name", name);
-  w.add("general.file_type", file_type(type));
+  w.add("general.file_type", gguf_file_type(type));
   add_hyperparameters(w, c, path);
-  vocab.write_to(w);
-  add_other_stop_tokens(w, c, vocab.eos_id, path);
+  add_gguf_vocabulary(w, tokenizer, c, path);
 
   const int64_t H = c.num_attention_heads, KVH = c.num_key_value_heads, hd = c.head_dim;
   std::vector<at::Tensor> keep_alive;  // the writer reads the bytes at write()
   for (auto& [hf_name, gguf_name, tensor] : gguf_tensors(c, model.weights(), path)) {
     at::Tensor t = tensor;
-    if (hf_name.find("self_attn.q_proj") != std::string::npos) t = halves_to_pairs(t, H, hd);
-    if (hf_name.find("self_attn.k_proj") != std::string::npos) t = halves_to_pairs(t, KVH, hd);
+    if (hf_name.find("self_attn.q_proj") != std::string::npos) t = rope_halves_to_pairs(t, H, hd);
+    if (hf_name.find("self_attn.k_proj") != std::string::npos) t = rope_halves_to_pairs(t, KVH, hd);
     // llama.cpp computes norms in F32 and its converter keeps every 1-D tensor F32 in 16-bit files; the router
     // stays F32 in every file (llama.cpp's converter and llama-quantize never round it).
     const bool router = gguf_name.find("ffn_gate_inp") != std::string::npos;
-    const GgmlType tensor_type = t.dim() == 1 || router ? kGgmlF32 : type;
-    t = t.to(at::kCPU, scalar_type(tensor_type)).contiguous();
-    if (const size_t block_bytes = ggml_quant_block_bytes(tensor_type); block_bytes != 0) {
-      // Every matrix in the one block type (llama-quantize --pure), rows of 32-value blocks.
-      if (t.size(-1) % kGgmlQuantBlock != 0)
-        throw Error(path + ": cannot export to GGUF as " + ggml_type_name(tensor_type) + ": tensor " + hf_name +
-                    " has rows of " + std::to_string(t.size(-1)) + " values, expected a multiple of 32");
-      at::Tensor blocks = at::empty({t.numel() / kGgmlQuantBlock * static_cast<int64_t>(block_bytes)}, at::kByte);
-      quantize_blocks(tensor_type, t.data_ptr<float>(), t.numel(), blocks.data_ptr<uint8_t>());
-      w.add_tensor(gguf_name, tensor_type, t.sizes().vec(), blocks.data_ptr(), static_cast<size_t>(blocks.nbytes()));
-      keep_alive.push_back(std::move(blocks));
-      continue;
-    }
-    w.add_tensor(gguf_name, tensor_type, t.sizes().vec(), t.data_ptr(), static_cast<size_t>(t.nbytes()));
-    keep_alive.push_back(std::move(t));
+    add_gguf_tensor(w, gguf_name, t, router ? kGgmlF32 : type, keep_alive, path);
   }
   w.write(path);
 }

@@ -4,7 +4,10 @@
 
 #include <string>
 
+#include <vector>
+
 #include "core/io/gguf.h"
+#include "core/io/gguf_writer.h"
 #include "core/model/llama_model.h"
 #include "core/text/tokenizer.h"
 
@@ -21,5 +24,18 @@ namespace draftlab {
 // Throws Error for what GGUF's llama architecture cannot express (llama3 RoPE scaling, such stop lists).
 void export_gguf(const LlamaModel& model, const Tokenizer& tokenizer, const std::string& path, GgmlType type,
                  const std::string& name);
+
+// The pieces a draft head's exporter shares with the model's (strategies/eagle3/eagle3_gguf.h).
+// q/k rows [heads hd, in] from the halves RoPE layout to llama.cpp's consecutive pairs (its converter's permute).
+at::Tensor rope_halves_to_pairs(const at::Tensor& w, int64_t heads, int64_t head_dim);
+// general.file_type's value (llama.cpp's LlamaFileType) for matrices of `type`.
+uint32_t gguf_file_type(GgmlType type);
+// tokenizer.ggml.*: the tokenizer's vocabulary padded to model.vocab_size, BOS / EOS (the config's when the tokenizer
+// has none) and the config's other stop tokens as eot / eom.
+void add_gguf_vocabulary(GgufWriter& w, const Tokenizer& tokenizer, const ModelConfig& model, const std::string& path);
+// A float tensor in PyTorch layout as `type`: 1-D tensors stay F32 (llama.cpp's norms), Q8_0 / Q4_0 are quantized
+// as llama-quantize --pure does. The bytes live in `keep` until the writer's write().
+void add_gguf_tensor(GgufWriter& w, const std::string& name, const at::Tensor& tensor, GgmlType type,
+                     std::vector<at::Tensor>& keep, const std::string& path);
 
 }  // namespace draftlab

@@ -1,5 +1,6 @@
 // draftlab export-gguf: write a model (HF folder, llama2.c .bin) as a GGUF file that llama.cpp runs, with its
-// vocabulary; LlamaModel::load and the tokenizer loader read it back.
+// vocabulary; LlamaModel::load and the tokenizer loader read it back. With --head, a draft head of that model as
+// the GGUF llama.cpp's speculative decoding reads (its family's HeadFamily::export_gguf).
 #include <boost/program_options.hpp>
 
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "core/training/gguf_export.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/model_loading.h"
+#include "strategies/head_family.h"
 
 namespace po = boost::program_options;
 
@@ -28,7 +30,12 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 // The tensor type the checkpoint stores its weights in: the default --type, so the export is lossless and no
 // larger than the source.
-GgmlType stored_type(const std::string& model_path) {
+GgmlType stored_type(const std::string& model_path, const std::string& head_path) {
+  if (!head_path.empty()) {  // a head folder: what its first tensor is stored as
+    SafetensorsCollection head(is_directory(head_path) ? head_path + "/model.safetensors" : head_path);
+    const TensorEntry* fc = head.find("fc.weight");  // every head family llama.cpp reads has one
+    return fc && fc->dtype == DType::F16 ? kGgmlF16 : fc && fc->dtype == DType::BF16 ? kGgmlBF16 : kGgmlF32;
+  }
   if (ends_with(model_path, ".bin")) return kGgmlF32;  // llama2.c checkpoints are float32
   const TensorEntry* embed = nullptr;
   std::unique_ptr<GgufTensorFile> gguf;
@@ -68,7 +75,7 @@ std::string base_name(std::string path) {
 }  // namespace
 
 int run_export_gguf(int argc, char** argv) {
-  std::string model_path, tokenizer_path, out, type_name, name;
+  std::string model_path, tokenizer_path, out, type_name, name, head_path;
   po::options_description desc(
       "draftlab export-gguf: write a model as a GGUF file (llama architecture) that llama.cpp runs, with its "
       "vocabulary\n\noptions");
@@ -84,23 +91,33 @@ int run_export_gguf(int argc, char** argv) {
        "tensor type of the matrices: f32, f16, bf16, or q8_0 / q4_0 (ggml's 32-value blocks, as llama-quantize "
        "--pure writes them) (default: what the checkpoint stores; llama2.c: f32). Norms are always f32, as "
        "llama.cpp expects")
-      ("name", po::value(&name), "general.name (default: the model's file or folder name)");
+      ("head", po::value(&head_path),
+       "a draft head of --model (a folder): write it instead, as the GGUF llama.cpp's speculative decoding reads "
+       "(EAGLE-3 heads: architecture eagle3, for --spec-type draft-eagle3), with the model's tokenizer")
+      ("name", po::value(&name), "general.name (default: the model's, or the head's, file or folder name)");
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "export-gguf", vm)) return 0;
 
   // Every option is checked before anything is loaded or written.
-  const GgmlType type = vm.count("type") ? parse_type(type_name) : stored_type(model_path);
+  const HeadFamily* family = head_path.empty() ? nullptr : &head_family_of(head_path);
+  if (family && !family->export_gguf)
+    throw Error("--head " + head_path + ": llama.cpp has no GGUF architecture for this family (" + family->title +
+                "; b10256 reads EAGLE-3 heads, architecture eagle3, and DFlash drafts); nothing written");
+  const GgmlType type = vm.count("type") ? parse_type(type_name) : stored_type(model_path, head_path);
   if (tokenizer_path.empty() && ends_with(model_path, ".gguf")) tokenizer_path = model_path;
   if (tokenizer_path.empty()) {
     if (!is_directory(model_path) || !is_file(model_path + "/tokenizer.json"))
       throw Error("--tokenizer: required for " + model_path + " (no tokenizer.json in a model folder to default to)");
     tokenizer_path = model_path + "/tokenizer.json";
   }
-  if (name.empty()) name = base_name(model_path);
+  if (name.empty()) name = base_name(head_path.empty() ? model_path : head_path);
 
   const auto model = LlamaModel::load(model_path, reference_options());  // float32: every stored value exactly
   const auto tokenizer = load_tokenizer(tokenizer_path);
-  export_gguf(*model, *tokenizer, out, type, name);
+  if (family)
+    family->export_gguf(head_path, *model, *tokenizer, out, type, name);
+  else
+    export_gguf(*model, *tokenizer, out, type, name);
   std::fprintf(stderr, "wrote %s (%s, %s)\n", out.c_str(), ggml_type_name(type).c_str(), tokenizer_path.c_str());
   return 0;
 }

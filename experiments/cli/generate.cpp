@@ -21,6 +21,40 @@ namespace draftlab::cli {
 
 namespace {
 
+// --trace-drafts: the strategy as it is, each cycle's drafted tokens (tree order) and how many were accepted printed
+// on stderr, in the form of spec-peer's SPEC_PEER_TRACE lines, so the two engines' drafts compare step by step.
+class DraftTrace : public SequenceStrategy {
+ public:
+  explicit DraftTrace(std::unique_ptr<DraftStrategy> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  std::vector<int64_t> target_feature_layers() const override { return inner_->target_feature_layers(); }
+  void begin(const std::vector<int64_t>& prompt, const at::Tensor& features, int64_t first) override {
+    inner_->begin(prompt, features, first);
+  }
+  std::vector<int64_t> prefill_rows(const std::vector<int64_t>& prompt, int64_t max_rows) override {
+    return inner_->prefill_rows(prompt, max_rows);
+  }
+  void observe_prefill_rows(const at::Tensor& logits) override { inner_->observe_prefill_rows(logits); }
+  DraftTree propose(const DraftRequest& request) override {
+    DraftTree tree = std::move(inner_->propose_batch({inner_.get()}, {request})[0]);
+    std::fprintf(stderr, "[trace] step %d n_past %zu id_last %ld draft", step_, request.sequence.size() - 1,
+                 static_cast<long>(request.sequence.back()));
+    for (const DraftNode& n : tree.nodes()) std::fprintf(stderr, " %ld", static_cast<long>(n.token));
+    return tree;
+  }
+  void observe(const VerifyResult& result) override {
+    std::fprintf(stderr, " | ids");
+    for (int64_t t : result.tokens) std::fprintf(stderr, " %ld", static_cast<long>(t));
+    std::fprintf(stderr, " | accepted %zu\n", result.accepted_nodes.size());
+    ++step_;
+    inner_->observe_batch({inner_.get()}, {&result});
+  }
+
+ private:
+  std::unique_ptr<DraftStrategy> inner_;
+  int step_ = 0;
+};
+
 std::string strategy_help() {
   std::string s = "draft strategy (default: the plain vanilla loop; `draftlab strategies` lists their options):";
   for (const StrategyDescriptor* d : strategy_table()) s += "\n    " + d->name + ": " + d->summary;
@@ -34,7 +68,7 @@ int run_generate(int argc, char** argv) {
   std::string prompt, strategy_name, chat_template = "plain";
   std::vector<std::string> strategy_opts;
   GenerationConfig gen;
-  bool print_ids = false;
+  bool print_ids = false, trace_drafts = false;
 
   po::options_description desc("draftlab generate: decode a prompt and report tokens/s\n\noptions");
   add_model_options(desc, model_opts);
@@ -49,7 +83,10 @@ int run_generate(int argc, char** argv) {
       ("context", po::value(&gen.context_limit)->default_value(0), "context limit (0 = the model's)")
       ("strategy,s", po::value(&strategy_name), strategy_help().c_str())
       ("opt,o", po::value(&strategy_opts)->composing(), "strategy option key=value (repeatable), e.g. -o depth=6")
-      ("print-ids", po::bool_switch(&print_ids), "print prompt and generated token ids after the text");
+      ("print-ids", po::bool_switch(&print_ids), "print prompt and generated token ids after the text")
+      ("trace-drafts", po::bool_switch(&trace_drafts),
+       "print every cycle's drafted tokens, the tokens it emitted and the accepted count on stderr (as llama.cpp "
+       "spec-peer's SPEC_PEER_TRACE lines)");
 
   SamplingFilterOptions filters;
   add_sampling_filter_options(desc, filters);
@@ -58,6 +95,7 @@ int run_generate(int argc, char** argv) {
   if (!parse_command_line(desc, argc, argv, "generate", vm)) return 0;
   apply_sampling_filters(filters, gen.sampling);
   if (!strategy_opts.empty() && strategy_name.empty()) throw Error("--opt given without --strategy");
+  if (trace_drafts && strategy_name.empty()) throw Error("--trace-drafts given without --strategy");
   // Everything that needs no model, checked before it loads: the generation settings, the chat template, the
   // strategy's name and options (a misspelled key fails at once; resolved once, made from that after the load).
   check_generation_config(gen);
@@ -72,6 +110,7 @@ int run_generate(int argc, char** argv) {
   for (int32_t eos : loaded.model->config().eos_token_ids) gen.stop_tokens.push_back(eos);
   std::unique_ptr<DraftStrategy> strategy;
   if (descriptor) strategy = descriptor->make(StrategyContext{*loaded.model}, resolved);
+  if (strategy && trace_drafts) strategy = std::make_unique<DraftTrace>(std::move(strategy));
 
   TextStream stream(tok);
   for (int64_t id : prompt_ids) std::cout << stream.push(static_cast<int32_t>(id));

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/base/error.h"
+#include "core/base/platform.h"
 #include "core/text/chat_template.h"
 #include "core/training/head_data.h"
 #include "strategies/head_family.h"
@@ -88,6 +89,7 @@ StrategyOptions resolve_family_flags(const HeadFamily& family, const std::vector
 }  // namespace
 
 int run_train_head(int argc, char** argv) {
+  keep_freed_memory_for_training();  // large activations reused each step, not mapped anew (platform.h)
   ModelOptions mo;
   std::string corpus, kind_name = "eagle";
   std::string data_path, data_format = "auto", chat_template = "plain", cache_dtype = "float32", samples = "whole";

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "core/base/error.h"
+#include "core/base/platform.h"
 #include "core/model/llama_model.h"
 #include "core/training/language_model_training.h"
 #include "experiments/cli/commands.h"
@@ -22,6 +23,7 @@ namespace po = boost::program_options;
 namespace draftlab::cli {
 
 int run_train_lm(int argc, char** argv) {
+  keep_freed_memory_for_training();  // large activations reused each step, not mapped anew (platform.h)
   std::string corpus, tokenizer_path, dtype = "float32", device = "cpu", init_path, cod = "0.7,0.2", mask_token = "auto";
   int64_t parallel_k = 1;
   int64_t dim = 64, layers = 4, heads = 4, kv_heads = 0, hidden = 0, experts = 0, experts_per_token = 2;

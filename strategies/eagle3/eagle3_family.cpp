@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/base/error.h"
+#include "strategies/eagle3/eagle3_gguf.h"
 #include "strategies/eagle3/eagle3_head.h"
 #include "strategies/eagle3/eagle3_strategy.h"
 #include "strategies/eagle3/eagle3_training.h"
@@ -80,6 +81,10 @@ const HeadFamily& eagle3_heads() {
                     "Table 2's TTT without fusion)")};
     f.check_training_options = check_options;
     f.train = train;
+    f.export_gguf = [](const std::string& head, const LlamaModel& target, const Tokenizer& tokenizer,
+                       const std::string& out, GgmlType type, const std::string& name) {
+      export_eagle3_gguf(*Eagle3Head::load(head, target), tokenizer, out, type, name);
+    };
     return f;
   }();
   return f;

@@ -143,7 +143,51 @@ else
   if [ "${DRAFTLAB_REQUIRE_PEER:-0}" = 1 ]; then bad "$msg, but DRAFTLAB_REQUIRE_PEER=1"; else skip_part "$msg"; fi
 fi
 
-# 4. Bad input: exit 1 with a message naming the problem, and no output (nor temporary) file.
+# 4. An EAGLE-3 head as llama.cpp's eagle3 GGUF (issue 42), run by llama.cpp 2026's speculative decoding
+#    (spec-peer, $LLAMA_CPP_2026_BIN, default where ../shared/peers/build_llama_cpp_2026.sh /tmp/llama2026 puts it):
+#    float16, its draft-eagle3 drafts equal draftlab's eagle3 chain (top_k 1, depth 8) step by step from the same
+#    loop start (--prefill-first) on README's three prompts, and both print the same text; q8_0 (target and head),
+#    llama.cpp's output with the head equals its plain decoding (lossless there) and it accepts drafts.
+SPEC=${LLAMA_CPP_2026_BIN:-/tmp/llama2026/build/bin}/spec-peer
+HEAD3=$SRC/data/models/ts-target-eagle3-head
+if [ -x "$SPEC" ]; then
+  TARGET=$SRC/data/models/ts-target
+  for type in f16 q8_0; do
+    "$BIN" export-gguf --model "$TARGET" --out "$TMP/e3-target-$type.gguf" --type $type 2>/dev/null &&
+      "$BIN" export-gguf --model "$TARGET" --head "$HEAD3" --out "$TMP/e3-head-$type.gguf" --type $type \
+        2>"$TMP/e3.err" || { bad "export-gguf --head ($type): $(tail -3 "$TMP/e3.err")"; continue; }
+    for i in 1 2 3; do
+      prompt=$(sed -n "s/^    --prompt \"\(.*\)\" \\\\$/\1/p" "$SRC/README.md" | sed -n "${i}p")
+      SPEC_PEER_TRACE=1 "$SPEC" -m "$TMP/e3-target-$type.gguf" -md "$TMP/e3-head-$type.gguf" --spec-type draft-eagle3 \
+        --draft-max 8 --prefill-first -n 48 -t 1 "$prompt" >"$TMP/e3-peer-$type-$i.txt" 2>"$TMP/e3-peer-$type-$i.err" ||
+        { bad "spec-peer draft-eagle3 ($type, prompt $i): $(tail -3 "$TMP/e3-peer-$type-$i.err")"; continue; }
+      if [ $type = f16 ]; then
+        "$BIN" generate --model "$TARGET" --weights float16 --threads 1 -n 48 -p "$prompt" --trace-drafts -s eagle3 \
+          -o head="$HEAD3" -o top_k=1 -o depth=8 >"$TMP/e3-ours-$i.txt" 2>"$TMP/e3-ours-$i.err" ||
+          { bad "draftlab eagle3 (prompt $i): $(tail -3 "$TMP/e3-ours-$i.err")"; continue; }
+        python3 "$(dirname "$0")/same_drafts.py" "$TMP/e3-peer-$type-$i.err" "$TMP/e3-ours-$i.err" \
+          "$TMP/e3-peer-$type-$i.txt" "$TMP/e3-ours-$i.txt" >"$TMP/same.txt" &&
+          ok "llama.cpp draft-eagle3 (f16 export) drafts as draftlab's eagle3 chain, prompt $i ($(tail -1 "$TMP/same.txt"))" ||
+          bad "llama.cpp draft-eagle3 and draftlab's eagle3 differ, prompt $i: $(tail -4 "$TMP/same.txt")"
+      else
+        "$SPEC" -m "$TMP/e3-target-$type.gguf" --spec-type none --prefill-first -n 48 -t 1 "$prompt" \
+          >"$TMP/e3-plain-$i.txt" 2>/dev/null
+        accepted=$(sed -n 's/^RESULT .* accepted=\([0-9]*\).*/\1/p' "$TMP/e3-peer-$type-$i.txt")
+        if [ "$(grep -v '^\[spec-peer\]\|^RESULT' "$TMP/e3-peer-$type-$i.txt")" = \
+             "$(grep -v '^\[spec-peer\]\|^RESULT' "$TMP/e3-plain-$i.txt")" ] && [ "${accepted:-0}" -gt 0 ]; then
+          ok "llama.cpp draft-eagle3 with the q8_0 export: its plain text, $accepted drafts accepted (prompt $i)"
+        else
+          bad "llama.cpp draft-eagle3 (q8_0 export, prompt $i): text differs from its plain decoding or nothing accepted"
+        fi
+      fi
+    done
+  done
+else
+  msg="llama.cpp 2026 peer not built ($SPEC; bash \$DRAFTLAB_SHARED/peers/build_llama_cpp_2026.sh /tmp/llama2026)"
+  if [ "${DRAFTLAB_REQUIRE_PEER:-0}" = 1 ]; then bad "$msg, but DRAFTLAB_REQUIRE_PEER=1"; else skip_part "$msg"; fi
+fi
+
+# 5. Bad input: exit 1 with a message naming the problem, and no output (nor temporary) file.
 expect_error() {  # name, expected-substring, output-file, command...
   local name=$1 want=$2 out=$3
   shift 3
@@ -167,6 +211,9 @@ expect_error "missing model" "no/such/model" "$TMP/missing.gguf" \
   "$BIN" export-gguf --model "$TMP/no/such/model" --tokenizer "$TINY/tokenizer.json" --out "$TMP/missing.gguf"
 expect_error "unwritable output" "$TMP/no/dir/out.gguf" "$TMP/no/dir/out.gguf" \
   "$BIN" export-gguf --model "$TINY" --out "$TMP/no/dir/out.gguf"
+expect_error "an EAGLE-1/2 head has no llama.cpp architecture" "llama.cpp has no GGUF architecture for this family (EAGLE head" "$TMP/eagle2.gguf" \
+  "$BIN" export-gguf --model "$SRC/data/models/ts-target" --head "$SRC/data/models/ts-target-eagle-head" \
+  --out "$TMP/eagle2.gguf"
 if [ -f "$TMP/tiny-default.gguf" ]; then
   head -c 30000 "$TMP/tiny-default.gguf" >"$TMP/cut.gguf"
   expect_error "truncated .gguf" "cut.gguf" "$TMP/cut.gguf.none" \
