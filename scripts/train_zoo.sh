@@ -102,8 +102,8 @@ for stage in "${STAGES[@]}"; do
       publish "$WORK/ts-draft-pard" "$OUT/ts-draft-pard"
       cp "$OUT/ts-draft/tokenizer_config.json" "$OUT/ts-draft-pard/" ;;
     target-peagle)
-      # P-EAGLE (issue 41, data/recipes/peagle.ini on eagle-head.ini's schedule).
-      $DL train-head --options-file data/recipes/eagle-head.ini --options-file data/recipes/peagle.ini \
+      # P-EAGLE (issue 41, data/recipes/peagle.ini on eagle-head.ini's schedule, 500 steps: one epoch).
+      $DL train-head --options-file data/recipes/eagle-head.ini --options-file data/recipes/peagle.ini --steps 500 \
         --model "$OUT/ts-target" --corpus "$CORPUS" --out "$WORK/ts-target-peagle-head" --threads "$THREADS" $RESUME_FLAG
       publish "$WORK/ts-target-peagle-head" "$OUT/ts-target-peagle-head" ;;
     target-dflash)

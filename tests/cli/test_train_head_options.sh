@@ -90,12 +90,14 @@ if /usr/bin/python3 -c 'import h5py' 2>/dev/null; then
 import h5py, os, shlex, sys
 src = sys.argv[1]
 # Per head: its recipes, in order, and the flags its training command gave on top (the command line wins; data/models'
-# cards say why: the EAGLE-3 head's 504-token windows, the DFlash draft's run resumed to 1,500 steps).
+# cards say why: the EAGLE-3 head's 504-token windows, the DFlash draft's run resumed to 1,500 steps, the P-EAGLE
+# draft's 500).
 heads = {"ts-target-eagle-head": (["eagle-head.ini"], {}), "ts-moe-eagle-head": (["eagle-head.ini"], {}),
          "ts-target-eagle3-head": (["eagle-head.ini", "eagle3.ini"], {"context": "504", "batch": "4"}),
          "ts-target-medusa": (["parallel-heads.ini", "medusa.ini"], {}),
          "ts-target-hydra": (["parallel-heads.ini", "hydra.ini"], {}),
-         "ts-target-dflash-head": (["dflash.ini"], {"steps": "1500"})}
+         "ts-target-dflash-head": (["dflash.ini"], {"steps": "1500"}),
+         "ts-target-peagle-head": (["eagle-head.ini", "peagle.ini"], {"steps": "500"})}
 failed = False
 for head, (recipes, overrides) in heads.items():
     with h5py.File(os.path.join(src, "data/models", head, "training_log.h5"), "r") as f:

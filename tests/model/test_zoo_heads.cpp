@@ -1,4 +1,4 @@
-// The committed draft heads of ts-target (EAGLE, EAGLE-3, Medusa, Hydra, DFlash), of the mixture-of-experts ts-moe
+// The committed draft heads of ts-target (EAGLE, EAGLE-3, P-EAGLE, Medusa, Hydra, DFlash), of the mixture-of-experts ts-moe
 // (EAGLE) and the parallel draft of both (PARD):
 // each loads through its strategy, decodes 33 prompts (README's three and every 16th question of the six bench sets)
 // to exactly vanilla's tokens, and drafts as its card says: tau within 3% of card.json's "tau_measured". At T = 0 tau
@@ -69,6 +69,7 @@ INSTANTIATE_TEST_SUITE_P(Zoo, ZooHeads,
                                            ZooHead{"ts-target", "ts-target-medusa", "medusa"},
                                            ZooHead{"ts-target", "ts-target-hydra", "hydra"},
                                            ZooHead{"ts-moe", "ts-moe-eagle-head", "eagle2"},
+                                           ZooHead{"ts-target", "ts-target-peagle-head", "peagle"},
                                            ZooHead{"ts-target", "ts-target-dflash-head", "dflash"},
                                            // PARD's one draft for a model family: the same draft for both targets.
                                            ZooHead{"ts-target", "ts-draft-pard", "pard", "draft"},
