@@ -20,6 +20,11 @@ What it does:
        prompt lookup         compare pld                          vs  llama-lookup
        every strategy        compare (README's main job's methods, Medusa, Hydra, Lookahead), as a ratio over
                              llama.cpp's plain decoding;
+       speculative against   llama.cpp 2026's own speculative decoding (spec-peer, ../shared/peers/
+       speculative           build_llama_cpp_2026.sh; --prefill-first, draftlab's loop start): draft-simple (ts-draft)
+                             vs chain, draft-eagle3 with the EAGLE-3 head draftlab exports vs eagle3 chains of 4 and 8
+                             and draftlab's best EAGLE tree, ngram-simple vs pld; llama.cpp's texts with drafts must
+                             equal its plain decoding's (checked, not assumed; draftlab's compare checks its own);
        peak memory           RSS of draftlab generate (vanilla) vs llama-simple, the same prompt and length;
   4. prints medians over the rounds and the ratios, one table per ISA x dtype x threads and a summary table of the
      issue's targets, and writes them with the environment as JSON (--out).
@@ -86,6 +91,26 @@ def llama_spec_tool(tool, args, threads, n):
     return tokens / seconds
 
 
+def spec_peer(bin_dir, target, threads, n, spec_type="none", draft=None, draft_max=4):
+    """llama.cpp 2026's speculative loop over the prompts: decoding tokens/s (total tokens / total decode time),
+    mean tau, and the texts."""
+    tokens = seconds = 0.0
+    taus, texts = [], []
+    for p in PROMPTS:
+        cmd = [f"{bin_dir}/spec-peer", "-m", target, "--spec-type", spec_type, "--draft-max", str(draft_max),
+               "-n", str(n), "-t", str(threads), "--temp", "0", "--prefill-first"] + (["-md", draft] if draft else [])
+        out = run(cmd + [p]).stdout
+        m = re.search(r"^RESULT (.*)$", out, re.M)
+        if not m:
+            sys.exit(f"vs_llama_cpp: no RESULT line from spec-peer --spec-type {spec_type}")
+        fields = dict(kv.split("=", 1) for kv in m.group(1).split())
+        tokens += float(fields["tok_s"]) * float(fields["decode_s"])
+        seconds += float(fields["decode_s"])
+        taus.append(float(fields["tau"]))
+        texts.append("\n".join(l for l in out.splitlines() if not l.startswith(("[spec-peer]", "RESULT"))))
+    return tokens / seconds, statistics.mean(taus), texts
+
+
 # A --dtypes entry: the GGUF type both engines read, and draftlab's --quant-dot ("q4_0+int8": Q4_0, int8).
 def gguf_type(dt):
     return dt.split("+")[0]
@@ -126,6 +151,9 @@ def main():
     ap.add_argument("--head", default=os.path.join(ROOT, "data/models/ts-target-eagle-head"))
     ap.add_argument("--medusa", default=os.path.join(ROOT, "data/models/ts-target-medusa"))
     ap.add_argument("--hydra", default=os.path.join(ROOT, "data/models/ts-target-hydra"))
+    ap.add_argument("--eagle3-head", default=os.path.join(ROOT, "data/models/ts-target-eagle3-head"))
+    ap.add_argument("--spec-peer", default="/tmp/llama2026",
+                    help="where ../shared/peers/build_llama_cpp_2026.sh builds llama.cpp 2026 (reused when built)")
     ap.add_argument("--isas", default="native",
                     help="native (the CPU's best) and/or avx2 (DRAFTLAB_ISA=avx2 beside llama.cpp built for AVX2 only)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -153,6 +181,12 @@ def main():
         print(f"building the llama.cpp peer for {isa} (reused when built) ...", file=sys.stderr, flush=True)
         ENV["LLAMA_ISA"] = isa
         bin_dirs[isa] = run(["bash", build_script]).stdout.strip().splitlines()[-1]
+    spec_dirs = {}
+    for isa in bin_dirs:
+        print(f"building the llama.cpp 2026 peer for {isa} (reused when built) ...", file=sys.stderr, flush=True)
+        ENV["LLAMA_ISA"] = isa
+        spec_dirs[isa] = run(["bash", os.path.join(SHARED, "peers", "build_llama_cpp_2026.sh"),
+                              a.spec_peer]).stdout.strip().splitlines()[-1]
 
     work = tempfile.mkdtemp(prefix="vs-llama-")
     # q8_0: draftlab quantizes the checkpoint's values at load exactly as the exported Q8_0 GGUF holds them.
@@ -165,6 +199,9 @@ def main():
             out = os.path.join(work, f"{role}-{dt}.gguf")
             run([draftlab, "export-gguf", "-m", path, "-o", out, "--type", dt])
             gguf[(role, dt)] = out
+        out = os.path.join(work, f"eagle3-{dt}.gguf")
+        run([draftlab, "export-gguf", "-m", a.model, "--head", a.eagle3_head, "-o", out, "--type", dt])
+        gguf[("eagle3", dt)] = out
 
     strategies = {
         "eagle2 (4/4/1)": f"eagle2:head={a.head},total_tokens=4,depth=4,top_k=1",
@@ -173,6 +210,9 @@ def main():
         "eagle2 (auto)": f"eagle2:head={a.head},total_tokens=auto",
         "eagle2 (60/6/10)": f"eagle2:head={a.head}",
         "eagle-chain": f"eagle-chain:head={a.head}",
+        "eagle3 (4/4/1)": f"eagle3:head={a.eagle3_head},total_tokens=4,depth=4,top_k=1",
+        "eagle3 chain (4)": f"eagle3:head={a.eagle3_head},top_k=1,depth=4",
+        "eagle3 chain (8)": f"eagle3:head={a.eagle3_head},top_k=1,depth=8",
         "chain (ts-draft)": f"chain:draft={a.draft},gamma=4",
         "pld": "pld",
         "lookahead": "lookahead",
@@ -208,6 +248,17 @@ def main():
                 ["--draft-max", "4", "--draft-min", "0"], threads, a.n)
             rd["llama_lookup"] = llama_spec_tool([f"{bin_dir}/llama-lookup", "-m", gguf[("target", gt)]],
                                                  ["--draft-max", "4"], threads, a.n)
+            sd, target = spec_dirs[isa], gguf[("target", gt)]
+            plain_rate, _, plain_texts = spec_peer(sd, target, threads, a.n)
+            rd["spec_peer"] = {"none": (plain_rate, 1.0)}
+            for label, kind, draft, k in (("draft-simple 4", "draft-simple", gguf[("draft", gt)], 4),
+                                          ("draft-eagle3 4", "draft-eagle3", gguf[("eagle3", gt)], 4),
+                                          ("draft-eagle3 8", "draft-eagle3", gguf[("eagle3", gt)], 8),
+                                          ("ngram-simple", "ngram-simple", None, 4)):
+                rate, tau, texts = spec_peer(sd, target, threads, a.n, kind, draft, k)
+                if texts != plain_texts:
+                    sys.exit(f"vs_llama_cpp: llama.cpp's {label} text differs from its plain decoding ({dt})")
+                rd["spec_peer"][label] = (rate, tau)
             rd["draftlab_rss_mb"] = peak_rss_mb(
                 [draftlab, "generate", "-m", a.model, "--weights", weights_name[gt], "--quant-dot", dot,
                  "--threads", str(threads),
@@ -260,6 +311,20 @@ def main():
         print(f"| ... less draftlab's libraries ({rss_base:.0f} MB with no model), MB; x weights as stored "
               f"({stored_mb:.0f} MB) | {rss_d - rss_base:.0f} ({(rss_d - rss_base) / stored_mb:.2f}x) | "
               f"{rss_l:.0f} ({rss_l / stored_mb:.2f}x) | {(rss_d - rss_base) / rss_l:.2f}x |")
+        sp26 = {k: (med([r["spec_peer"][k][0] for r in rounds]), med([r["spec_peer"][k][1] for r in rounds]))
+                for k in rounds[0]["spec_peer"]}
+        plain26 = sp26["none"][0]
+        best_tree = max(("eagle2 (4/4/1)", "eagle3 (4/4/1)"), key=lambda k: dl[k])
+        print(f"\nSpeculative against speculative (llama.cpp 2026 spec-peer, plain {plain26:.0f} tokens/s):\n")
+        print("| draftlab | tokens/s | over llama.cpp 2026 plain | llama.cpp 2026 | tokens/s (tau) | over its plain | "
+              "draftlab / llama.cpp |")
+        print("|---|---|---|---|---|---|---|")
+        for ours, theirs in (("chain (ts-draft)", "draft-simple 4"), ("eagle3 chain (4)", "draft-eagle3 4"),
+                             ("eagle3 chain (8)", "draft-eagle3 8"), (best_tree, "draft-eagle3 4"),
+                             ("pld", "ngram-simple")):
+            rate, tau = sp26[theirs]
+            print(f"| {ours} | {dl[ours]:.0f} | {dl[ours] / plain26:.2f}x | {theirs} | {rate:.0f} ({tau:.2f}) | "
+                  f"{rate / plain26:.2f}x | {dl[ours] / rate:.2f}x |")
         print("\n| draftlab method | tokens/s | over draftlab vanilla | over llama.cpp plain decoding |")
         print("|---|---|---|---|")
         for k, v in dl.items():
@@ -281,7 +346,7 @@ def main():
     print()
     if a.out:
         env = {"host": platform.node(), "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
-               "llama_cpp_bin": bin_dir}
+               "llama_cpp_bin": bin_dir, "llama_cpp_2026_bin": spec_dirs}
         with open(a.out + ".tmp", "w") as f:
             json.dump({"environment": env, "results": results}, f, indent=1)
         os.replace(a.out + ".tmp", a.out)
