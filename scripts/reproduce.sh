@@ -92,7 +92,7 @@ for name in "${NAMES[@]}"; do
     quantized)  # EAGLE Table 4: vanilla and EAGLE-2 on f32 / f16 / q8_0 / q4_0 weights (q8_0 / q4_0 also with int8 dot
                 # products, --quant-dot int8) beside llama.cpp on the same
                 # GGUF files (builds the llama.cpp peer), with AVX-512 where the CPU has it and AVX2; one thread
-      python3 bench/vs_llama_cpp.py --model "$MODEL" --head "$HEAD" --draft "$DRAFT" --isas native,avx2 \
+      python3 bench/vs_llama_cpp.py --model "$MODEL" --head "$HEAD" --eagle3-head "$EAGLE3_HEAD" --draft "$DRAFT" --isas native,avx2 \
         --dtypes f32,f16,q8_0,q8_0+int8,q4_0,q4_0+int8 --threads 1 --rounds 3 --out "$OUT/quantized.json" >"$OUT/quantized.md.tmp"
       mv "$OUT/quantized.md.tmp" "$OUT/quantized.md"
       echo "wrote $OUT/quantized.json, $OUT/quantized.md (a benchmark: no HDF5 results file)"
