@@ -64,9 +64,10 @@ at::Tensor project(const at::Tensor& x, const at::Tensor& w) {
   return at::linear(x, w);
 }
 
-// RMSNorm in float32 whatever the compute dtype (as Hugging Face does), then back.
+// RMSNorm in float32 whatever the compute dtype (as Hugging Face does; float64 stays float64 for gradient checks),
+// then back.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  auto xf = x.scalar_type() == at::kFloat ? x : x.to(at::kFloat);
+  auto xf = x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble ? x : x.to(at::kFloat);
   auto normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return normed.to(x.scalar_type()) * weight;
 }

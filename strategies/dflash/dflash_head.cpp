@@ -12,6 +12,7 @@
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint_tensor.h"
 #include "core/model/head_folder.h"
+#include "core/model/llama_layer.h"
 #include "core/model/native_decoder.h"
 
 namespace draftlab {
@@ -22,10 +23,6 @@ namespace {
 
 at::ScalarType accumulate(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
 
-at::Tensor rms(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  const auto xf = x.to(accumulate(x));
-  return (xf * at::rsqrt(xf.pow(2).mean(-1, true) + eps)).to(x.scalar_type()) * weight;
-}
 
 // The names of layer l's tensors in z-lab's layout, in DFlashLayerWeights' order.
 std::vector<std::string> layer_keys(int64_t l) {
@@ -77,18 +74,18 @@ bool is_dflash_config(const json& j) {
 
 void dflash_context(const DFlashConfig& c, const DFlashWeights& w, const RotaryEmbedding& rope,
                     const at::Tensor& features, const at::Tensor& positions, std::vector<at::Tensor>& keys,
-                    std::vector<at::Tensor>& values, const DFlashProjection& projection) {
+                    std::vector<at::Tensor>& values, const LinearProjection& projection) {
   const auto project = [&](const at::Tensor& x, const at::Tensor& weight) {
     return projection ? projection(x, weight) : at::matmul(x, weight.t());
   };
   const ModelConfig& m = c.layers;
   const int64_t B = features.size(0), n = features.size(1), KVH = m.num_key_value_heads, hd = m.head_dim;
-  const auto hidden = rms(project(features.to(w.fc.scalar_type()), w.fc), w.hidden_norm, m.rms_norm_eps);
+  const auto hidden = rms_norm(project(features.to(w.fc.scalar_type()), w.fc), w.hidden_norm, m.rms_norm_eps);
   const auto [cos, sin] = rope.at_positions(positions);
   keys.clear();
   values.clear();
   for (const DFlashLayerWeights& L : w.layers) {
-    const auto k = rms(project(hidden, L.wk).view({B, n, KVH, hd}), L.k_norm, m.rms_norm_eps);
+    const auto k = rms_norm(project(hidden, L.wk).view({B, n, KVH, hd}), L.k_norm, m.rms_norm_eps);
     keys.push_back(RotaryEmbedding::apply(k, cos, sin));
     values.push_back(project(hidden, L.wv).view({B, n, KVH, hd}));
   }
@@ -97,7 +94,7 @@ void dflash_context(const DFlashConfig& c, const DFlashWeights& w, const RotaryE
 at::Tensor dflash_blocks(const DFlashConfig& c, const DFlashWeights& w, const RotaryEmbedding& rope,
                          const at::Tensor& embeddings, const at::Tensor& positions,
                          const std::vector<at::Tensor>& context_keys, const std::vector<at::Tensor>& context_values,
-                         const at::Tensor& mask, const DFlashProjection& projection) {
+                         const at::Tensor& mask, const LinearProjection& projection) {
   const auto project = [&](const at::Tensor& x, const at::Tensor& weight) {
     return projection ? projection(x, weight) : at::matmul(x, weight.t());
   };
@@ -109,9 +106,9 @@ at::Tensor dflash_blocks(const DFlashConfig& c, const DFlashWeights& w, const Ro
   at::Tensor h = embeddings.to(w.fc.scalar_type());
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const DFlashLayerWeights& L = w.layers[l];
-    const auto x = rms(h, L.attn_norm, eps);
-    const auto q = RotaryEmbedding::apply(rms(project(x, L.wq).view({B, Q, H, hd}), L.q_norm, eps), cos, sin);
-    const auto k = RotaryEmbedding::apply(rms(project(x, L.wk).view({B, Q, KVH, hd}), L.k_norm, eps), cos, sin);
+    const auto x = rms_norm(h, L.attn_norm, eps);
+    const auto q = RotaryEmbedding::apply(rms_norm(project(x, L.wq).view({B, Q, H, hd}), L.q_norm, eps), cos, sin);
+    const auto k = RotaryEmbedding::apply(rms_norm(project(x, L.wk).view({B, Q, KVH, hd}), L.k_norm, eps), cos, sin);
     const auto v = project(x, L.wv).view({B, Q, KVH, hd});
     // Context first, then the block; query head h reads kv head h / G (LlamaModel's grouping).
     auto keys = at::cat({context_keys[l], k}, 1);
@@ -126,35 +123,17 @@ at::Tensor dflash_blocks(const DFlashConfig& c, const DFlashWeights& w, const Ro
     const auto probs = at::softmax(scores, -1, accumulate(scores)).to(q.scalar_type());
     const auto attn = at::matmul(probs, vals.permute({0, 2, 1, 3})).permute({0, 2, 1, 3}).reshape({B, Q, H * hd});
     h = h + project(attn, L.wo);
-    const auto y = rms(h, L.mlp_norm, eps);
+    const auto y = rms_norm(h, L.mlp_norm, eps);
     h = h + project(at::silu(project(y, L.w_gate)) * project(y, L.w_up), L.w_down);
   }
-  return rms(h, w.norm, eps);
+  return rms_norm(h, w.norm, eps);
 }
 
 DFlashHead::DFlashHead(DFlashConfig config, DFlashWeights weights, const LlamaModel& target)
     : config_(std::move(config)), weights_(std::move(weights)), target_(target), rope_(config_.layers, target.options()) {
-  if (!weights_.fc.device().is_cpu() || weights_.fc.scalar_type() != at::kFloat) return;
-  auto pack = [&](const at::Tensor& w) {
-    const at::Tensor c = w.contiguous();
-    packed_.emplace(w.data_ptr(), PackedMatrix(c.data_ptr<float>(), c.size(0), c.size(1), c.size(1), 1,
-                                               WeightStorage::Float32));
-  };
-  pack(weights_.fc);
+  projections_.add(weights_.fc);
   for (const DFlashLayerWeights& L : weights_.layers)
-    for (const at::Tensor* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*w);
-}
-
-at::Tensor DFlashHead::project(const at::Tensor& x, const at::Tensor& w) const {
-  const auto it = packed_.find(w.data_ptr());
-  if (it == packed_.end() || x.scalar_type() != at::kFloat || !x.device().is_cpu()) return at::matmul(x, w.t());
-  const PackedMatrix& m = it->second;
-  const at::Tensor rows = x.reshape({-1, m.in()}).contiguous();
-  at::Tensor y = at::empty({rows.size(0), m.out()}, rows.options());
-  m.multiply(rows.data_ptr<float>(), m.in(), rows.size(0), y.data_ptr<float>(), m.out(), 0, m.panels());
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = m.out();
-  return y.view(shape);
+    for (const at::Tensor* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) projections_.add(*w);
 }
 
 std::unique_ptr<DFlashHead> DFlashHead::random(const LlamaModel& target, uint64_t seed, int64_t layers,
@@ -325,7 +304,7 @@ void DFlashHead::extend(Context& context, const at::Tensor& features) const {
   check(context.length + n <= capacity, "DFlash: context cache full (" + std::to_string(capacity) + " rows)");
   std::vector<at::Tensor> keys, values;
   const auto positions = at::arange(context.length, context.length + n, at::TensorOptions().dtype(at::kLong).device(weights_.fc.device()));
-  const DFlashProjection packed = [this](const at::Tensor& x, const at::Tensor& w) { return project(x, w); };
+  const LinearProjection packed = projections_.bound();
   dflash_context(config_, weights_, rope_, features.to(weights_.fc.device(), weights_.fc.scalar_type()).unsqueeze(0),
                  positions, keys, values, packed);
   for (size_t l = 0; l < keys.size(); ++l) {
@@ -348,7 +327,7 @@ at::Tensor DFlashHead::draft(const Context& context, int64_t token, int64_t bloc
     keys.push_back(context.keys[l].narrow(1, 0, context.length));
     values.push_back(context.values[l].narrow(1, 0, context.length));
   }
-  const DFlashProjection packed = [this](const at::Tensor& x, const at::Tensor& w) { return project(x, w); };
+  const LinearProjection packed = projections_.bound();
   const auto hidden = dflash_blocks(config_, weights_, rope_, embeddings, positions, keys, values, {}, packed);
   const auto slots = hidden[0].narrow(0, 1, block - 1);
   // The target's LM head: its packed copy on the native path (a GEMM through libtorch would repack it every call).

@@ -31,7 +31,7 @@
 #include "core/io/model_config.h"
 #include "core/model/llama_model.h"
 #include "core/model/rope.h"
-#include "core/ops/packed_matrix.h"
+#include "core/model/packed_projections.h"
 
 namespace draftlab {
 
@@ -60,14 +60,11 @@ struct DFlashWeights {
   at::Tensor norm;         // [d]
 };
 
-// x [..., in] times w [out, in] transposed: at::matmul by default; the inference head passes its packed kernels.
-using DFlashProjection = std::function<at::Tensor(const at::Tensor& x, const at::Tensor& w)>;
-
 // The context keys and values of target features [B, n, k d] at positions [n]: per layer [B, n, KVH, hd] (keys after
 // k_norm and RoPE). Differentiable (training) and the inference cache's rows alike.
 void dflash_context(const DFlashConfig& config, const DFlashWeights& weights, const RotaryEmbedding& rope,
                     const at::Tensor& features, const at::Tensor& positions, std::vector<at::Tensor>& keys,
-                    std::vector<at::Tensor>& values, const DFlashProjection& project = {});
+                    std::vector<at::Tensor>& values, const LinearProjection& project = {});
 
 // Blocks through the layers: slot embeddings [B, Q, d] at positions [Q], each layer's context keys / values
 // [B, C, KVH, hd]; mask [Q, C + Q] additive (0 = visible; undefined: everything visible). Returns the normed
@@ -75,7 +72,7 @@ void dflash_context(const DFlashConfig& config, const DFlashWeights& weights, co
 at::Tensor dflash_blocks(const DFlashConfig& config, const DFlashWeights& weights, const RotaryEmbedding& rope,
                          const at::Tensor& embeddings, const at::Tensor& positions,
                          const std::vector<at::Tensor>& context_keys, const std::vector<at::Tensor>& context_values,
-                         const at::Tensor& mask, const DFlashProjection& project = {});
+                         const at::Tensor& mask, const LinearProjection& project = {});
 
 class DFlashHead {
  public:
@@ -107,15 +104,11 @@ class DFlashHead {
   at::Tensor draft(const Context& context, int64_t token, int64_t block) const;
 
  private:
-  at::Tensor project(const at::Tensor& x, const at::Tensor& w) const;
-
   DFlashConfig config_;
   DFlashWeights weights_;
   const LlamaModel& target_;
   RotaryEmbedding rope_;
-  // On CPU in float32: every projection packed once for the native kernels, by its weight's storage (libtorch's
-  // GEMM would repack a weight on every call, most of a small draft's time).
-  std::map<const void*, PackedMatrix> packed_;
+  PackedProjections projections_;  // every projection, for the native kernels
 };
 
 }  // namespace draftlab

@@ -13,6 +13,7 @@
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint_tensor.h"
 #include "core/model/head_folder.h"
+#include "core/model/llama_layer.h"
 #include "strategies/eagle3/draft_to_target.h"
 #include "strategies/eagle3/eagle3_head.h"
 
@@ -27,10 +28,6 @@ const char* const kDepthsKey = "draftlab_num_depths";
 
 at::ScalarType accumulate(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
 
-at::Tensor rms(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  const auto xf = x.to(accumulate(x));
-  return (xf * at::rsqrt(xf.pow(2).mean(-1, true) + eps)).to(x.scalar_type()) * weight;
-}
 
 // Layer l's tensor names in SpecForge's layout, in PEagleLayerWeights' order (hidden_norm only in layer 0).
 std::vector<std::string> layer_keys(int64_t l) {
@@ -80,7 +77,7 @@ at::Tensor peagle_rows(const PEagleConfig& c, const PEagleWeights& w, const Rota
                        const at::Tensor& embeddings, const at::Tensor& fused, const at::Tensor& positions,
                        const std::vector<at::Tensor>& past_keys, const std::vector<at::Tensor>& past_values,
                        const at::Tensor& mask, std::vector<at::Tensor>* new_keys, std::vector<at::Tensor>* new_values,
-                       const PEagleProjection& projection) {
+                       const LinearProjection& projection) {
   const auto project = [&](const at::Tensor& x, const at::Tensor& weight) {
     return projection ? projection(x, weight) : at::matmul(x, weight.t());
   };
@@ -93,8 +90,8 @@ at::Tensor peagle_rows(const PEagleConfig& c, const PEagleWeights& w, const Rota
   at::Tensor h = project(fused.to(type), w.fc);  // u: layer 0's residual, raw
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const PEagleLayerWeights& L = w.layers[l];
-    const auto x = l == 0 ? at::cat({rms(embeddings.to(type), L.input_norm, eps), rms(h, L.hidden_norm, eps)}, -1)
-                          : rms(h, L.input_norm, eps);
+    const auto x = l == 0 ? at::cat({rms_norm(embeddings.to(type), L.input_norm, eps), rms_norm(h, L.hidden_norm, eps)}, -1)
+                          : rms_norm(h, L.input_norm, eps);
     const auto q = RotaryEmbedding::apply(project(x, L.wq).view({B, Q, H, hd}), cos, sin);
     const auto k = RotaryEmbedding::apply(project(x, L.wk).view({B, Q, KVH, hd}), cos, sin);
     const auto v = project(x, L.wv).view({B, Q, KVH, hd});
@@ -111,7 +108,7 @@ at::Tensor peagle_rows(const PEagleConfig& c, const PEagleWeights& w, const Rota
     const auto probs = at::softmax(scores, -1, accumulate(scores)).to(q.scalar_type());
     const auto attn = at::matmul(probs, vals.permute({0, 2, 1, 3})).permute({0, 2, 1, 3}).reshape({B, Q, H * hd});
     h = h + project(attn, L.wo);
-    const auto y = rms(h, L.mlp_norm, eps);
+    const auto y = rms_norm(h, L.mlp_norm, eps);
     h = h + project(at::silu(project(y, L.w_gate)) * project(y, L.w_up), L.w_down);
   }
   return h;
@@ -153,34 +150,16 @@ PEagleHead::PEagleHead(PEagleConfig config, PEagleWeights weights, at::Tensor dr
   } else {
     check(Vd == V, "PEagleHead: an lm_head of " + std::to_string(Vd) + " rows needs draft ids (d2t)");
   }
-  if (!weights_.fc.device().is_cpu() || weights_.fc.scalar_type() != at::kFloat) return;
-  auto pack = [&](const at::Tensor& w) {
-    const at::Tensor c = w.contiguous();
-    packed_.emplace(w.data_ptr(), PackedMatrix(c.data_ptr<float>(), c.size(0), c.size(1), c.size(1), 1,
-                                               WeightStorage::Float32));
-  };
-  pack(weights_.fc);
-  pack(weights_.lm_head);
+  projections_.add(weights_.fc);
+  projections_.add(weights_.lm_head);
   for (const PEagleLayerWeights& L : weights_.layers)
-    for (const at::Tensor* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*w);
+    for (const at::Tensor* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) projections_.add(*w);
 }
 
 std::vector<int64_t> PEagleHead::target_feature_layers() const {
   std::vector<int64_t> after;
   for (int64_t l : config_.input_layers) after.push_back(l - 1);  // the input of layer l is the output of l - 1
   return after;
-}
-
-at::Tensor PEagleHead::project(const at::Tensor& x, const at::Tensor& w) const {
-  const auto it = packed_.find(w.data_ptr());
-  if (it == packed_.end() || x.scalar_type() != at::kFloat || !x.device().is_cpu()) return at::matmul(x, w.t());
-  const PackedMatrix& m = it->second;
-  const at::Tensor rows = x.reshape({-1, m.in()}).contiguous();
-  at::Tensor y = at::empty({rows.size(0), m.out()}, rows.options());
-  m.multiply(rows.data_ptr<float>(), m.in(), rows.size(0), y.data_ptr<float>(), m.out(), 0, m.panels());
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = m.out();
-  return y.view(shape);
 }
 
 std::unique_ptr<PEagleHead> PEagleHead::random(const LlamaModel& target, uint64_t seed, int64_t layers,
@@ -367,7 +346,7 @@ at::Tensor PEagleHead::draft(Cache& cache, const std::vector<int64_t>& tokens, c
   const auto mask = at::cat({at::zeros({Q, C}, at::kFloat),
                              at::full({Q, Q}, -std::numeric_limits<float>::infinity(), at::kFloat).triu(1)}, 1)
                         .to(device);
-  const PEagleProjection packed = [this](const at::Tensor& x, const at::Tensor& w) { return project(x, w); };
+  const LinearProjection packed = projections_.bound();
   const auto out = peagle_rows(config_, weights_, rope_, embeddings, fused, positions, past_keys, past_values, mask,
                                &new_keys, &new_values, packed);
   for (size_t l = 0; l < new_keys.size(); ++l) {
@@ -376,7 +355,8 @@ at::Tensor PEagleHead::draft(Cache& cache, const std::vector<int64_t>& tokens, c
   }
   cache.length = C + n;
   const auto rows = out[0].narrow(0, n - 1, depth);
-  const auto reduced = project(rms(rows, weights_.norm, config_.layers.rms_norm_eps), weights_.lm_head).to(at::kFloat);
+  const auto reduced =
+      projections_.apply(rms_norm(rows, weights_.norm, config_.layers.rms_norm_eps), weights_.lm_head).to(at::kFloat);
   if (!draft_ids_.defined()) return reduced;
   auto full = at::full({depth, config_.layers.vocab_size}, -std::numeric_limits<float>::infinity(), reduced.options());
   return full.index_copy_(1, draft_ids_.to(reduced.device()), reduced);

@@ -40,7 +40,7 @@
 #include "core/io/model_config.h"
 #include "core/model/llama_model.h"
 #include "core/model/rope.h"
-#include "core/ops/packed_matrix.h"
+#include "core/model/packed_projections.h"
 
 namespace draftlab {
 
@@ -69,9 +69,6 @@ struct PEagleWeights {
   at::Tensor lm_head;  // [V_d, d]
 };
 
-// x [..., in] times w [out, in] transposed: at::matmul by default; the inference head passes its packed kernels.
-using PEagleProjection = std::function<at::Tensor(const at::Tensor& x, const at::Tensor& w)>;
-
 // Rows through the layers: embeddings [B, Q, d] and fused inputs [B, Q, 3d] (a pair's G or mask_hidden) at positions
 // [Q]; each layer's cached keys / values [B, C, KVH, hd] first (empty vectors: none), mask [Q, C + Q] additive
 // (0 = visible). Each layer's new keys / values [B, Q, KVH, hd] go to new_keys / new_values when given. Returns the
@@ -80,7 +77,7 @@ at::Tensor peagle_rows(const PEagleConfig& config, const PEagleWeights& weights,
                        const at::Tensor& embeddings, const at::Tensor& fused, const at::Tensor& positions,
                        const std::vector<at::Tensor>& past_keys, const std::vector<at::Tensor>& past_values,
                        const at::Tensor& mask, std::vector<at::Tensor>* new_keys, std::vector<at::Tensor>* new_values,
-                       const PEagleProjection& project = {});
+                       const LinearProjection& project = {});
 
 class PEagleHead {
  public:
@@ -118,16 +115,12 @@ class PEagleHead {
   at::Tensor draft(Cache& cache, const std::vector<int64_t>& tokens, const at::Tensor& features, int64_t depth) const;
 
  private:
-  at::Tensor project(const at::Tensor& x, const at::Tensor& w) const;
-
   PEagleConfig config_;
   PEagleWeights weights_;
   at::Tensor draft_ids_;
   const LlamaModel& target_;
   RotaryEmbedding rope_;
-  // On CPU in float32: every projection packed once for the native kernels (libtorch's GEMM would repack a weight
-  // on every call, most of a small draft's time).
-  std::map<const void*, PackedMatrix> packed_;
+  PackedProjections projections_;  // every projection and the LM head, for the native kernels
 };
 
 }  // namespace draftlab

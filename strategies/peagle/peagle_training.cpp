@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/base/error.h"
+#include "core/model/llama_layer.h"
 #include "core/training/draft_vocabulary.h"
 #include "strategies/eagle3/eagle3_head.h"
 #include "strategies/pard/pard_training.h"
@@ -18,10 +19,6 @@ namespace draftlab {
 namespace {
 
 at::Tensor leaf(const at::Tensor& t) { return t.detach().to(at::kFloat).contiguous().clone(); }
-
-at::Tensor rms(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  return x * at::rsqrt(x.pow(2).mean(-1, true) + eps) * weight;
-}
 
 // The head's RoPE table, as PEagleHead builds it (positions past the target's context for the last slots).
 ModelConfig rope_config(const PEagleConfig& c, const ModelConfig& target) {
@@ -182,7 +179,7 @@ at::Tensor PEagleTrainingModel::row_logits(const HeadBatch& batch, const PEagleR
   }
   const auto h = peagle_rows(config_, w_, rope_, embeddings, fused, (A + D).to(device), {}, {},
                              peagle_row_mask(rows).to(device), nullptr, nullptr);
-  return at::matmul(rms(h, w_.norm, config_.layers.rms_norm_eps), w_.lm_head.t());
+  return at::matmul(rms_norm(h, w_.norm, config_.layers.rms_norm_eps), w_.lm_head.t());
 }
 
 PEagleTrainingModel::Loss PEagleTrainingModel::rows_loss(const HeadBatch& batch, const PEagleRows& rows,
