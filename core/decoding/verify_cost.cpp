@@ -100,4 +100,12 @@ int32_t best_budget(const std::vector<float>& values, double alpha, double draft
   return best;
 }
 
+bool drafting_pays(const std::vector<float>& values, double alpha, double draft_seconds, const VerifyCost& cost) {
+  const int32_t m = best_budget(values, alpha, draft_seconds, cost);
+  if (m == 0) return false;
+  double expected = 1.0;
+  for (int32_t i = 0; i < m; ++i) expected += alpha * values[i];
+  return expected / (draft_seconds + cost.seconds(m + 1)) > 1.0 / cost.seconds(1);
+}
+
 }  // namespace draftlab

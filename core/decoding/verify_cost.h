@@ -43,6 +43,11 @@ class VerifyCost {
 // parents first): maximises (1 + alpha * sum_{i<m} values[i]) / (draft_seconds + cost.seconds(m + 1)).
 int32_t best_budget(const std::vector<float>& values, double alpha, double draft_seconds, const VerifyCost& cost);
 
+// Whether drafting pays at all: the best m >= 1 of best_budget, drafting included, beats plain decoding's
+// 1 / c(1) (no draft, one token per forward). best_budget's m = 0 still pays draft_seconds, so it only says that
+// this cycle's draft, already paid for, is not worth verifying; this says whether the next cycles should draft.
+bool drafting_pays(const std::vector<float>& values, double alpha, double draft_seconds, const VerifyCost& cost);
+
 // Running calibration alpha = accepted / predicted, with exponential forgetting so it follows the context.
 class AcceptanceCalibration {
  public:

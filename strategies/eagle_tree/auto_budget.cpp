@@ -25,12 +25,17 @@ std::vector<int32_t> AutoBudget::choose(const DraftTree& tree, std::vector<int32
   std::sort(kept.begin(), kept.end(), ByValue{tree});
   std::vector<float> values;
   for (int32_t i : kept) values.push_back(tree.node(i).value);
-  const int32_t m = best_budget(values, calibration_.alpha(), fixed_draft_seconds_.value_or(draft_seconds_), cost);
-  if (last_budget_ == 0) probe_every_ = m == 0 ? std::min(2 * probe_every_, kMaxProbeEvery) : kProbeEvery;
-  last_budget_ = m;
+  const double draft = fixed_draft_seconds_.value_or(draft_seconds_);
+  const int32_t m = best_budget(values, calibration_.alpha(), draft, cost);
+  // This cycle's draft is paid for: verify its best prefix. Whether the next cycles draft at all compares drafting,
+  // its cost included, with plain decoding (drafting_pays); a draft that is worth verifying once paid for can still
+  // lose to not drafting.
+  const bool pays = drafting_pays(values, calibration_.alpha(), draft, cost);
+  if (last_budget_ == 0) probe_every_ = pays ? kProbeEvery : std::min(2 * probe_every_, kMaxProbeEvery);
+  last_budget_ = pays ? m : 0;
   // Next cycle expands only nodes near or above this cycle's cut-off; none when the budget was not binding.
   prune_below_ = (m > 0 && m < static_cast<int32_t>(values.size())) ? kPruneSlack * values[m - 1] : 0.0f;
-  if (m > 0) cycles_without_draft_ = 0;
+  if (pays) cycles_without_draft_ = 0;
   kept.resize(m);
   predicted_ = std::accumulate(values.begin(), values.begin() + m, 0.0);
   std::sort(kept.begin(), kept.end());

@@ -1,7 +1,9 @@
 // total_tokens=auto's arithmetic against hand-computed cases, and the measured curve's basic sanity.
 #include <gtest/gtest.h>
 
+#include "core/decoding/draft_tree.h"
 #include "core/decoding/verify_cost.h"
+#include "strategies/eagle_tree/auto_budget.h"
 #include "model/model_fixtures.h"
 
 using namespace draftlab;
@@ -25,6 +27,34 @@ TEST(VerifyCost, BestBudgetHandComputed) {
   // m=1 0.983, m=2 0.985, m=3 (1.3/1.4) 0.929 -> 2; alpha 0.1: m=1 1.09/1.2 = .908, m=2 1.14/1.3 = .877, m=0 .909 -> 0.
   EXPECT_EQ(best_budget({0.9f, 0.5f, 0.1f}, 0.2, 0.0, c), 2);
   EXPECT_EQ(best_budget({0.9f, 0.5f, 0.1f}, 0.1, 0.0, c), 0);
+}
+
+TEST(VerifyCost, DraftingPaysCountsTheDraftAgainstPlainDecoding) {
+  // Cost 1 + 0.1 n, values .9 .5 .1, alpha 1. Plain decoding: 1 / c(1) = 0.909 tokens per second.
+  // Free drafting: m = 2 gives 1.846 (BestBudgetHandComputed): pays.
+  // Drafting costs 2 s: m = 0 .. 3 give 1/3.1 = .323, 1.9/3.2 = .594, 2.4/3.3 = .727, 2.5/3.4 = .735: once the
+  // draft is paid for, verifying all 3 is best (.735 > .323), but it loses to not drafting (.735 < .909).
+  VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
+  EXPECT_TRUE(drafting_pays({0.9f, 0.5f, 0.1f}, 1.0, 0.0, c));
+  EXPECT_EQ(best_budget({0.9f, 0.5f, 0.1f}, 1.0, 2.0, c), 3);
+  EXPECT_FALSE(drafting_pays({0.9f, 0.5f, 0.1f}, 1.0, 2.0, c));
+  // Break-even: at d = 0.3 m = 2 gives 2.4 / 1.6 = 1.5 > .909, pays; a draft of nothing never does.
+  EXPECT_TRUE(drafting_pays({0.9f, 0.5f, 0.1f}, 1.0, 0.3, c));
+  EXPECT_FALSE(drafting_pays({}, 1.0, 0.0, c));
+}
+
+TEST(AutoBudget, VerifiesAPaidDraftButStopsDraftingWhenDraftingLoses) {
+  VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
+  DraftTree tree;
+  for (float confidence : {0.9f, 0.5f, 0.1f}) tree.add(7, -1, confidence);
+  for (double draft_seconds : {2.0, 0.0}) {
+    AutoBudget budget(draft_seconds);  // drafting's cost per cycle fixed (auto_cost)
+    ASSERT_TRUE(budget.drafts_this_cycle());
+    EXPECT_EQ(budget.choose(tree, {0, 1, 2}, c, 0.01).size(), draft_seconds > 0 ? 3u : 2u) << draft_seconds;
+    budget.observe(1, 0.0);
+    // 2 s of drafting: the next cycle drafts nothing (a probe comes every 8th); free drafting goes on.
+    EXPECT_EQ(budget.drafts_this_cycle(), draft_seconds == 0.0) << draft_seconds;
+  }
 }
 
 TEST(VerifyCost, CalibrationFollowsObservations) {
