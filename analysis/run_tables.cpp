@@ -13,6 +13,26 @@ std::string describe_run(const RunRecord& run) {
   return s.str();
 }
 
+std::pair<int64_t, int64_t> cycle_nodes(const RunRecord& run, size_t c) {
+  const int64_t begin = run.cycles.node_offset[c];
+  const int64_t end = begin + run.cycles.drafted[c];
+  if (begin < 0 || run.cycles.drafted[c] < 0 || end > static_cast<int64_t>(run.nodes.size()))
+    throw Error(describe_run(run) + ": cycles/node_offset: expected the range of cycle " + std::to_string(c) +
+                " inside nodes/ (" + std::to_string(run.nodes.size()) + " rows), got [" + std::to_string(begin) +
+                ", " + std::to_string(end) + ")");
+  return {begin, end};
+}
+
+std::pair<int64_t, int64_t> question_cycles(const RunRecord& run, size_t q) {
+  const int64_t begin = run.questions.cycle_offset[q];
+  const int64_t end = begin + run.questions.cycles[q];
+  if (begin < 0 || run.questions.cycles[q] < 0 || end > static_cast<int64_t>(run.cycles.size()))
+    throw Error(describe_run(run) + ": questions/cycle_offset: expected the cycles of question row " +
+                std::to_string(q) + " inside cycles/ (" + std::to_string(run.cycles.size()) + " rows), got [" +
+                std::to_string(begin) + ", " + std::to_string(end) + ")");
+  return {begin, end};
+}
+
 std::vector<int8_t> parent_values(const RunRecord& run, int8_t root_value,
                                   const std::function<int8_t(size_t node, int8_t parent_value)>& value) {
   const NodeRows& nodes = run.nodes;
@@ -20,12 +40,7 @@ std::vector<int8_t> parent_values(const RunRecord& run, int8_t root_value,
   std::vector<int8_t> of_parent(nodes.size(), 0);
   std::unordered_map<int32_t, int8_t> value_by_index;  // tree_index -> value, within one cycle
   for (size_t c = 0; c < cycles.size(); ++c) {
-    const int64_t begin = cycles.node_offset[c];
-    const int64_t end = begin + cycles.drafted[c];
-    if (begin < 0 || cycles.drafted[c] < 0 || end > static_cast<int64_t>(nodes.size()))
-      throw Error(describe_run(run) + ": cycles/node_offset: expected the range of cycle " + std::to_string(c) +
-                  " inside nodes/ (" + std::to_string(nodes.size()) + " rows), got [" + std::to_string(begin) +
-                  ", " + std::to_string(end) + ")");
+    const auto [begin, end] = cycle_nodes(run, c);
     value_by_index.clear();
     value_by_index[0] = root_value;
     for (int64_t i = begin; i < end; ++i) {  // parents come before their children (flat tree order)

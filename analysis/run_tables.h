@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/results/results_file.h"
@@ -12,6 +13,11 @@ namespace draftlab::analysis {
 
 // "run eagle2 on mt_bench at T=0": the prefix of every error about a run.
 std::string describe_run(const RunRecord& run);
+
+// [begin, end) of cycle c's rows in nodes/, and of question row q's rows in cycles/. Throw Error naming the run
+// when the recorded offsets point outside the table.
+std::pair<int64_t, int64_t> cycle_nodes(const RunRecord& run, size_t c);
+std::pair<int64_t, int64_t> question_cycles(const RunRecord& run, size_t q);
 
 // Walks every cycle's tree from the root down: value(i, v) gives node i's value from its parent's value v (the
 // root's is root_value). Returns, for every row of nodes/, its parent's value. Throws Error naming the run when a

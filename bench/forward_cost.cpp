@@ -4,6 +4,9 @@
 //
 //   forward_cost --model PATH                     # a checkpoint
 //   forward_cost --dim 288 --layers 6 --vocab 32000 ...   # random weights of a given shape
+//   forward_cost --model PATH --cache 64,256,1024 --n 1,2,3,4,5,6,8,12,16,24,32,48,64 --out cost.json
+//                                                 # the cost model `draftlab bounds --cost` reads (one curve per
+//                                                 # cached length; format "draftlab-cost/1")
 //
 // Method: --warmup untimed forwards, then --repeats timed ones per n; the median is reported. The new rows are
 // dropped after each forward (truncate) so every measurement sees the same cache length. The n new tokens form
@@ -46,7 +49,8 @@ int main(int argc, char** argv) {
   c.vocab_size = 32000;
   c.max_position_embeddings = 1024;
   int threads = 2, warmup = 5, repeats = 21;
-  int64_t cache_len = 256, max_n = 64;
+  int64_t max_n = 64;
+  std::string cache_list = "256", n_list;
 
   po::options_description desc("forward_cost: target forward cost versus number of new tokens\n\noptions");
   desc.add_options()("help,h", "show this help")
@@ -57,8 +61,10 @@ int main(int argc, char** argv) {
       ("kv-heads", po::value(&c.num_key_value_heads)->default_value(c.num_key_value_heads), "kv heads")
       ("hidden", po::value(&c.intermediate_size)->default_value(c.intermediate_size), "MLP intermediate size")
       ("vocab", po::value(&c.vocab_size)->default_value(c.vocab_size), "vocabulary size")
-      ("cache", po::value(&cache_len)->default_value(cache_len), "tokens already in the KV cache")
-      ("max-n", po::value(&max_n)->default_value(max_n), "largest n (powers of two from 1)")
+      ("cache", po::value(&cache_list)->default_value(cache_list),
+       "tokens already in the KV cache; a comma-separated list measures one curve per length")
+      ("max-n", po::value(&max_n)->default_value(max_n), "largest n (powers of two from 1) unless --n")
+      ("n", po::value(&n_list), "comma-separated new-token counts, increasing from 1 (default: powers of two)")
       ("threads", po::value(&threads)->default_value(threads), "intra-op threads")
       ("dtype", po::value(&dtype)->default_value(dtype), "float32 or bfloat16")
       ("path", po::value(&path)->default_value(path), "CPU forward: auto, native, reference")
@@ -78,6 +84,37 @@ int main(int argc, char** argv) {
     }
     po::notify(vm);
 
+    // Comma-separated positive integers, increasing ("--cache 64,256": the cached lengths; "--n 1,2,3").
+    auto parse_list = [](const std::string& flag, const std::string& text, int64_t min_first) {
+      std::vector<int64_t> out;
+      size_t pos = 0;
+      while (pos <= text.size()) {
+        const size_t comma = std::min(text.find(',', pos), text.size());
+        const std::string item = text.substr(pos, comma - pos);
+        size_t used = 0;
+        int64_t v = -1;
+        try {
+          v = std::stoll(item, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        check(used == item.size() && !item.empty() && v >= (out.empty() ? min_first : out.back() + 1),
+              flag + ": expected increasing integers" + (min_first > 0 ? " from 1" : " >= 0") + ", got '" + text + "'");
+        out.push_back(v);
+        pos = comma + 1;
+      }
+      return out;
+    };
+    const std::vector<int64_t> caches = parse_list("--cache", cache_list, 0);
+    std::vector<int64_t> ns;
+    if (n_list.empty()) {
+      for (int64_t n = 1; n <= max_n; n *= 2) ns.push_back(n);
+    } else {
+      ns = parse_list("--n", n_list, 1);
+      check(ns.front() == 1, "--n: expected the list to start at 1 (the plain decoding step), got '" + n_list + "'");
+    }
+    max_n = ns.back();
+
     at::set_num_threads(threads);
     ComputeOptions compute;
     compute.dtype = parse_compute_dtype(dtype);
@@ -91,73 +128,77 @@ int main(int argc, char** argv) {
       model = LlamaModel::load(model_path, compute);
     } else {
       c.head_dim = c.hidden_size / c.num_attention_heads;
-      c.max_position_embeddings = std::max<int64_t>(1024, cache_len + max_n);
+      c.max_position_embeddings = std::max<int64_t>(1024, caches.back() + max_n);
       c.validate("command line");
       model = std::make_unique<LlamaModel>(c, random_llama_weights(c, 1234, compute), compute);
     }
     const ModelConfig& mc = model->config();
-    check(cache_len + max_n <= mc.max_position_embeddings,
+    check(caches.back() + max_n <= mc.max_position_embeddings,
           "--cache + --max-n exceed the model's context " + std::to_string(mc.max_position_embeddings));
-
-    KvCache cache = model->make_cache(cache_len + max_n);
-    std::vector<int64_t> prefix(cache_len);
-    for (int64_t i = 0; i < cache_len; ++i) prefix[i] = (i * 7919 + 1) % mc.vocab_size;
-    if (cache_len > 0) model->forward_chain(cache, prefix, {ForwardOptions::Logits::None, {}, {}});
 
     std::printf("model: %s | d=%ld layers=%ld heads=%ld/%ld I=%ld vocab=%ld params=%.2fM | %s | threads=%d\n",
                 model_path.empty() ? "random" : model_path.c_str(), (long)mc.hidden_size, (long)mc.num_hidden_layers,
                 (long)mc.num_attention_heads, (long)mc.num_key_value_heads, (long)mc.intermediate_size,
                 (long)mc.vocab_size, model->num_parameters() / 1e6, dtype.c_str(), at::get_num_threads());
     std::printf("forward: %s\n", model->path_description().c_str());
-    std::printf("blas: %s\ncpu: %s\ncache: %ld tokens, warmup %d, repeats %d (median)\n\n", blas_description().c_str(),
-                cpu_model_name().c_str(), (long)cache_len, warmup, repeats);
-    // Flops of one forward of n rows over cache_len cached rows (row j sees cache_len + j + 1).
+    std::printf("blas: %s\ncpu: %s\nwarmup %d, repeats %d (median)\n", blas_description().c_str(),
+                cpu_model_name().c_str(), warmup, repeats);
     const int64_t d = mc.hidden_size, hd = mc.head_dim, H = mc.num_attention_heads, KVH = mc.num_key_value_heads;
     const double weights_per_row =
         static_cast<double>(mc.num_hidden_layers) * (d * (H + 2 * KVH) * hd + H * hd * d + 3 * d * mc.intermediate_size) +
         static_cast<double>(mc.vocab_size) * d;
-    auto forward_flops = [&](int64_t n) {
-      const double seen = static_cast<double>(n) * cache_len + n * (n + 1) / 2.0;
-      return 2.0 * weights_per_row * n + 4.0 * mc.num_hidden_layers * H * hd * seen;
-    };
     const bool native = model->path_description().rfind("native", 0) == 0;
     const double peak = native ? bench::measured_fma_peak_gflops(best_kernel_isa()) : 0.0;
     if (peak > 0)
-      std::printf("FMA peak of one core with %s vectors (measured): %.1f GFLOP/s\n\n", kernel_isa_name(best_kernel_isa()),
+      std::printf("FMA peak of one core with %s vectors (measured): %.1f GFLOP/s\n", kernel_isa_name(best_kernel_isa()),
                   peak);
-    std::printf("%6s %12s %10s %14s %10s %8s\n", "n", "median_ms", "ratio", "ms_per_token", "GFLOP/s", "of_peak");
 
-    nlohmann::json rows = nlohmann::json::array();
-    double base = 0.0;
-    for (int64_t n = 1; n <= max_n; n *= 2) {
-      std::vector<int64_t> toks(n);
-      for (int64_t i = 0; i < n; ++i) toks[i] = (i * 31 + 7) % mc.vocab_size;
-      std::vector<double> ms;
-      for (int r = 0; r < warmup + repeats; ++r) {
-        auto t0 = std::chrono::steady_clock::now();
-        // Logits for every new row: a verifier needs them all.
-        model->forward_chain(cache, toks);
-        double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        cache.truncate(cache_len);
-        if (r >= warmup) ms.push_back(dt);
+    nlohmann::json curves = nlohmann::json::array();
+    for (const int64_t cache_len : caches) {
+      KvCache cache = model->make_cache(cache_len + max_n);
+      std::vector<int64_t> prefix(cache_len);
+      for (int64_t i = 0; i < cache_len; ++i) prefix[i] = (i * 7919 + 1) % mc.vocab_size;
+      if (cache_len > 0) model->forward_chain(cache, prefix, {ForwardOptions::Logits::None, {}, {}});
+      // Flops of one forward of n rows over cache_len cached rows (row j sees cache_len + j + 1).
+      auto forward_flops = [&](int64_t n) {
+        const double seen = static_cast<double>(n) * cache_len + n * (n + 1) / 2.0;
+        return 2.0 * weights_per_row * n + 4.0 * mc.num_hidden_layers * H * hd * seen;
+      };
+      std::printf("\ncache: %ld tokens\n%6s %12s %10s %14s %10s %8s\n", (long)cache_len, "n", "median_ms", "ratio",
+                  "ms_per_token", "GFLOP/s", "of_peak");
+      nlohmann::json rows = nlohmann::json::array();
+      double base = 0.0;
+      for (const int64_t n : ns) {
+        std::vector<int64_t> toks(n);
+        for (int64_t i = 0; i < n; ++i) toks[i] = (i * 31 + 7) % mc.vocab_size;
+        std::vector<double> ms;
+        for (int r = 0; r < warmup + repeats; ++r) {
+          auto t0 = std::chrono::steady_clock::now();
+          // Logits for every new row: a verifier needs them all.
+          model->forward_chain(cache, toks);
+          double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+          cache.truncate(cache_len);
+          if (r >= warmup) ms.push_back(dt);
+        }
+        std::sort(ms.begin(), ms.end());
+        const double med = ms[ms.size() / 2];
+        if (n == 1) base = med;
+        const double rate = forward_flops(n) / (med * 1e-3) / 1e9;
+        std::printf("%6ld %12.3f %10.2f %14.3f %10.1f %7.0f%%\n", (long)n, med, med / base, med / n, rate,
+                    peak > 0 ? 100.0 * rate / peak : 0.0);
+        rows.push_back({{"n", n}, {"median_ms", med}, {"ratio_to_n1", med / base}, {"min_ms", ms.front()},
+                        {"max_ms", ms.back()}, {"gflops", rate}});
       }
-      std::sort(ms.begin(), ms.end());
-      const double med = ms[ms.size() / 2];
-      if (n == 1) base = med;
-      const double rate = forward_flops(n) / (med * 1e-3) / 1e9;
-      std::printf("%6ld %12.3f %10.2f %14.3f %10.1f %7.0f%%\n", (long)n, med, med / base, med / n, rate,
-                  peak > 0 ? 100.0 * rate / peak : 0.0);
-      rows.push_back({{"n", n}, {"median_ms", med}, {"ratio_to_n1", med / base}, {"min_ms", ms.front()},
-                      {"max_ms", ms.back()}, {"gflops", rate}});
+      curves.push_back({{"cached", cache_len}, {"results", rows}});
     }
     if (!out_path.empty()) {
       std::time_t now = std::time(nullptr);
       char date[64];
       std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-      nlohmann::json j = {{"benchmark", "forward_cost"},
+      nlohmann::json j = {{"format", "draftlab-cost/1"},
+                          {"benchmark", "forward_cost"},
                           {"model", model_path.empty() ? "random" : model_path},
                           {"config", mc.to_hf_json(dtype)},
-                          {"cache_tokens", cache_len},
                           {"threads", at::get_num_threads()},
                           {"dtype", dtype},
                           {"parameters", model->num_parameters()},
@@ -170,7 +211,7 @@ int main(int argc, char** argv) {
                           {"warmup", warmup},
                           {"repeats", repeats},
                           {"date", date},
-                          {"results", rows}};
+                          {"curves", curves}};
       write_file_atomically(out_path, j.dump(2) + "\n");
       std::printf("\nwrote %s\n", out_path.c_str());
     }

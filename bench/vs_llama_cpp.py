@@ -141,7 +141,7 @@ def draftlab_forward_cost(forward_cost, model, weights, dot, threads, max_n):
              "--cache", "0",
              "--max-n", str(max_n), "--warmup", "5", "--repeats", "21", "--out", f.name])
         data = json.load(open(f.name))
-    return {r["n"]: r["median_ms"] for r in data["results"]}, data
+    return {r["n"]: r["median_ms"] for r in data["curves"][0]["results"]}, data
 
 
 def main():

@@ -31,6 +31,7 @@ const Command kCommands[] = {
     {"exp", run_exp, "run an experiment driver (speed, alpha, calibration, ..., sweep) into an HDF5 results file"},
     {"merge", run_merge, "combine results files of one experiment (sweep shards)"},
     {"table", run_table, "the papers' tables (Markdown or LaTeX) from an experiment's results file"},
+    {"bounds", run_bounds, "each run against the bounds of its acceptance and this machine's forward cost (Sequoia, ceiling)"},
     {"plot", run_plot, "the papers' figures (PNG + SVG) from an experiment's results file"},
     {"schema", run_schema, "the results schema as Markdown (docs/results-schema.md) or Python (analysis/results_schema.py)"},
 };

@@ -25,6 +25,7 @@ int run_perplexity(int argc, char** argv);
 int run_exp(int argc, char** argv);
 int run_merge(int argc, char** argv);
 int run_table(int argc, char** argv);
+int run_bounds(int argc, char** argv);
 int run_plot(int argc, char** argv);
 int run_schema(int argc, char** argv);
 int run_launch(int argc, char** argv);

@@ -8,7 +8,9 @@
 #include <ctime>
 #include <iostream>
 
+#include "analysis/speculation_profile.h"
 #include "core/base/error.h"
+#include "core/base/file_bytes.h"
 #include "core/base/progress_meter.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/experiment_cli.h"
@@ -238,7 +240,13 @@ int run_exp(int argc, char** argv) {
   parse_shard(shard, c.shard_index, c.shard_count);
   c.command_line = recorded_command_line(argc, argv, vm);
   const ResultsFile results = run_experiment_from_cli(c, model_opts, argc, argv, progress).results;
-  if (!out_path.empty()) write_results(out_path, results);
+  if (!out_path.empty()) {
+    // SPEED-Bench's speculation profile beside the results (FILE.h5 -> FILE.speculation_profile.json), computed
+    // first so that a run whose tables disagree leaves neither file behind.
+    const std::string profile = analysis::speculation_profile_json(results, out_path);
+    write_results(out_path, results);
+    write_file_atomically(analysis::speculation_profile_path(out_path), profile);
+  }
   if (!jsonl_dir.empty()) write_spec_bench_jsonl(results, jsonl_dir, static_cast<double>(std::time(nullptr)));
 
   std::printf("%s\n%s", out_path.empty() ? "(in process)" : out_path.c_str(), summary_table(results).c_str());

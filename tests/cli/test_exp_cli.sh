@@ -85,6 +85,36 @@ python3 -c "import json,sys; j=json.load(open('$TMP/compare.json')); sys.exit(0 
 expect_error "compare: unknown option" "unknown option 'deph'" "$BIN" compare --model "$MODEL" -p "x" -s "eagle2:deph=4"
 expect_error "compare: option out of range" "expected 1..1024" "$BIN" compare --model "$MODEL" -p "x" -s "pld:num_tokens=0"
 
+# 4b. Bounds: exp's speculation profile beside its results file; `draftlab bounds` on compare's runs with a cost
+# model that bench/forward_cost measures on the same model; Sequoia's best tree for eagle2's acceptance, written as
+# a tree file, runs as a static tree with output identical to vanilla; a bad cost file is refused, nothing written.
+/usr/bin/python3 - "$TMP/alpha.speculation_profile.json" <<'PY' && ok "exp writes the speculation profile (AL check passes)" || bad "speculation profile beside alpha.h5"
+import json, sys
+j = json.load(open(sys.argv[1]))
+runs = j["runs"]
+assert j["schema_version"] == "1.0" and len(runs) >= 2, j
+assert all(r["acceptance_length"]["consistent"] for r in runs), runs
+assert any(r["positions"] >= 1 and r["marginal_acceptance"] for r in runs), runs
+PY
+FORWARD_COST=$(dirname "$BIN")/bench/forward_cost
+"$FORWARD_COST" --model "$MODEL" --cache 0,32 --n 1,2,3,4,8,16 --warmup 1 --repeats 3 --threads 1 --out "$TMP/cost.json" \
+  >/dev/null 2>"$TMP/err" && ok "forward_cost writes a cost model" || bad "forward_cost: $(cat "$TMP/err")"
+"$BIN" bounds "$TMP/compare.h5" --cost "$TMP/cost.json" --profile "$TMP/profile.json" --tree-out "$TMP/tree.json" \
+  --run 2 --format text >"$TMP/bounds" 2>"$TMP/err"
+rc=$?
+[ $rc = 0 ] && grep -q "Sequoia bound" "$TMP/bounds" && grep -q "eagle2:total_tokens=10" "$TMP/bounds" \
+  && ok "bounds: acceptance and speed tables" || bad "bounds exit $rc: $(cat "$TMP/bounds" "$TMP/err")"
+[ -s "$TMP/profile.json" ] && [ -s "$TMP/tree.json" ] && ok "bounds --profile and --tree-out write their files" \
+  || bad "bounds: missing profile or tree file"
+"$BIN" compare --model "$MODEL" --head "$HEAD" -p "Once upon a time" -n 12 --repeats 1 --warmup 0 \
+  -s "static-tree:tree=$TMP/tree.json" >"$TMP/out" 2>"$TMP/err"
+grep -q "output identical to vanilla: yes" "$TMP/out" && ok "Sequoia's tree runs as a static tree, lossless" \
+  || bad "static tree of bounds --tree-out: $(cat "$TMP/out" "$TMP/err" "$TMP/tree.json")"
+expect_error "bounds: a cost file of another format" "config.json: format: expected \"draftlab-cost/1\"" \
+  "$BIN" bounds "$TMP/compare.h5" --cost "$MODEL/config.json" --profile "$TMP/p2.json"
+expect_error "bounds: --tree-out without --run" "needs --run" "$BIN" bounds "$TMP/compare.h5" --tree-out "$TMP/t2.json"
+[ ! -e "$TMP/p2.json" ] && [ ! -e "$TMP/t2.json" ] && ok "failed bounds wrote nothing" || bad "failed bounds left a file"
+
 # 5. Bad input: exit 1, a message naming the problem, no output file.
 expect_error "missing --out" "--out" "$BIN" exp alpha "${TINY[@]}" --head "$HEAD"
 expect_error "unknown experiment" "expected an experiment name" "$BIN" exp speedy "${TINY[@]}" --out "$TMP/x.h5"

@@ -1,0 +1,219 @@
+#include "analysis/bounds_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "analysis/paper_table_parts.h"
+#include "analysis/paper_tables.h"
+#include "analysis/run_metrics.h"
+#include "analysis/run_tables.h"
+#include "analysis/speculation_profile.h"
+#include "analysis/tree_bounds.h"
+#include "core/base/error.h"
+
+namespace draftlab::analysis {
+
+namespace {
+
+using table_parts::fixed;
+using table_parts::temperature_text;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Tokens in the cache when each cycle starts: the question's prompt plus what earlier cycles emitted.
+std::vector<int64_t> cached_at_cycles(const RunRecord& run) {
+  std::vector<int64_t> out(run.cycles.size(), 0);
+  for (size_t q = 0; q < run.questions.size(); ++q) {
+    int64_t cached = run.questions.prompt_tokens[q];
+    const auto [begin, end] = question_cycles(run, q);
+    for (int64_t c = begin; c < end; ++c) {
+      out[c] = cached;
+      cached += run.cycles.accept_length[c];
+    }
+  }
+  return out;
+}
+
+// Least squares draft_seconds = a + b * drafted over the cycles, both clamped at 0 (a cost is never negative).
+std::pair<double, double> fit_draft_cost(const RunRecord& run) {
+  const CycleRows& c = run.cycles;
+  const double n = static_cast<double>(c.size());
+  if (c.size() == 0) return {0.0, 0.0};
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const double x = c.drafted[i], y = c.draft_seconds[i];
+    sx += x, sy += y, sxx += x * x, sxy += x * y;
+  }
+  const double var = sxx - sx * sx / n;
+  double b = var > 1e-12 ? (sxy - sx * sy / n) / var : 0.0;
+  b = std::max(b, 0.0);
+  double a = std::max((sy - b * sx) / n, 0.0);
+  if (var <= 1e-12 && sx > 0) {  // every cycle drafted the same count: the time is all per node
+    b = sy / sx;
+    a = 0.0;
+  }
+  return {a, b};
+}
+
+std::vector<double> finite_prefix(const std::vector<AlphaCount>& counts) {
+  std::vector<double> p;
+  for (const AlphaCount& c : counts) {
+    const double a = c.alpha();
+    p.push_back(std::isfinite(a) ? a : 0.0);  // a rank never tested contributes nothing to Sequoia's trees
+  }
+  return p;
+}
+
+}  // namespace
+
+RunBounds run_bounds(const ResultsFile& results, const RunRecord& run, const BoundsOptions& options) {
+  RunBounds b;
+  const SpeculationProfile profile = speculation_profile(run);
+  b.tau = tau(run);
+  b.value_tau = value_expected_tau(run);
+  b.chain_tau = chain_formula_tau(profile.conditional);
+  b.al_consistent = profile.consistent;
+  int64_t drafted = 0;
+  for (size_t c = 0; c < run.cycles.size(); ++c) drafted += run.cycles.drafted[c];
+  b.mean_nodes = run.cycles.size() == 0 ? 0.0 : static_cast<double>(drafted) / static_cast<double>(run.cycles.size());
+  const std::vector<AlphaCount> ranks = rank_acceptance(run, options.max_rank);
+  for (const AlphaCount& r : ranks) b.rank_p.push_back(r.alpha());
+  const OptimalTrees trees(finite_prefix(ranks), options.max_nodes, options.max_depth);
+  const int same_size = std::min(options.max_nodes, static_cast<int>(std::lround(b.mean_nodes)));
+  b.sequoia_tau_same_size = is_baseline(run) ? kNaN : trees.expected_tau(same_size);
+
+  b.measured_speedup = speedup(results, run);
+  b.predicted_speedup = b.verify_model_error = b.sequoia_speedup = b.ceiling_speedup = kNaN;
+  b.best_nodes = same_size;
+  const std::vector<int64_t> cached = cached_at_cycles(run);
+  double sum_cached = 0;
+  for (int64_t k : cached) sum_cached += static_cast<double>(k);
+  b.mean_cached = cached.empty() ? 0.0 : sum_cached / static_cast<double>(cached.size());
+  if (options.cost == nullptr || run.cycles.size() == 0) return b;
+  const CostModel& cost = *options.cost;
+  // What a cycle costs beyond the forward (acceptance, sampling, the loop), from plain decoding's cycles in the
+  // same file: its recorded verify time less the model's c(1). Without a baseline run: 0.
+  if (const RunRecord* base = find_baseline(results, run); base != nullptr && base->cycles.size() > 0) {
+    const std::vector<int64_t> base_cached = cached_at_cycles(*base);
+    double over = 0;
+    for (size_t c = 0; c < base->cycles.size(); ++c)
+      over += base->cycles.verify_seconds[c] - cost.seconds(1, base_cached[c]);
+    b.overhead_seconds = std::max(0.0, over / static_cast<double>(base->cycles.size()));
+  }
+  auto cycle_seconds = [&](int64_t rows, int64_t at) { return cost.seconds(rows, at) + b.overhead_seconds; };
+
+  // The run as the cost model sees it: each cycle's verify forward of drafted + 1 rows plus its recorded drafting,
+  // against plain decoding of the same tokens (one row each).
+  double predicted_verify = 0, measured_verify = 0, predicted_run = 0, predicted_plain = 0;
+  for (size_t c = 0; c < run.cycles.size(); ++c) {
+    const double v = cycle_seconds(run.cycles.drafted[c] + 1, cached[c]);
+    predicted_verify += v;
+    measured_verify += run.cycles.verify_seconds[c];
+    predicted_run += v + run.cycles.draft_seconds[c];
+    for (int32_t t = 0; t < run.cycles.accept_length[c]; ++t) predicted_plain += cycle_seconds(1, cached[c] + t);
+  }
+  b.predicted_speedup = predicted_plain / predicted_run;
+  b.verify_model_error = measured_verify > 0 ? predicted_verify / measured_verify - 1.0 : kNaN;
+
+  const int64_t kv = std::llround(b.mean_cached);
+  const double plain = cycle_seconds(1, kv);
+  std::tie(b.draft_fixed_seconds, b.draft_seconds_per_node) = fit_draft_cost(run);
+  b.best_nodes = 0;
+  b.sequoia_speedup = 1.0;  // n = 0: no drafting
+  for (int n = 1; n <= options.max_nodes; ++n) {
+    const double s = trees.expected_tau(n) * plain /
+                     (cycle_seconds(n + 1, kv) + b.draft_fixed_seconds + b.draft_seconds_per_node * n);
+    if (s > b.sequoia_speedup) b.sequoia_speedup = s, b.best_nodes = n;
+  }
+  b.ceiling_speedup = 1.0;
+  b.ceiling_nodes = 0;
+  for (int k = 1; k <= options.max_nodes; ++k) {
+    const double s = (k + 1) * plain / cycle_seconds(k + 1, kv);
+    if (s > b.ceiling_speedup) b.ceiling_speedup = s, b.ceiling_nodes = k;
+  }
+  return b;
+}
+
+std::string sequoia_tree_json(const RunRecord& run, const RunBounds& bounds, const BoundsOptions& options) {
+  const OptimalTrees trees(finite_prefix(rank_acceptance(run, options.max_rank)), options.max_nodes,
+                           options.max_depth);
+  nlohmann::ordered_json paths = trees.paths(bounds.best_nodes);
+  char name[160];
+  std::snprintf(name, sizeof name, "sequoia-%s-%s-n%d", run.method.c_str(), run.dataset.c_str(), bounds.best_nodes);
+  nlohmann::ordered_json doc = {{"name", name},
+                                {"expected_tau", trees.expected_tau(bounds.best_nodes)},
+                                {"rank_acceptance", bounds.rank_p},
+                                {"paths", paths}};
+  // JSON has no NaN: a rank never tested is null.
+  for (auto& p : doc["rank_acceptance"])
+    if (p.is_number() && !std::isfinite(p.get<double>())) p = nullptr;
+  return doc.dump() + "\n";
+}
+
+Report bounds_report(const ResultsFile& results, const std::string& source, const BoundsOptions& options) {
+  Report report;
+  report.heading = "Bounds: each run against what its recorded acceptance allows" +
+                   std::string(options.cost ? " and this machine's forward cost" : "");
+  report.caption = machine_caption(results) + (options.cost ? " Cost model: " + options.cost->source + " (" +
+                                                                  options.cost->description + ")."
+                                                            : "");
+  std::vector<double> temperatures;
+  for (const RunRecord& run : results.runs)
+    if (std::find(temperatures.begin(), temperatures.end(), run.temperature) == temperatures.end())
+      temperatures.push_back(run.temperature);
+  std::sort(temperatures.begin(), temperatures.end());
+  std::vector<RunBounds> bounds;
+  for (const RunRecord& run : results.runs) bounds.push_back(run_bounds(results, run, options));
+
+  for (double t : temperatures) {
+    Table acceptance;
+    acceptance.title = "Acceptance, temperature = " + temperature_text(t);
+    acceptance.columns = {"Dataset", "Method", "Nodes", "τ", "τ (node values)", "τ (chain formula)",
+                          "τ (Sequoia, same size)", "p rank 0", "p rank 1", "p rank 2", "AL check"};
+    Table speed;
+    speed.title = "Speed, temperature = " + temperature_text(t);
+    speed.columns = {"Dataset", "Method", "Speedup", "Predicted", "Verify model error", "Overhead (ms)", "Draft a + b·n (ms)",
+                     "Sequoia bound (n*)", "Measured / bound", "Ceiling (K)"};
+    for (size_t i = 0; i < results.runs.size(); ++i) {
+      const RunRecord& run = results.runs[i];
+      if (run.temperature != t || is_baseline(run)) continue;
+      const RunBounds& b = bounds[i];
+      auto rank = [&](size_t r) { return r < b.rank_p.size() ? fixed(b.rank_p[r], 3) : std::string("–"); };
+      acceptance.rows.push_back({run.dataset, run.method, fixed(b.mean_nodes, 1), fixed(b.tau, 2), fixed(b.value_tau, 2),
+                                 fixed(b.chain_tau, 2), fixed(b.sequoia_tau_same_size, 2), rank(0), rank(1), rank(2),
+                                 b.al_consistent ? "ok" : "MISMATCH"});
+      if (options.cost)
+        speed.rows.push_back({run.dataset, run.method, fixed(b.measured_speedup, 2, "x"),
+                              fixed(b.predicted_speedup, 2, "x"), fixed(100.0 * b.verify_model_error, 1, "%"),
+                              fixed(1e3 * b.overhead_seconds, 3),
+                              fixed(1e3 * b.draft_fixed_seconds, 2) + " + " + fixed(1e3 * b.draft_seconds_per_node, 3) + "·n",
+                              fixed(b.sequoia_speedup, 2, "x") + " (" + std::to_string(b.best_nodes) + ")",
+                              fixed(b.measured_speedup / b.sequoia_speedup, 2),
+                              fixed(b.ceiling_speedup, 2, "x") + " (" + std::to_string(b.ceiling_nodes) + ")"});
+    }
+    if (acceptance.rows.empty()) continue;
+    acceptance.notes = {
+        "τ (node values): 1 + the mean sum of node values (product of confidences): what the draft expected. "
+        "τ (chain formula): 1 + Σ_k Π_{i≤k} α_i over the per-depth conditional acceptance "
+        "(`draftlab bounds --profile`). τ (Sequoia, same size): Sequoia's optimal tree with the run's mean node "
+        "count for its per-rank acceptance p (tested nodes of each sibling rank, all depths pooled). "
+        "AL check: SPEED-Bench's, the AL from nodes/accepted within 0.02 of the recorded accept lengths."};
+    report.tables.push_back(std::move(acceptance));
+    if (options.cost) {
+      speed.notes = {
+          "Predicted: the cost model's plain decoding of the same tokens over its verify forwards of each recorded "
+          "tree plus the recorded draft times; verify model error: the model's verify seconds against the recorded "
+          "ones. Every forward also pays the overhead: plain decoding's recorded verify time per cycle less c(1) "
+          "(the loop, acceptance, sampling; 0 without a baseline run). "
+          "Sequoia bound: the best n for the run's p under c(n + 1) + a + b·n at the run's mean cache length "
+          "(n = 0, no drafting, gives 1.00x). Ceiling: every drafted token accepted and drafting free, "
+          "max_K (K + 1)·c(1)/c(K + 1), up to " + std::to_string(options.max_nodes) + " nodes."};
+      report.tables.push_back(std::move(speed));
+    }
+  }
+  if (report.tables.empty()) report.tables.push_back(table_parts::note_table(source + ": no run drafts anything"));
+  return report;
+}
+
+}  // namespace draftlab::analysis
