@@ -5,11 +5,12 @@
 //   acceptance: measured τ; τ the draft expected (node values); τ by the chain formula over the per-position
 //     conditional acceptance; Sequoia's optimal tree of the run's mean size for its per-rank acceptance; the
 //     acceptance of ranks 0-2; SPEED-Bench's AL consistency check (speculation_profile.h).
-//   speed (with a cost model): measured speedup; the cost model's prediction of it from the recorded trees and
-//     draft times (and the model's error on the recorded verify times); Sequoia's bound: the best tree size n* for
-//     the run's acceptance, paying the cost model's c(n + 1) plus the run's fitted draft cost a + b·n, "no
-//     drafting" (n = 0, 1.00x) included; measured / bound; the perfect-drafter ceiling max_K (K + 1)·c(1)/c(K + 1)
-//     (every drafted token accepted, drafting free).
+//   speed (with a cost model): measured speedup (walls) and decode speedup (time in cycles, no prefill); the
+//     cost model's prediction of the decode speedup from the recorded trees and draft times, and its error on the
+//     recorded verify times; Sequoia's bound: the best tree size n* for the run's acceptance, paying c(n + 1)
+//     plus the run's fitted draft cost a + b·n, "no drafting" (n = 0, 1.00x) included; decode / bound; the
+//     perfect-drafter ceiling max_K (K + 1)·c(1)/c(K + 1) (every drafted token accepted, drafting free). Every
+//     forward also pays the loop's overhead as the file's runs recorded it (loop_overheads in the .cpp).
 #pragma once
 
 #include <string>
@@ -36,10 +37,13 @@ struct RunBounds {
   std::vector<double> rank_p;            // acceptance per sibling rank (NaN: never tested)
   bool al_consistent = true;
   double mean_cached = 0;                // mean tokens in the cache at a cycle's start
-  double measured_speedup = 0;           // speedup() against the file's baseline run
+  double measured_speedup = 0;           // speedup() against the file's baseline run (walls: prefill included)
+  double decode_speedup = 0;             // the same over the time in cycles only (drafting + verification)
   // With a cost model (NaN without):
-  double predicted_speedup = 0, verify_model_error = 0;
-  double overhead_seconds = 0;           // per forward beyond c(n): plain decoding's recorded verify time - c(1)
+  double predicted_speedup = 0;          // the model's decode speedup for the recorded trees and draft times
+  double verify_model_error = 0;         // modelled verify seconds / recorded - 1
+  double plain_overhead_seconds = 0;     // plain decoding's step beyond c(1) (loop_overheads)
+  double cycle_overhead_seconds = 0;     // a speculative cycle's beyond c(n + 1)
   double draft_fixed_seconds = 0, draft_seconds_per_node = 0;  // least squares over the run's cycles, >= 0
   int best_nodes = 0;                    // Sequoia's n*
   double sequoia_speedup = 0;            // its predicted speedup

@@ -9,9 +9,11 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "analysis/bounds_report.h"
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
 #include "core/base/platform.h"
+#include "core/decoding/verify_cost.h"
 #include "experiments/cli/commands.h"
 #include "experiments/cli/experiment_cli.h"
 
@@ -52,6 +54,7 @@ int run_compare(int argc, char** argv) {
   std::string json_path, out_path;
   int64_t seed = 0;
   double temperature = 0.0;
+  bool with_bounds = false;
 
   po::options_description desc(
       "draftlab compare: strategies beside the baseline (vanilla) on the same prompts: speed, speedup, tau,\n"
@@ -92,7 +95,11 @@ int run_compare(int argc, char** argv) {
       ("repeats", po::value(&c.runner.repeats)->default_value(3), "timed runs per prompt and method (median)")
       ("warmup", po::value(&c.runner.warmup)->default_value(1), "untimed runs per prompt and method first")
       ("out,o", po::value(&out_path), "also write an HDF5 results file (docs/results-schema.md; draftlab table/plot)")
-      ("json", po::value(&json_path), "also write the summary and environment to this JSON file");
+      ("json", po::value(&json_path), "also write the summary and environment to this JSON file")
+      ("bounds", po::bool_switch(&with_bounds),
+       "then measure this machine's forward cost c(n) in process (n = 1, 2, 4, ..., 64 at the shortest and longest "
+       "cached lengths of the run) and print draftlab bounds' tables: τ from node values, the chain formula, "
+       "Sequoia; the speedup the cost model predicts, Sequoia's bound, the perfect-drafter ceiling");
   SamplingFilterOptions filters;
   add_sampling_filter_options(desc, filters);
 
@@ -123,6 +130,26 @@ int run_compare(int argc, char** argv) {
   const bool identical = all_identical(results);
   if (greedy) std::printf("\noutput identical to vanilla: %s\n", identical ? "yes, every method, every prompt" : "NO");
 
+  if (with_bounds) {
+    // The cost model of this very process (model, weights, threads, ISA): forwards after the shortest prompt and
+    // after the longest prompt plus its answer, clamped to the context.
+    analysis::CostModel cost;
+    cost.source = "measured in process";
+    cost.description = forward + ", " + std::to_string(threads) + " thread(s)";
+    const QuestionRows& q = results.runs.front().questions;
+    int64_t shortest = q.size() ? q.prompt_tokens[0] : 0, longest = 0;
+    for (size_t i = 0; i < q.size(); ++i) {
+      shortest = std::min<int64_t>(shortest, q.prompt_tokens[i]);
+      longest = std::max<int64_t>(longest, q.prompt_tokens[i] + q.new_tokens[i]);
+    }
+    const int64_t room = target.config().max_position_embeddings - 64;
+    for (int64_t cached : {std::min(shortest, room), std::min(longest, room)})
+      if (cost.curves.empty() || cached > cost.curves.back().cached)
+        cost.curves.push_back({cached, VerifyCost::measure(target, 64, cached, 5).points()});
+    analysis::BoundsOptions options;
+    options.cost = &cost;
+    std::printf("\n%s", analysis::render_text(analysis::bounds_report(results, "compare", options)).c_str());
+  }
   if (!out_path.empty()) write_results(out_path, results);
   if (!json_path.empty()) write_file_atomically(json_path, summary_json(results).dump(2) + "\n");
   // A lossless method that changes greedy output is a bug: make it visible to scripts.

@@ -268,6 +268,7 @@ TEST(RunBounds, SpeedBoundsOnACurveWithAKnownOptimum) {
   ResultsFile f;
   f.runs.push_back(make_vanilla("mt_bench", 0.0, {0}, {10.0}, 10));
   f.runs.push_back(make_run("chain", "eagle-chain", "mt_bench", 0.0, {{0, 0, 2.0, {chain(4), chain(4)}}}));
+  for (auto& s : f.runs[0].cycles.verify_seconds) s = 1e-3;  // plain decoding as the model says
   for (auto& s : f.runs[1].cycles.verify_seconds) s = 1e-3;
   BoundsOptions o;
   o.cost = &cost;
@@ -275,7 +276,10 @@ TEST(RunBounds, SpeedBoundsOnACurveWithAKnownOptimum) {
   const RunBounds b = run_bounds(f, f.runs[1], o);
   EXPECT_NEAR(b.tau, 5.0, 1e-12);
   EXPECT_NEAR(b.predicted_speedup, 5.0, 1e-12);
+  EXPECT_NEAR(b.decode_speedup, 5.0, 1e-12);  // 1 ms per token against 2 ms per 10 tokens
   EXPECT_NEAR(b.verify_model_error, 0.0, 1e-12);
+  EXPECT_NEAR(b.plain_overhead_seconds, 0.0, 1e-15);
+  EXPECT_NEAR(b.cycle_overhead_seconds, 0.0, 1e-15);
   EXPECT_EQ(b.ceiling_nodes, 7);
   EXPECT_NEAR(b.ceiling_speedup, 8.0, 1e-12);
   EXPECT_EQ(b.best_nodes, 7);
@@ -286,17 +290,25 @@ TEST(RunBounds, SpeedBoundsOnACurveWithAKnownOptimum) {
   EXPECT_NE(tree.find("\"paths\":[[0],[0,0],[0,0,0],[0,0,0,0],[0,0,0,0,0],[0,0,0,0,0,0],[0,0,0,0,0,0,0]]"),
             std::string::npos)
       << tree;
-  // Plain decoding's cycles recorded at 11 ms against c(1) = 1 ms: every forward pays 10 ms more, which larger
-  // trees amortise. Ceiling: (K + 1) * 11 / (c(K + 1) + 10) grows with K here: K = 16 (the cap) gives 17 * 11 / 20.
+  // Plain decoding's cycles recorded at 11 ms against c(1) = 1 ms: a plain step costs 10 ms more than the model's
+  // forward, and the chain's cycles 2 ms more (recorded 3 ms against c(5) = 1 ms, the only drafting run so its own
+  // median). Ceiling: (K + 1) * 11 / (c(K + 1) + 2), c = 1 up to 8 rows then + 1 per row: K = 7 gives 88 / 3, K = 16
+  // 17 * 11 / 12: the first wins. Predicted: 10 tokens * 11 ms / (2 cycles * 3 ms) = 18.33.
   for (auto& s : f.runs[0].cycles.verify_seconds) s = 11e-3;
+  for (auto& s : f.runs[1].cycles.verify_seconds) s = 3e-3;
   const RunBounds loaded = run_bounds(f, f.runs[1], o);
-  EXPECT_NEAR(loaded.overhead_seconds, 10e-3, 1e-12);
-  EXPECT_EQ(loaded.ceiling_nodes, 16);
-  EXPECT_NEAR(loaded.ceiling_speedup, 17.0 * 11.0 / 20.0, 1e-9);
-  EXPECT_NEAR(loaded.verify_model_error, 10.0, 1e-9);  // recorded 1 ms per cycle, modelled 11
-  for (auto& s : f.runs[0].cycles.verify_seconds) s = 0.0;
+  EXPECT_NEAR(loaded.plain_overhead_seconds, 10e-3, 1e-12);
+  EXPECT_NEAR(loaded.cycle_overhead_seconds, 2e-3, 1e-12);
+  EXPECT_EQ(loaded.ceiling_nodes, 7);
+  EXPECT_NEAR(loaded.ceiling_speedup, 88.0 / 3.0, 1e-9);
+  EXPECT_NEAR(loaded.predicted_speedup, 110.0 / 6.0, 1e-9);
+  EXPECT_NEAR(loaded.verify_model_error, 0.0, 1e-9);  // the run's own excess is the median of one
+  EXPECT_NEAR(loaded.decode_speedup, 110.0 / 6.0, 1e-9);
+  for (auto& s : f.runs[0].cycles.verify_seconds) s = 1e-3;
+  for (auto& s : f.runs[1].cycles.verify_seconds) s = 1e-3;
   // A drafter whose tokens are never accepted: no tree pays, the bound is not drafting (1.00x, n* = 0).
   f.runs[1] = make_run("chain", "eagle-chain", "mt_bench", 0.0, {{0, 0, 2.0, {chain(0), chain(0)}}});
+  for (auto& s : f.runs[1].cycles.verify_seconds) s = 1e-3;
   const RunBounds none = run_bounds(f, f.runs[1], o);
   EXPECT_EQ(none.best_nodes, 0);
   EXPECT_NEAR(none.sequoia_speedup, 1.0, 1e-12);
