@@ -72,7 +72,8 @@ CycleTotals cycle_totals(const RunRecord& run) {
 // What a step costs beyond the cost model's forward, as this file's runs recorded it: for plain decoding, its
 // cycles' verify time less c(1) (a bench forward and the loop's differ a little); for speculative cycles, the
 // median over the drafting runs of the same dataset and temperature of their mean verify time less c(drafted + 1)
-// (building the tree's rows and mask, acceptance, cache compaction). One figure per file and group, not per run,
+// (the tree's rows and mask, acceptance, compaction, and whatever makes a forward slower inside the loop than in
+// the bench). One figure per file and group, not per run,
 // so that the verify model's error of each run stays a test of the model.
 struct LoopOverheads {
   double plain = 0, speculative = 0;
@@ -258,7 +259,7 @@ Report bounds_report(const ResultsFile& results, const std::string& source, cons
           "verify model error: its verify seconds against the recorded ones. Loop overhead: what a step costs "
           "beyond the model's c(n) as this file recorded it, plain decoding / a speculative cycle (the baseline's "
           "mean verify time less c(1) / the median over the dataset's drafting runs of their mean verify time less "
-          "c(drafted + 1): rows, mask, acceptance, compaction); every forward below pays it. "
+          "c(drafted + 1): what the loop adds to a forward); every forward below pays it. "
           "Sequoia bound: the best n for the run's p under c(n + 1) + a + b·n at the run's mean cache length "
           "(n = 0, no drafting, gives 1.00x). Ceiling: every drafted token accepted and drafting free, "
           "max_K (K + 1)·c(1)/c(K + 1), up to " + std::to_string(options.max_nodes) + " nodes."};

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <string>
 
+#include "analysis/bounds_report.h"
 #include "analysis/by_category.h"
 #include "analysis/experiment_catalog.h"
 #include "analysis/paper_tables.h"
@@ -20,7 +21,7 @@ namespace po = boost::program_options;
 namespace draftlab::cli {
 
 int run_table(int argc, char** argv) {
-  std::string path, format = "md";
+  std::string path, format = "md", cost_path;
   analysis::TableOptions options;
   // Spec-Bench names its baseline files after the method too (<model>-vanilla-<dtype>-temp-<T>.jsonl).
   std::string experiments, by = "file", baseline = baseline_strategy().name;
@@ -44,7 +45,10 @@ int run_table(int argc, char** argv) {
        "bootstrap resamples over questions")
       ("level", po::value(&options.bootstrap.level)->default_value(options.bootstrap.level),
        "confidence level of the intervals")
-      ("seed", po::value(&options.bootstrap.seed)->default_value(options.bootstrap.seed), "bootstrap seed");
+      ("seed", po::value(&options.bootstrap.seed)->default_value(options.bootstrap.seed), "bootstrap seed")
+      ("cost", po::value(&cost_path),
+       "a cost model (bench/forward_cost --out) of the machine and settings of the run: add draftlab bounds' "
+       "speed table (decode speedup, predicted, Sequoia's bound, decode / bound, the ceiling) under the paper's");
   po::positional_options_description positional;
   positional.add("results", 1);
   po::variables_map vm;
@@ -55,11 +59,21 @@ int run_table(int argc, char** argv) {
   if (!(options.bootstrap.level > 0 && options.bootstrap.level < 1)) throw Error("--level: expected a value in (0, 1)");
 
   const analysis::CategoryGrouping grouping = analysis::parse_category_grouping(by);
-  const analysis::Report report =
-      std::filesystem::is_directory(path)
+  const bool folder = std::filesystem::is_directory(path);
+  if (folder && !cost_path.empty()) throw Error("--cost: applies to a results file, not to a folder of answer files");
+  analysis::Report report =
+      folder
           ? analysis::spec_bench_report(analysis::read_answer_folder(path), baseline,
                                         vm["by"].defaulted() ? analysis::CategoryGrouping::Subtask : grouping, path)
           : analysis::paper_tables(analysis::split_by_category(read_results(path), grouping), path, options);
+  if (!cost_path.empty()) {
+    const analysis::CostModel cost = analysis::read_cost_model(cost_path);
+    analysis::BoundsOptions bounds;
+    bounds.cost = &cost;
+    for (analysis::Table& t : analysis::bounds_report(read_results(path), path, bounds).tables)
+      if (t.title.rfind("Speed", 0) == 0) report.tables.push_back(std::move(t));
+    report.caption += " Bounds: cost model " + cost.source + " (" + cost.description + ").";
+  }
   std::cout << (format == "md"      ? analysis::render_markdown(report)
                 : format == "latex" ? analysis::render_latex(report)
                                     : analysis::render_text(report));

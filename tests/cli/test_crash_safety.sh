@@ -72,7 +72,7 @@ EXP=("$BIN" exp speed --model "$MODEL" --head "$HEAD" --questions 1 -n 8 --repea
 inside=0
 for delay in 0.5 1.5; do
   launch start $delay "${EXP[@]}"
-  killed_ok "exp killed after ${delay}s" && check_folder "exp killed after ${delay}s" "$D" speed.h5
+  killed_ok "exp killed after ${delay}s" && check_folder "exp killed after ${delay}s" "$D" "speed.h5 speed.speculation_profile.json"
 done
 # The moment the temporary appears, then later and later until a kill comes after the rename (at last no kill).
 # A loaded machine can miss the write with every kill: then the series again (3 rounds at most), so the checks
@@ -91,7 +91,7 @@ for round in 1 2 3; do
     fi
     killed_ok "$label" || continue
     [ -e "$OUT.tmp.$pid" ] && [ ! -e "$OUT" ] && inside=$((inside + 1))
-    check_folder "$label" "$D" speed.h5
+    check_folder "$label" "$D" "speed.h5 speed.speculation_profile.json"
   done
 done
 [ -e "$OUT" ] && ok "exp: a run got past the write" || bad "exp: no run got past the write"
@@ -101,7 +101,7 @@ if [ -e "$OUT" ]; then
   launch "$OUT.tmp.@PID@" 0 "${EXP[@]}"
   if killed_ok "exp killed overwriting"; then
     [ $rc = 137 ] && [ -e "$OUT.tmp.$pid" ] && inside=$((inside + 1))
-    check_folder "exp killed overwriting" "$D" speed.h5
+    check_folder "exp killed overwriting" "$D" "speed.h5 speed.speculation_profile.json"
     if [ $rc = 137 ] && [ -e "$OUT.tmp.$pid" ]; then  # killed inside the write: the old file must be intact
       cmp -s "$OUT" "$TMP/before.h5" && ok "exp killed overwriting: the earlier file intact" \
         || bad "exp killed overwriting: $OUT changed"
@@ -115,7 +115,9 @@ launch never 0 "${EXP[@]}"
 [ $rc = 0 ] && ok "exp: the rerun completes" || bad "exp rerun: exit $rc: $(tail -3 "$TMP/run.err")"
 "$BIN" table "$OUT" --format text >"$TMP/table" 2>&1 && grep -q eagle2 "$TMP/table" \
   && ok "exp: draftlab table reads the rerun's file" || bad "exp: table: $(head -c 600 "$TMP/table")"
-left=$(ls "$D" | grep -v '^speed\.h5$')
+[ -s "$D/speed.speculation_profile.json" ] && ok "exp: the speculation profile beside the rerun's file" \
+  || bad "exp: no speculation profile beside $OUT"
+left=$(ls "$D" | grep -v '^speed\.h5$' | grep -v '^speed\.speculation_profile\.json$')
 [ -z "$left" ] && ok "exp: no temporary left after the rerun" || bad "exp: left after the rerun: $left"
 echo "  (${SECONDS}s)"
 

@@ -104,6 +104,8 @@ FORWARD_COST=$(dirname "$BIN")/bench/forward_cost
 rc=$?
 [ $rc = 0 ] && grep -q "Sequoia bound" "$TMP/bounds" && grep -q "eagle2:total_tokens=10" "$TMP/bounds" \
   && ok "bounds: acceptance and speed tables" || bad "bounds exit $rc: $(cat "$TMP/bounds" "$TMP/err")"
+"$BIN" table "$TMP/compare.h5" --cost "$TMP/cost.json" >"$TMP/table_cost" 2>"$TMP/err" && grep -q "Sequoia bound" "$TMP/table_cost" \
+  && ok "table --cost: the bounds' speed table under the paper's" || bad "table --cost: $(cat "$TMP/table_cost" "$TMP/err")"
 [ -s "$TMP/profile.json" ] && [ -s "$TMP/tree.json" ] && ok "bounds --profile and --tree-out write their files" \
   || bad "bounds: missing profile or tree file"
 "$BIN" compare --model "$MODEL" --head "$HEAD" -p "Once upon a time" -n 12 --repeats 1 --warmup 0 \
