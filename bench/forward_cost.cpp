@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   c.vocab_size = 32000;
   c.max_position_embeddings = 1024;
   int threads = 2, warmup = 5, repeats = 21;
+  double touch_mb = 0;
   int64_t max_n = 64;
   std::string cache_list = "256", n_list;
 
@@ -74,6 +75,9 @@ int main(int argc, char** argv) {
       ("kv-cache", po::value(&kv_cache)->default_value(kv_cache), "KV cache storage: auto, float32, float16")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed forwards per n")
       ("repeats", po::value(&repeats)->default_value(repeats), "timed forwards per n (median reported)")
+      ("touch-mb", po::value(&touch_mb)->default_value(touch_mb),
+       "between forwards (untimed) read this many MB of other memory, as a draft model's work between verify "
+       "forwards does: what evicting the target's weights and cache from the CPU caches costs the next forward")
       ("out", po::value(&out_path), "write the results as JSON here");
   po::variables_map vm;
   try {
@@ -153,6 +157,8 @@ int main(int argc, char** argv) {
       std::printf("FMA peak of one core with %s vectors (measured): %.1f GFLOP/s\n", kernel_isa_name(best_kernel_isa()),
                   peak);
 
+    check(touch_mb >= 0 && touch_mb <= 4096, "--touch-mb: expected 0..4096");
+    std::vector<float> other(static_cast<size_t>(touch_mb * 1024 * 1024 / sizeof(float)), 1.0f);
     nlohmann::json curves = nlohmann::json::array();
     for (const int64_t cache_len : caches) {
       KvCache cache = model->make_cache(cache_len + max_n);
@@ -173,6 +179,11 @@ int main(int argc, char** argv) {
         for (int64_t i = 0; i < n; ++i) toks[i] = (i * 31 + 7) % mc.vocab_size;
         std::vector<double> ms;
         for (int r = 0; r < warmup + repeats; ++r) {
+          if (!other.empty()) {  // stream through the other buffer, as a drafter's weights would be read
+            float sum = 0;
+            for (size_t i = 0; i < other.size(); i += 16) sum += other[i];
+            other[0] = sum * 0.0f;
+          }
           auto t0 = std::chrono::steady_clock::now();
           // Logits for every new row: a verifier needs them all.
           model->forward_chain(cache, toks);
@@ -210,6 +221,7 @@ int main(int argc, char** argv) {
                           {"fma_peak_gflops", peak},
                           {"warmup", warmup},
                           {"repeats", repeats},
+                          {"touch_mb", touch_mb},
                           {"date", date},
                           {"curves", curves}};
       write_file_atomically(out_path, j.dump(2) + "\n");
