@@ -39,6 +39,7 @@ struct RunBounds {
   double mean_cached = 0;                // mean tokens in the cache at a cycle's start
   double measured_speedup = 0;           // speedup() against the file's baseline run (walls: prefill included)
   double decode_speedup = 0;             // the same over the time in cycles only (drafting + verification)
+  double free_drafting_speedup = 0;      // the same over the verification time alone (as if drafting were free)
   // With a cost model (NaN without):
   double predicted_speedup = 0;          // the model's decode speedup for the recorded trees and draft times
   double verify_model_error = 0;         // modelled verify seconds / recorded - 1

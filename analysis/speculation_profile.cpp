@@ -5,6 +5,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "analysis/paper_table_parts.h"
+#include "analysis/run_metrics.h"
 #include "analysis/run_tables.h"
 #include "core/base/error.h"
 
@@ -144,6 +146,61 @@ std::string speculation_profile_path(const std::string& results_path) {
   const size_t dot = results_path.find_last_of('.');
   const bool has_extension = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
   return (has_extension ? results_path.substr(0, dot) : results_path) + ".speculation_profile.json";
+}
+
+std::vector<Table> speculation_profile_tables(const ResultsFile& results, int max_positions) {
+  using table_parts::fixed;
+  std::vector<double> temperatures;
+  for (const RunRecord& run : results.runs)
+    if (std::find(temperatures.begin(), temperatures.end(), run.temperature) == temperatures.end())
+      temperatures.push_back(run.temperature);
+  std::sort(temperatures.begin(), temperatures.end());
+  std::vector<Table> out;
+  for (double t : temperatures) {
+    const std::string at = ", temperature = " + table_parts::temperature_text(t);
+    Table lengths, conditional, marginal, histogram;
+    lengths.title = "Speculation profile: acceptance length" + at;
+    lengths.columns = {"Dataset", "Method", "Cycles", "AL per step", "AL per request", "AL from nodes", "AL check",
+                       "simulated_acc_len"};
+    conditional.title = "Conditional acceptance per position" + at;
+    marginal.title = "Marginal acceptance per position" + at;
+    histogram.title = "Cycles per acceptance length (%)" + at;
+    conditional.columns = marginal.columns = histogram.columns = {"Dataset", "Method"};
+    for (int k = 1; k <= max_positions; ++k) {
+      conditional.columns.push_back(std::to_string(k));
+      marginal.columns.push_back(std::to_string(k));
+    }
+    for (int length = 1; length <= max_positions + 1; ++length)
+      histogram.columns.push_back(std::to_string(length) + (length == max_positions + 1 ? "+" : ""));
+    for (const RunRecord& run : results.runs) {
+      if (run.temperature != t || is_baseline(run)) continue;
+      const SpeculationProfile p = speculation_profile(run);
+      lengths.rows.push_back({run.dataset, run.method, std::to_string(p.cycles), fixed(p.al_per_step, 2),
+                              fixed(p.al_per_request, 2), fixed(p.al_from_nodes, 2), p.consistent ? "ok" : "MISMATCH",
+                              fixed(p.simulated_acc_len, 2)});
+      std::vector<Cell> c{run.dataset, run.method}, m{run.dataset, run.method}, h{run.dataset, run.method};
+      for (int k = 1; k <= max_positions; ++k) {
+        c.push_back(k <= p.positions ? fixed(p.conditional[k - 1], 3) : std::string("–"));
+        m.push_back(k <= p.positions ? fixed(p.marginal[k - 1], 3) : std::string("–"));
+      }
+      for (int length = 1; length <= max_positions + 1; ++length) {
+        int64_t n = 0;  // the last column gathers every longer length
+        const size_t last = length <= max_positions ? static_cast<size_t>(length) + 1 : p.histogram.size();
+        for (size_t l = static_cast<size_t>(length); l < std::min(last, p.histogram.size()); ++l) n += p.histogram[l];
+        h.push_back(fixed(p.cycles ? 100.0 * static_cast<double>(n) / static_cast<double>(p.cycles) : NAN, 1));
+      }
+      conditional.rows.push_back(std::move(c));
+      marginal.rows.push_back(std::move(m));
+      histogram.rows.push_back(std::move(h));
+    }
+    if (lengths.rows.empty()) continue;
+    lengths.notes = {"SPEED-Bench's profile (analysis/speculation_profile.h): AL counts the bonus token; AL from "
+                     "nodes = 1 + Σ_k the share of cycles with an accepted node at depth k, checked within 0.02 of "
+                     "the recorded accept lengths; simulated_acc_len = Σ_k Π_{i≤k} conditional_i, SpecForge's, "
+                     "without the bonus token. Position k = depth k of the draft tree."};
+    for (Table* table : {&lengths, &conditional, &marginal, &histogram}) out.push_back(std::move(*table));
+  }
+  return out;
 }
 
 }  // namespace draftlab::analysis

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/table_format.h"
 #include "core/results/results_file.h"
 
 namespace draftlab::analysis {
@@ -38,6 +39,11 @@ SpeculationProfile speculation_profile(const RunRecord& run);
 // speculation_profile.json for every run of a results file: {"schema_version": "1.0", "source": ..., "runs": [...]}
 // with one object per run (method, strategy, dataset, temperature and the fields above).
 std::string speculation_profile_json(const ResultsFile& results, const std::string& source);
+
+// The profiles of every drafting run as tables (`draftlab table --profile`), per temperature: AL per step and per
+// request with simulated_acc_len and the AL check; conditional and marginal acceptance at positions 1..max_positions;
+// the share of cycles per accept length 1..max_positions + 1 (longer ones in the last column).
+std::vector<Table> speculation_profile_tables(const ResultsFile& results, int max_positions = 8);
 
 // Where `draftlab exp --out FILE.h5` writes it: FILE.speculation_profile.json (FILE.h5 without its extension).
 std::string speculation_profile_path(const std::string& results_path);

@@ -10,6 +10,7 @@
 #include "analysis/experiment_catalog.h"
 #include "analysis/paper_tables.h"
 #include "analysis/spec_bench_answers.h"
+#include "analysis/speculation_profile.h"
 #include "core/base/error.h"
 #include "core/results/results_file.h"
 #include "experiments/cli/commands.h"
@@ -22,6 +23,7 @@ namespace draftlab::cli {
 
 int run_table(int argc, char** argv) {
   std::string path, format = "md", cost_path;
+  bool profile = false;
   analysis::TableOptions options;
   // Spec-Bench names its baseline files after the method too (<model>-vanilla-<dtype>-temp-<T>.jsonl).
   std::string experiments, by = "file", baseline = baseline_strategy().name;
@@ -46,6 +48,9 @@ int run_table(int argc, char** argv) {
       ("level", po::value(&options.bootstrap.level)->default_value(options.bootstrap.level),
        "confidence level of the intervals")
       ("seed", po::value(&options.bootstrap.seed)->default_value(options.bootstrap.seed), "bootstrap seed")
+      ("profile", po::bool_switch(&profile),
+       "add SPEED-Bench's speculation profile of every drafting run: acceptance lengths, conditional and marginal "
+       "acceptance per position, cycles per acceptance length")
       ("cost", po::value(&cost_path),
        "a cost model (bench/forward_cost --out) of the machine and settings of the run: add draftlab bounds' "
        "speed table (decode speedup, predicted, Sequoia's bound, decode / bound, the ceiling) under the paper's");
@@ -60,12 +65,15 @@ int run_table(int argc, char** argv) {
 
   const analysis::CategoryGrouping grouping = analysis::parse_category_grouping(by);
   const bool folder = std::filesystem::is_directory(path);
-  if (folder && !cost_path.empty()) throw Error("--cost: applies to a results file, not to a folder of answer files");
+  if (folder && (!cost_path.empty() || profile))
+    throw Error(std::string(profile ? "--profile" : "--cost") + ": applies to a results file, not to a folder of answer files");
   analysis::Report report =
       folder
           ? analysis::spec_bench_report(analysis::read_answer_folder(path), baseline,
                                         vm["by"].defaulted() ? analysis::CategoryGrouping::Subtask : grouping, path)
           : analysis::paper_tables(analysis::split_by_category(read_results(path), grouping), path, options);
+  if (profile)
+    for (analysis::Table& t : analysis::speculation_profile_tables(read_results(path))) report.tables.push_back(std::move(t));
   if (!cost_path.empty()) {
     const analysis::CostModel cost = analysis::read_cost_model(cost_path);
     analysis::BoundsOptions bounds;

@@ -201,6 +201,27 @@ TEST(SpeculationProfile, JsonHasOneEntryPerRunAndNullForUntested) {
   EXPECT_NE(json.find("\"consistent\": true"), std::string::npos);
 }
 
+TEST(SpeculationProfile, TablesShowTheHandCountedRun) {
+  ResultsFile f;
+  f.runs.push_back(profile_run());
+  const std::vector<Table> t = speculation_profile_tables(f, 3);
+  ASSERT_EQ(t.size(), 4u);
+  auto texts = [](const std::vector<Cell>& row) {
+    std::vector<std::string> out;
+    for (const Cell& c : row) out.push_back(c.text);
+    return out;
+  };
+  EXPECT_EQ(texts(t[0].rows.at(0)),
+            (std::vector<std::string>{"mt_bench", "eagle2", "4", "2.25", "2.17", "2.25", "ok", "1.50"}));
+  EXPECT_EQ(texts(t[1].rows.at(0)), (std::vector<std::string>{"mt_bench", "eagle2", "0.750", "1.000", "0.000"}));
+  EXPECT_EQ(texts(t[2].rows.at(0)), (std::vector<std::string>{"mt_bench", "eagle2", "0.750", "0.500", "0.000"}));
+  EXPECT_EQ(t[3].columns.back(), "4+");
+  EXPECT_EQ(texts(t[3].rows.at(0)), (std::vector<std::string>{"mt_bench", "eagle2", "25.0", "25.0", "50.0", "0.0"}));
+  // Two positions shown: lengths 3 and longer fall in the last column.
+  const std::vector<Table> narrow = speculation_profile_tables(f, 2);
+  EXPECT_EQ(texts(narrow[3].rows.at(0)), (std::vector<std::string>{"mt_bench", "eagle2", "25.0", "25.0", "50.0"}));
+}
+
 TEST(TreeValues, ExpectedTauAndRankAcceptance) {
   RunRecord run = profile_run();
   // Values: chain nodes 0.5, 0.25, 0.125; the tree 0.6, 0.3, 0.27; q1 0.9.
@@ -277,6 +298,7 @@ TEST(RunBounds, SpeedBoundsOnACurveWithAKnownOptimum) {
   EXPECT_NEAR(b.tau, 5.0, 1e-12);
   EXPECT_NEAR(b.predicted_speedup, 5.0, 1e-12);
   EXPECT_NEAR(b.decode_speedup, 5.0, 1e-12);  // 1 ms per token against 2 ms per 10 tokens
+  EXPECT_NEAR(b.free_drafting_speedup, 5.0, 1e-12);  // the builder records no drafting time
   EXPECT_NEAR(b.verify_model_error, 0.0, 1e-12);
   EXPECT_NEAR(b.plain_overhead_seconds, 0.0, 1e-15);
   EXPECT_NEAR(b.cycle_overhead_seconds, 0.0, 1e-15);
@@ -304,6 +326,12 @@ TEST(RunBounds, SpeedBoundsOnACurveWithAKnownOptimum) {
   EXPECT_NEAR(loaded.predicted_speedup, 110.0 / 6.0, 1e-9);
   EXPECT_NEAR(loaded.verify_model_error, 0.0, 1e-9);  // the run's own excess is the median of one
   EXPECT_NEAR(loaded.decode_speedup, 110.0 / 6.0, 1e-9);
+  // Half the chain's cycle time drafting: decode speedup halves, the drafting-free one stays.
+  for (auto& s : f.runs[1].cycles.draft_seconds) s = 3e-3;
+  const RunBounds drafting = run_bounds(f, f.runs[1], o);
+  EXPECT_NEAR(drafting.decode_speedup, 110.0 / 12.0, 1e-9);
+  EXPECT_NEAR(drafting.free_drafting_speedup, 110.0 / 6.0, 1e-9);
+  for (auto& s : f.runs[1].cycles.draft_seconds) s = 0.0;
   for (auto& s : f.runs[0].cycles.verify_seconds) s = 1e-3;
   for (auto& s : f.runs[1].cycles.verify_seconds) s = 1e-3;
   // A drafter whose tokens are never accepted: no tree pays, the bound is not drafting (1.00x, n* = 0).

@@ -106,6 +106,9 @@ rc=$?
   && ok "bounds: acceptance and speed tables" || bad "bounds exit $rc: $(cat "$TMP/bounds" "$TMP/err")"
 "$BIN" table "$TMP/compare.h5" --cost "$TMP/cost.json" >"$TMP/table_cost" 2>"$TMP/err" && grep -q "Sequoia bound" "$TMP/table_cost" \
   && ok "table --cost: the bounds' speed table under the paper's" || bad "table --cost: $(cat "$TMP/table_cost" "$TMP/err")"
+"$BIN" table "$TMP/alpha.h5" --profile >"$TMP/table_profile" 2>"$TMP/err" \
+  && grep -q "Conditional acceptance per position" "$TMP/table_profile" && grep -q "| mt_bench | eagle-chain | " "$TMP/table_profile" \
+  && ok "table --profile: the speculation profile tables" || bad "table --profile: $(cat "$TMP/table_profile" "$TMP/err")"
 [ -s "$TMP/profile.json" ] && [ -s "$TMP/tree.json" ] && ok "bounds --profile and --tree-out write their files" \
   || bad "bounds: missing profile or tree file"
 "$BIN" compare --model "$MODEL" --head "$HEAD" -p "Once upon a time" -n 12 --repeats 1 --warmup 0 \
