@@ -46,14 +46,9 @@ std::pair<double, double> fit_draft_cost(const RunRecord& run) {
     sx += x, sy += y, sxx += x * x, sxy += x * y;
   }
   const double var = sxx - sx * sx / n;
-  double b = var > 1e-12 ? (sxy - sx * sy / n) / var : 0.0;
-  b = std::max(b, 0.0);
-  double a = std::max((sy - b * sx) / n, 0.0);
-  if (var <= 1e-12 && sx > 0) {  // every cycle drafted the same count: the time is all per node
-    b = sy / sx;
-    a = 0.0;
-  }
-  return {a, b};
+  if (var <= 1e-12) return sx > 0 ? std::pair{0.0, sy / sx} : std::pair{sy / n, 0.0};  // one node count: per node
+  const double b = std::max((sxy - sx * sy / n) / var, 0.0);
+  return {std::max((sy - b * sx) / n, 0.0), b};
 }
 
 struct CycleTotals {
@@ -107,7 +102,7 @@ LoopOverheads loop_overheads(const ResultsFile& results, const RunRecord& run, c
   return o;
 }
 
-std::vector<double> finite_prefix(const std::vector<AlphaCount>& counts) {
+std::vector<double> acceptance_or_zero(const std::vector<AlphaCount>& counts) {
   std::vector<double> p;
   for (const AlphaCount& c : counts) {
     const double a = c.alpha();
@@ -130,7 +125,7 @@ RunBounds run_bounds(const ResultsFile& results, const RunRecord& run, const Bou
   b.mean_nodes = run.cycles.size() == 0 ? 0.0 : static_cast<double>(drafted) / static_cast<double>(run.cycles.size());
   const std::vector<AlphaCount> ranks = rank_acceptance(run, options.max_rank);
   for (const AlphaCount& r : ranks) b.rank_p.push_back(r.alpha());
-  const OptimalTrees trees(finite_prefix(ranks), options.max_nodes, options.max_depth);
+  const OptimalTrees trees(acceptance_or_zero(ranks), options.max_nodes, options.max_depth);
   const int same_size = std::min(options.max_nodes, static_cast<int>(std::lround(b.mean_nodes)));
   b.sequoia_tau_same_size = is_baseline(run) ? kNaN : trees.expected_tau(same_size);
 
@@ -191,7 +186,7 @@ RunBounds run_bounds(const ResultsFile& results, const RunRecord& run, const Bou
 }
 
 std::string sequoia_tree_json(const RunRecord& run, const RunBounds& bounds, const BoundsOptions& options) {
-  const OptimalTrees trees(finite_prefix(rank_acceptance(run, options.max_rank)), options.max_nodes,
+  const OptimalTrees trees(acceptance_or_zero(rank_acceptance(run, options.max_rank)), options.max_nodes,
                            options.max_depth);
   nlohmann::ordered_json paths = trees.paths(bounds.best_nodes);
   char name[160];
@@ -213,11 +208,7 @@ Report bounds_report(const ResultsFile& results, const std::string& source, cons
   report.caption = machine_caption(results) + (options.cost ? " Cost model: " + options.cost->source + " (" +
                                                                   options.cost->description + ")."
                                                             : "");
-  std::vector<double> temperatures;
-  for (const RunRecord& run : results.runs)
-    if (std::find(temperatures.begin(), temperatures.end(), run.temperature) == temperatures.end())
-      temperatures.push_back(run.temperature);
-  std::sort(temperatures.begin(), temperatures.end());
+  const std::vector<double> temperatures = table_parts::sorted_temperatures(results);
   std::vector<RunBounds> bounds;
   for (const RunRecord& run : results.runs) bounds.push_back(run_bounds(results, run, options));
 

@@ -33,6 +33,15 @@ inline std::string temperature_text(double t) {
   return buf;
 }
 
+// The distinct temperatures of a file's runs, ascending.
+inline std::vector<double> sorted_temperatures(const ResultsFile& results) {
+  std::vector<double> out;
+  for (const RunRecord& run : results.runs)
+    if (std::find(out.begin(), out.end(), run.temperature) == out.end()) out.push_back(run.temperature);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // Everything the tables need about the file, computed once.
 struct Context {
   const ResultsFile& results;
@@ -42,16 +51,14 @@ struct Context {
   std::vector<std::string> methods;   // all but the baselines, order of first appearance
   std::vector<double> temperatures;   // ascending
 
-  Context(const ResultsFile& r, const TableOptions& o) : results(r), options(o) {
+  Context(const ResultsFile& r, const TableOptions& o)
+      : results(r), options(o), temperatures(sorted_temperatures(r)) {
     for (const RunRecord& run : r.runs) {
       summaries.push_back(summarize_run(r, run, o.bootstrap));
       if (std::find(datasets.begin(), datasets.end(), run.dataset) == datasets.end()) datasets.push_back(run.dataset);
       if (!is_baseline(run) && std::find(methods.begin(), methods.end(), run.method) == methods.end())
         methods.push_back(run.method);
-      if (std::find(temperatures.begin(), temperatures.end(), run.temperature) == temperatures.end())
-        temperatures.push_back(run.temperature);
     }
-    std::sort(temperatures.begin(), temperatures.end());
   }
   // Index of the run (method, dataset, T), or -1.
   int find(const std::string& method, const std::string& dataset, double t) const {

@@ -150,13 +150,8 @@ std::string speculation_profile_path(const std::string& results_path) {
 
 std::vector<Table> speculation_profile_tables(const ResultsFile& results, int max_positions) {
   using table_parts::fixed;
-  std::vector<double> temperatures;
-  for (const RunRecord& run : results.runs)
-    if (std::find(temperatures.begin(), temperatures.end(), run.temperature) == temperatures.end())
-      temperatures.push_back(run.temperature);
-  std::sort(temperatures.begin(), temperatures.end());
   std::vector<Table> out;
-  for (double t : temperatures) {
+  for (double t : table_parts::sorted_temperatures(results)) {
     const std::string at = ", temperature = " + table_parts::temperature_text(t);
     Table lengths, conditional, marginal, histogram;
     lengths.title = "Speculation profile: acceptance length" + at;

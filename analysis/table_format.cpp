@@ -4,6 +4,8 @@
 #include <cctype>
 #include <sstream>
 
+#include "core/base/error.h"
+
 namespace draftlab::analysis {
 
 namespace {
@@ -174,6 +176,16 @@ std::string render_latex(const Report& report) {
     s << "\\caption{" << latex_escape(caption) << "}\n\\end{table}\n\n";
   }
   return s.str();
+}
+
+void check_format(const std::string& format) {
+  if (format != "md" && format != "latex" && format != "text")
+    throw Error("--format: expected md, latex or text, got " + format);
+}
+
+std::string render(const Report& report, const std::string& format) {
+  check_format(format);
+  return format == "md" ? render_markdown(report) : format == "latex" ? render_latex(report) : render_text(report);
 }
 
 }  // namespace draftlab::analysis

@@ -37,6 +37,11 @@ std::string render_latex(const Report& report);
 std::string render_text(const Table& table);
 std::string render_text(const Report& report);
 
+// The report as `draftlab table` / `bounds` --format names it: md, latex or text. check_format throws Error on
+// another name (commands call it before reading anything), as render does.
+void check_format(const std::string& format);
+std::string render(const Report& report, const std::string& format);
+
 // LaTeX-safe text: escapes specials, τ -> $\tau$, α -> $\alpha$.
 std::string latex_escape(const std::string& text);
 

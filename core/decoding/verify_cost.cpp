@@ -85,7 +85,8 @@ double VerifyCost::seconds(int64_t n) const {
   return s1 + (s1 - s0) * static_cast<double>(n - n1) / static_cast<double>(n1 - n0);
 }
 
-int32_t best_budget(const std::vector<float>& values, double alpha, double draft_seconds, const VerifyCost& cost) {
+int32_t best_budget(const std::vector<float>& values, double alpha, double draft_seconds, const VerifyCost& cost,
+                    double* tokens_per_second) {
   int32_t best = 0;
   double best_rate = 1.0 / (draft_seconds + cost.seconds(1));
   double expected = 1.0;
@@ -97,15 +98,8 @@ int32_t best_budget(const std::vector<float>& values, double alpha, double draft
       best = static_cast<int32_t>(m);
     }
   }
+  if (tokens_per_second) *tokens_per_second = best_rate;
   return best;
-}
-
-bool drafting_pays(const std::vector<float>& values, double alpha, double draft_seconds, const VerifyCost& cost) {
-  const int32_t m = best_budget(values, alpha, draft_seconds, cost);
-  if (m == 0) return false;
-  double expected = 1.0;
-  for (int32_t i = 0; i < m; ++i) expected += alpha * values[i];
-  return expected / (draft_seconds + cost.seconds(m + 1)) > 1.0 / cost.seconds(1);
 }
 
 }  // namespace draftlab

@@ -40,13 +40,17 @@ class VerifyCost {
 };
 
 // Best number of nodes m in [0, values.size()] to verify, for nodes in verification order (values descending,
-// parents first): maximises (1 + alpha * sum_{i<m} values[i]) / (draft_seconds + cost.seconds(m + 1)).
-int32_t best_budget(const std::vector<float>& values, double alpha, double draft_seconds, const VerifyCost& cost);
+// parents first): maximises (1 + alpha * sum_{i<m} values[i]) / (draft_seconds + cost.seconds(m + 1)). The rate it
+// reaches (tokens per second) goes to *tokens_per_second when given.
+int32_t best_budget(const std::vector<float>& values, double alpha, double draft_seconds, const VerifyCost& cost,
+                    double* tokens_per_second = nullptr);
 
-// Whether drafting pays at all: the best m >= 1 of best_budget, drafting included, beats plain decoding's
+// Whether drafting pays at all: best_budget's choice m at its rate, drafting included, beats plain decoding's
 // 1 / c(1) (no draft, one token per forward). best_budget's m = 0 still pays draft_seconds, so it only says that
 // this cycle's draft, already paid for, is not worth verifying; this says whether the next cycles should draft.
-bool drafting_pays(const std::vector<float>& values, double alpha, double draft_seconds, const VerifyCost& cost);
+inline bool drafting_pays(int32_t best_m, double tokens_per_second, const VerifyCost& cost) {
+  return best_m > 0 && tokens_per_second > 1.0 / cost.seconds(1);
+}
 
 // Running calibration alpha = accepted / predicted, with exponential forgetting so it follows the context.
 class AcceptanceCalibration {

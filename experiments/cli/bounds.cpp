@@ -43,8 +43,7 @@ int run_bounds(int argc, char** argv) {
   positional.add("results", 1);
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "bounds", vm, &positional)) return 0;
-  if (format != "md" && format != "latex" && format != "text")
-    throw Error("--format: expected md, latex or text, got " + format);
+  analysis::check_format(format);
   if (options.max_nodes < 1 || options.max_nodes > 1024) throw Error("--max-nodes: expected 1..1024");
   if (options.max_depth < 1 || options.max_depth > 64) throw Error("--max-depth: expected 1..64");
   if (!tree_path.empty() && tree_run < 0) throw Error("--tree-out: needs --run INDEX (the run whose acceptance to use)");
@@ -67,9 +66,7 @@ int run_bounds(int argc, char** argv) {
   }
   if (!profile_path.empty()) write_file_atomically(profile_path, profile);
   if (!tree_path.empty()) write_file_atomically(tree_path, tree);
-  std::cout << (format == "md"      ? analysis::render_markdown(report)
-                : format == "latex" ? analysis::render_latex(report)
-                                    : analysis::render_text(report));
+  std::cout << analysis::render(report, format);
   return 0;
 }
 

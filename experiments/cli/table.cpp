@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "analysis/bounds_report.h"
@@ -58,8 +59,7 @@ int run_table(int argc, char** argv) {
   positional.add("results", 1);
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "table", vm, &positional)) return 0;
-  if (format != "md" && format != "latex" && format != "text")
-    throw Error("--format: expected md, latex or text, got " + format);
+  analysis::check_format(format);
   if (options.bootstrap.resamples < 1) throw Error("--resamples: expected a positive count");
   if (!(options.bootstrap.level > 0 && options.bootstrap.level < 1)) throw Error("--level: expected a value in (0, 1)");
 
@@ -67,24 +67,27 @@ int run_table(int argc, char** argv) {
   const bool folder = std::filesystem::is_directory(path);
   if (folder && (!cost_path.empty() || profile))
     throw Error(std::string(profile ? "--profile" : "--cost") + ": applies to a results file, not to a folder of answer files");
-  analysis::Report report =
-      folder
-          ? analysis::spec_bench_report(analysis::read_answer_folder(path), baseline,
-                                        vm["by"].defaulted() ? analysis::CategoryGrouping::Subtask : grouping, path)
-          : analysis::paper_tables(analysis::split_by_category(read_results(path), grouping), path, options);
-  if (profile)
-    for (analysis::Table& t : analysis::speculation_profile_tables(read_results(path))) report.tables.push_back(std::move(t));
-  if (!cost_path.empty()) {
-    const analysis::CostModel cost = analysis::read_cost_model(cost_path);
-    analysis::BoundsOptions bounds;
-    bounds.cost = &cost;
-    for (analysis::Table& t : analysis::bounds_report(read_results(path), path, bounds).tables)
-      if (t.title.rfind("Speed", 0) == 0) report.tables.push_back(std::move(t));
-    report.caption += " Bounds: cost model " + cost.source + " (" + cost.description + ").";
+  if (folder) {
+    const analysis::Report report = analysis::spec_bench_report(
+        analysis::read_answer_folder(path), baseline,
+        vm["by"].defaulted() ? analysis::CategoryGrouping::Subtask : grouping, path);
+    std::cout << analysis::render(report, format);
+    return 0;
   }
-  std::cout << (format == "md"      ? analysis::render_markdown(report)
-                : format == "latex" ? analysis::render_latex(report)
-                                    : analysis::render_text(report));
+  const ResultsFile results = read_results(path);
+  std::optional<analysis::CostModel> cost;
+  if (!cost_path.empty()) cost = analysis::read_cost_model(cost_path);
+  analysis::Report report = analysis::paper_tables(analysis::split_by_category(results, grouping), path, options);
+  if (profile)
+    for (analysis::Table& t : analysis::speculation_profile_tables(results)) report.tables.push_back(std::move(t));
+  if (cost) {
+    analysis::BoundsOptions bounds;
+    bounds.cost = &*cost;
+    for (analysis::Table& t : analysis::bounds_report(results, path, bounds).tables)
+      if (t.title.rfind("Speed", 0) == 0) report.tables.push_back(std::move(t));
+    report.caption += " Bounds: cost model " + cost->source + " (" + cost->description + ").";
+  }
+  std::cout << analysis::render(report, format);
   return 0;
 }
 

@@ -26,11 +26,12 @@ std::vector<int32_t> AutoBudget::choose(const DraftTree& tree, std::vector<int32
   std::vector<float> values;
   for (int32_t i : kept) values.push_back(tree.node(i).value);
   const double draft = fixed_draft_seconds_.value_or(draft_seconds_);
-  const int32_t m = best_budget(values, calibration_.alpha(), draft, cost);
+  double rate = 0.0;
+  const int32_t m = best_budget(values, calibration_.alpha(), draft, cost, &rate);
   // This cycle's draft is paid for: verify its best prefix. Whether the next cycles draft at all compares drafting,
   // its cost included, with plain decoding (drafting_pays); a draft that is worth verifying once paid for can still
   // lose to not drafting.
-  const bool pays = drafting_pays(values, calibration_.alpha(), draft, cost);
+  const bool pays = drafting_pays(m, rate, cost);
   if (last_budget_ == 0) probe_every_ = pays ? kProbeEvery : std::min(2 * probe_every_, kMaxProbeEvery);
   last_budget_ = pays ? m : 0;
   // Next cycle expands only nodes near or above this cycle's cut-off; none when the budget was not binding.

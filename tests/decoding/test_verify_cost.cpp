@@ -35,12 +35,21 @@ TEST(VerifyCost, DraftingPaysCountsTheDraftAgainstPlainDecoding) {
   // Drafting costs 2 s: m = 0 .. 3 give 1/3.1 = .323, 1.9/3.2 = .594, 2.4/3.3 = .727, 2.5/3.4 = .735: once the
   // draft is paid for, verifying all 3 is best (.735 > .323), but it loses to not drafting (.735 < .909).
   VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
-  EXPECT_TRUE(drafting_pays({0.9f, 0.5f, 0.1f}, 1.0, 0.0, c));
-  EXPECT_EQ(best_budget({0.9f, 0.5f, 0.1f}, 1.0, 2.0, c), 3);
-  EXPECT_FALSE(drafting_pays({0.9f, 0.5f, 0.1f}, 1.0, 2.0, c));
-  // Break-even: at d = 0.3 m = 2 gives 2.4 / 1.6 = 1.5 > .909, pays; a draft of nothing never does.
-  EXPECT_TRUE(drafting_pays({0.9f, 0.5f, 0.1f}, 1.0, 0.3, c));
-  EXPECT_FALSE(drafting_pays({}, 1.0, 0.0, c));
+  auto pays = [&](const std::vector<float>& values, double draft_seconds) {
+    double rate = 0.0;
+    const int32_t m = best_budget(values, 1.0, draft_seconds, c, &rate);
+    return drafting_pays(m, rate, c);
+  };
+  double rate = 0.0;
+  EXPECT_EQ(best_budget({0.9f, 0.5f, 0.1f}, 1.0, 0.0, c, &rate), 2);
+  EXPECT_NEAR(rate, 2.4 / 1.3, 1e-6);  // the values are floats
+  EXPECT_TRUE(pays({0.9f, 0.5f, 0.1f}, 0.0));
+  EXPECT_EQ(best_budget({0.9f, 0.5f, 0.1f}, 1.0, 2.0, c, &rate), 3);
+  EXPECT_NEAR(rate, 2.5 / 3.4, 1e-6);
+  EXPECT_FALSE(pays({0.9f, 0.5f, 0.1f}, 2.0));
+  // At d = 0.3 m = 2 gives 2.4 / 1.6 = 1.5 > .909, pays; a draft of nothing never does.
+  EXPECT_TRUE(pays({0.9f, 0.5f, 0.1f}, 0.3));
+  EXPECT_FALSE(pays({}, 0.0));
 }
 
 TEST(AutoBudget, VerifiesAPaidDraftButStopsDraftingWhenDraftingLoses) {
