@@ -186,6 +186,10 @@ RunBounds run_bounds(const ResultsFile& results, const RunRecord& run, const Bou
 }
 
 std::string sequoia_tree_json(const RunRecord& run, const RunBounds& bounds, const BoundsOptions& options) {
+  // A tree file needs a path (tree_spec.h); when the best is not to draft there is no tree to run.
+  if (bounds.best_nodes == 0)
+    throw Error(describe_run(run) + ": Sequoia's best tree is empty (n* = 0: for this acceptance and cost no tree "
+                "beats plain decoding), so there is no tree file to write");
   const OptimalTrees trees(acceptance_or_zero(rank_acceptance(run, options.max_rank)), options.max_nodes,
                            options.max_depth);
   nlohmann::ordered_json paths = trees.paths(bounds.best_nodes);

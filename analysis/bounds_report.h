@@ -55,7 +55,7 @@ struct RunBounds {
 RunBounds run_bounds(const ResultsFile& results, const RunRecord& run, const BoundsOptions& options);
 
 // Sequoia's best tree for a run (n* with a cost model, else round(mean_nodes)) as data/trees/*.json text, so that
-// `-s static-tree:tree=FILE` runs it.
+// `-s static-tree:tree=FILE` runs it. Throws Error naming the run when that tree is empty (n* = 0).
 std::string sequoia_tree_json(const RunRecord& run, const RunBounds& bounds, const BoundsOptions& options);
 
 Report bounds_report(const ResultsFile& results, const std::string& source, const BoundsOptions& options);
