@@ -5,6 +5,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "analysis/oracle_lengths.h"
 #include "analysis/paper_table_parts.h"
 #include "analysis/paper_tables.h"
 #include "analysis/run_metrics.h"
@@ -111,6 +112,74 @@ std::vector<double> acceptance_or_zero(const std::vector<AlphaCount>& counts) {
   return p;
 }
 
+// Decode speedup of an oracle's cycles (an OracleWalk) over plain decoding of the same tokens: a cycle drafting m
+// tokens costs c(m + 1) + its drafting; m = 0 is a plain step.
+template <class Plain, class Cycle, class Draft>
+double walk_speedup(const OracleWalk& w, Plain plain_seconds, Cycle cycle_seconds, Draft draft_seconds) {
+  double plain = 0, oracle = 0;
+  for (size_t c = 0; c < w.matched.size(); ++c) {
+    const int32_t m = w.matched[c];
+    for (int32_t t = 0; t <= m; ++t) plain += plain_seconds(w.cached[c] + t);
+    oracle += m == 0 ? plain_seconds(w.cached[c]) : cycle_seconds(m + 1, w.cached[c]) + draft_seconds(m);
+  }
+  return oracle > 0 ? plain / oracle : kNaN;
+}
+
+// The runs recorded with --oracle at temperature t, one row each, then per dataset with several the best of them
+// per step.
+Table oracle_table(const ResultsFile& results, const std::vector<RunBounds>& bounds, double t,
+                   const BoundsOptions& options) {
+  Table table;
+  table.title = "Oracle draft length, temperature = " + temperature_text(t);
+  table.columns = {"Dataset", "Method", "Positions", "Mean oracle length", "Drafting (m ≥ 1)", "τ", "τ (oracle walk)"};
+  if (options.cost) table.columns.insert(table.columns.end(), {"Oracle-K bound", "Decode / oracle-K"});
+  std::vector<std::string> datasets;
+  for (size_t i = 0; i < results.runs.size(); ++i) {
+    const RunRecord& run = results.runs[i];
+    const RunBounds& b = bounds[i];
+    if (run.temperature != t || is_baseline(run) || b.oracle_positions == 0) continue;
+    if (std::find(datasets.begin(), datasets.end(), run.dataset) == datasets.end()) datasets.push_back(run.dataset);
+    std::vector<Cell> row{run.dataset, run.method, std::to_string(b.oracle_positions),
+                                 fixed(b.oracle_mean_matched, 2), fixed(100.0 * b.oracle_drafting_share, 0, "%"),
+                                 fixed(b.tau, 2), fixed(b.oracle_tau, 2)};
+    if (options.cost)
+      row.insert(row.end(), {fixed(b.oracle_speedup, 2, "x"), fixed(b.decode_speedup / b.oracle_speedup, 2)});
+    table.rows.push_back(row);
+  }
+  for (const std::string& dataset : datasets) {
+    std::vector<const RunRecord*> runs;
+    for (size_t i = 0; i < results.runs.size(); ++i)
+      if (results.runs[i].temperature == t && results.runs[i].dataset == dataset && !is_baseline(results.runs[i]) &&
+          bounds[i].oracle_positions > 0)
+        runs.push_back(&results.runs[i]);
+    if (runs.size() < 2) continue;
+    const OracleWalk walk = oracle_walk(*runs[0], best_of_matched(runs));
+    std::vector<Cell> row{dataset, "best of " + std::to_string(runs.size()) + " per step",
+                                 std::to_string(walk.positions), fixed(walk.mean_matched, 2),
+                                 fixed(100.0 * walk.drafting_share, 0, "%"), "–", fixed(walk.tau(), 2)};
+    if (options.cost) {
+      const LoopOverheads over = loop_overheads(results, *runs[0], *options.cost);
+      const CostModel& cost = *options.cost;
+      const double free = walk_speedup(
+          walk, [&](int64_t at) { return cost.seconds(1, at) + over.plain; },
+          [&](int64_t rows, int64_t at) { return cost.seconds(rows, at) + over.speculative; }, [](int32_t) { return 0.0; });
+      row.insert(row.end(), {fixed(free, 2, "x") + " (drafting free)", "–"});
+    }
+    table.rows.push_back(row);
+  }
+  table.notes = {
+      "With --oracle each method decoded every question once more committing one token per cycle; a position's "
+      "oracle length m is what its draft from there got accepted: the draft length an oracle would choose (arXiv "
+      "2601.11580). Drafting: positions with m ≥ 1. τ (oracle walk): cycles from position 0, each committing its "
+      "m + 1 tokens: the run's own τ for a drafter that depends on the committed text alone (prompt lookup, a draft "
+      "model), different where a drafter remembers (tries, n-gram pools, a head's cache). "
+      "Oracle-K bound: the walk's cycles drafting exactly m tokens at the run's a + b·m and verifying m + 1 rows "
+      "(m = 0: a plain step), loop overheads as above; decode / oracle-K: how much of it the run's own draft "
+      "lengths reach. Best of N per step: the walk over the largest m of the dataset's methods at each position "
+      "(a perfect selector of proposers), drafting free."};
+  return table;
+}
+
 }  // namespace
 
 RunBounds run_bounds(const ResultsFile& results, const RunRecord& run, const BoundsOptions& options) {
@@ -145,6 +214,12 @@ RunBounds run_bounds(const ResultsFile& results, const RunRecord& run, const Bou
     b.decode_speedup = (p.seconds / p.tokens) / (r.seconds / r.tokens);
     b.free_drafting_speedup = (p.seconds / p.tokens) / (r.verify_seconds / r.tokens);
   }
+  const OracleWalk walk = oracle_walk(run, oracle_matched(run));
+  b.oracle_positions = walk.positions;
+  b.oracle_mean_matched = walk.positions ? walk.mean_matched : kNaN;
+  b.oracle_drafting_share = walk.positions ? walk.drafting_share : kNaN;
+  b.oracle_tau = walk.tau();
+  b.oracle_speedup = kNaN;
   if (options.cost == nullptr || run.cycles.size() == 0 || is_baseline(run)) return b;
   const CostModel& cost = *options.cost;
   const LoopOverheads over = loop_overheads(results, run, cost);
@@ -182,6 +257,9 @@ RunBounds run_bounds(const ResultsFile& results, const RunRecord& run, const Bou
     const double s = (k + 1) * plain / cycle_seconds(k + 1, kv);
     if (s > b.ceiling_speedup) b.ceiling_speedup = s, b.ceiling_nodes = k;
   }
+  if (walk.positions > 0)
+    b.oracle_speedup = walk_speedup(walk, plain_seconds, cycle_seconds,
+                                    [&](int32_t m) { return b.draft_fixed_seconds + b.draft_seconds_per_node * m; });
   return b;
 }
 
@@ -245,6 +323,7 @@ Report bounds_report(const ResultsFile& results, const std::string& source, cons
       }
     }
     if (acceptance.rows.empty()) continue;
+    Table oracle = oracle_table(results, bounds, t, options);
     acceptance.notes = {
         "τ (node values): 1 + the mean sum of node values (product of confidences): what the draft expected. "
         "τ (chain formula): 1 + Σ_k Π_{i≤k} α_i over the per-depth conditional acceptance "
@@ -266,6 +345,7 @@ Report bounds_report(const ResultsFile& results, const std::string& source, cons
           "max_K (K + 1)·c(1)/c(K + 1), up to " + std::to_string(options.max_nodes) + " nodes."};
       report.tables.push_back(std::move(speed));
     }
+    if (!oracle.rows.empty()) report.tables.push_back(std::move(oracle));
   }
   if (report.tables.empty()) report.tables.push_back(table_parts::note_table(source + ": no run drafts anything"));
   return report;

@@ -11,6 +11,10 @@
 //     plus the run's fitted draft cost a + b·n, "no drafting" (n = 0, 1.00x) included; decode / bound; the
 //     perfect-drafter ceiling max_K (K + 1)·c(1)/c(K + 1) (every drafted token accepted, drafting free). Every
 //     forward also pays the loop's overhead as the file's runs recorded it (loop_overheads in the .cpp).
+//   oracle draft length (runs recorded with --oracle; oracle_lengths.h): the mean oracle length m over every
+//     position, the walk's τ, and with a cost model the oracle-K bound: the walk's cycles drafting exactly m tokens
+//     (the run's a + b·m) and verifying m + 1 rows, m = 0 a plain step. Per dataset, the best of the proposers
+//     per step: the walk over their position-wise maximum, drafting free.
 #pragma once
 
 #include <string>
@@ -50,6 +54,12 @@ struct RunBounds {
   double sequoia_speedup = 0;            // its predicted speedup
   int ceiling_nodes = 0;                 // K of the perfect-drafter ceiling
   double ceiling_speedup = 0;
+  // With an oracle table (oracle_lengths.h; positions 0 and NaN without):
+  int64_t oracle_positions = 0;
+  double oracle_mean_matched = 0;        // mean oracle draft length over every position
+  double oracle_drafting_share = 0;      // positions where it is >= 1
+  double oracle_tau = 0;                 // the walk's τ
+  double oracle_speedup = 0;             // cost model: the walk at the run's draft cost (NaN without a cost model)
 };
 
 RunBounds run_bounds(const ResultsFile& results, const RunRecord& run, const BoundsOptions& options);

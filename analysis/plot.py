@@ -21,8 +21,8 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # results_schema.py beside this file
-from results_schema import (DRAFT_SHAPE_NONE, DRAFT_SHAPE_STATIC_TREE, EXPERIMENTS, REQUIRED_RUN_ATTRIBUTES,  # noqa: E402
-                            SCHEMA)
+from results_schema import (DRAFT_SHAPE_NONE, DRAFT_SHAPE_STATIC_TREE, EXPERIMENTS, OPTIONAL_TABLES,  # noqa: E402
+                            REQUIRED_RUN_ATTRIBUTES, SCHEMA, TABLES)
 
 # ---- loading and statistics (the same definitions as analysis/*.h; see docs/results-schema.md) ----
 
@@ -50,8 +50,11 @@ def load_results(path):
             missing = [k for k in REQUIRED_RUN_ATTRIBUTES if k not in run]
             if missing:
                 raise ValueError(f"{path}: /runs/{name}: attribute {missing[0]}: expected one, got none (missing)")
-            for t in ("questions", "cycles", "nodes"):
-                run[t] = table(g[t])
+            for t in TABLES:
+                if t in g or t not in OPTIONAL_TABLES:
+                    run[t] = table(g[t])
+                else:
+                    run[t] = {c: np.zeros(0) for c in TABLES[t]}
             runs.append(run)
         training = {}
         for label, g in (f["training"].items() if "training" in f else []):

@@ -139,12 +139,26 @@ TABLES = {
         "accepted": Column("int8", "",
                    "1 = the verifier accepted this node"),
     },
+    "oracle": {
+        "question": Column("int32", "row",
+                   "row index in `questions/`"),
+        "position": Column("int32", "tokens",
+                   "the cycle's root: index of the answer token it starts from (0 = the first new token)"),
+        "matched": Column("int32", "nodes",
+                   "draft tokens the verifier accepted from this position (before the one-token commit)"),
+        "drafted": Column("int32", "nodes",
+                   "nodes in the draft tree from this position"),
+    },
 }
+
+# tables a run may lack (written only when they have rows)
+OPTIONAL_TABLES = ("oracle", )
 
 TABLE_MEANINGS = {
     "questions": "one row per question turn",
     "cycles": "one row per draft/verify cycle of the last repeat, questions concatenated in order",
     "nodes": "one row per drafted node of every cycle, in the tree's flat order: parents before children",
+    "oracle": "runs with --oracle at T = 0 (the baseline has none): one more untimed generation per question turn that commits one token per cycle, so every position of the answer is a cycle start; one row per position, questions in order. `matched` is what a draft from that position would get accepted: the oracle draft length (the draft length an oracle would choose there)",
 }
 
 DRAFT_SHAPES = {

@@ -46,13 +46,14 @@ class BatchRun {
  public:
   BatchRun(const LlamaModel& target, const std::vector<BatchSequence>& sequences,
            const std::vector<DraftStrategy*>& strategies, const GenerationConfig& config, int64_t context,
-           RejectionUpdate on_rejection)
+           RejectionUpdate on_rejection, int32_t commit_limit)
       : target_(target), config_(config), context_(context), start_(Clock::now()) {
     for (size_t b = 0; b < sequences.size(); ++b) {
       const auto P = static_cast<int64_t>(sequences[b].prompt.size());
       slots_.push_back(std::make_unique<Slot>(target, sequences[b],
                                               speculative_cache_capacity(context, P, config.max_new_tokens), config,
                                               *strategies[b], on_rejection));
+      slots_.back()->verifier.set_commit_limit(commit_limit);
       slots_.back()->result.stop_reason = "max_new_tokens";
     }
     // The target features the strategies read: one descriptor and options for the whole batch, asked once.
@@ -220,6 +221,7 @@ class BatchRun {
       s.stats.drafted = s.tree.size();
       s.stats.accepted = static_cast<int32_t>(v.accepted_nodes.size());
       s.stats.rejected = v.rejections;
+      s.stats.matched = v.matched;
       s.stats.experts_read = static_cast<int32_t>(v.experts_read);
       ++s.result.forwards;
       for (const auto& r : v.records) {
@@ -344,7 +346,7 @@ BatchResult SpeculativeDecoder::generate(const std::vector<BatchSequence>& seque
     for (auto& r : empty.sequences) r.stop_reason = "max_new_tokens";
     return empty;
   }
-  BatchRun run(target_, sequences, strategies_, config, context, on_rejection_);
+  BatchRun run(target_, sequences, strategies_, config, context, on_rejection_, commit_limit_);
   run.prefill();
   while (run.cycle()) {
   }

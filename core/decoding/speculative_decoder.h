@@ -32,6 +32,7 @@ struct CycleStats {
   double forward_seconds = 0.0; // of draft + verify, the time inside model forwards (ForwardClock)
   int32_t experts_read = 0;     // mixture-of-experts target: (layer, expert) pairs the verification read
   int32_t rejected = 0;         // T > 0: drafted nodes tried and rejected (VerifyResult::rejections)
+  int32_t matched = 0;          // accepted before a commit limit cut the path (VerifyResult::matched)
 };
 
 struct SpeculativeResult : GenerationResult {
@@ -94,10 +95,16 @@ class SpeculativeDecoder {
   SpeculativeResult generate(const std::vector<int64_t>& prompt, const GenerationConfig& config,
                              const TokenCallback& on_token = {});
 
+  // Every sequence's verifier commits at most `nodes` accepted draft nodes per cycle (Verifier::set_commit_limit;
+  // -1, the default: no limit). 0 makes every position of the answer a cycle start, CycleStats::matched its oracle
+  // draft length.
+  void set_commit_limit(int32_t nodes) { commit_limit_ = nodes; }
+
  private:
   const LlamaModel& target_;
   std::vector<DraftStrategy*> strategies_;
   RejectionUpdate on_rejection_;
+  int32_t commit_limit_ = -1;
 };
 
 }  // namespace draftlab

@@ -39,6 +39,11 @@ VerifyRows Verifier::rows(const KvCache& cache, int64_t root_token, const DraftT
   return rows;
 }
 
+void Verifier::set_commit_limit(int32_t nodes) {
+  check(nodes >= -1, "verifier: commit limit expected >= -1 (-1 = none), got " + std::to_string(nodes));
+  commit_limit_ = nodes;
+}
+
 VerifyResult Verifier::verify(KvCache& cache, int64_t root_token, const DraftTree& tree) {
   // One target forward over the root, every node and the extra rows.
   const VerifyRows r = rows(cache, root_token, tree);
@@ -110,6 +115,13 @@ VerifyResult Verifier::accept(KvCache& cache, const DraftTree& tree, const Verif
       result.tokens.push_back(tree.node(next).token);
       node = next;
     }
+  }
+
+  result.matched = static_cast<int32_t>(result.accepted_nodes.size());
+  if (commit_limit_ >= 0 && result.matched > commit_limit_) {
+    // tokens[k] is accepted node k's token for k < matched: the kept prefix, then the next accepted token.
+    result.accepted_nodes.resize(static_cast<size_t>(commit_limit_));
+    result.tokens.resize(static_cast<size_t>(commit_limit_) + 1);
   }
 
   if (m > 0) result.extra_logits = all_logits.narrow(0, n + 1, m);

@@ -54,6 +54,9 @@ struct VerifyResult {
   int64_t experts_read = 0;  // ForwardOutput::experts_read of the verification forward (mixture of experts)
   // T > 0: drafted children the verifier actually tried and rejected (nodes below a rejection are never tried).
   int32_t rejections = 0;
+  // Draft nodes the walk accepted before a commit limit cut the path (Verifier::set_commit_limit); otherwise
+  // accepted_nodes.size().
+  int32_t matched = 0;
 };
 
 // T > 0: the distribution the verifier continues from after rejecting draft `token` (q: the distribution it was
@@ -92,11 +95,19 @@ class Verifier {
   static VerifyRows rows(const KvCache& cache, int64_t root_token, const DraftTree& tree);
   VerifyResult accept(KvCache& cache, const DraftTree& tree, const VerifyRows& rows, const ForwardOutput& out);
 
+  // Commit at most `nodes` accepted draft nodes per verification (-1: no limit, the default). Lossless at any
+  // temperature: each accepted token is the target's own token (T = 0) or sample (T > 0) at its position, so a
+  // prefix of the accepted path followed by its next accepted token is what the target alone would emit. With 0,
+  // every position becomes a cycle start and VerifyResult::matched counts what a draft from there would get
+  // accepted: the oracle draft length (experiments' RunnerSettings::oracle).
+  void set_commit_limit(int32_t nodes);
+
  private:
   const LlamaModel& target_;
   Sampler& sampler_;
   RejectionUpdate on_rejection_;
   ForwardOptions forward_options_;  // all logits, the strategy's features
+  int32_t commit_limit_ = -1;
 };
 
 }  // namespace draftlab

@@ -99,6 +99,7 @@ void write_run(H5::Group& runs, size_t index, const RunRecord& r) {
     if (presence == Presence::required || !is_empty_string(value)) write_attr(g, name, value);
   });
   r.for_each_table([&](const char* table, const auto& rows) {
+    if (run_table_presence(table) == Presence::optional && rows.size() == 0) return;
     H5::Group t = g.createGroup(table);
     rows.for_each_column([&](const char* name, const auto& column) { write_column(t, name, column); });
   });
@@ -201,6 +202,24 @@ void validate_run(const RunRecord& r, const std::string& source, const std::stri
   if (next_node != static_cast<int64_t>(nn))
     throw Error::in_file(source, nt, std::to_string(next_node) + " rows (the sum of cycles/drafted)",
                          std::to_string(nn) + " rows");
+
+  // oracle: questions in order, positions counting up within each, matched within the draft.
+  const OracleRows& o = r.oracle;
+  const std::string ot = where + "/oracle";
+  for (size_t k = 0; k < o.size(); ++k) {
+    const std::string row = "[" + std::to_string(k) + "]";
+    const bool first = k == 0 || o.question[k] != o.question[k - 1];
+    if (o.question[k] < 0 || o.question[k] >= static_cast<int32_t>(nq) || (k > 0 && o.question[k] < o.question[k - 1]))
+      throw Error::in_file(source, ot + "/question" + row,
+                           "a row of questions/ (< " + std::to_string(nq) + "), not below the previous row's",
+                           std::to_string(o.question[k]));
+    const int32_t want = first ? 0 : o.position[k - 1] + 1;
+    if (o.position[k] != want)
+      throw Error::in_file(source, ot + "/position" + row, std::to_string(want), std::to_string(o.position[k]));
+    if (o.matched[k] < 0 || o.matched[k] > o.drafted[k])
+      throw Error::in_file(source, ot + "/matched" + row, "in [0, drafted = " + std::to_string(o.drafted[k]) + "]",
+                           std::to_string(o.matched[k]));
+  }
 }
 
 void validate_root(const ResultsFile& results, const std::string& source) {
@@ -353,6 +372,7 @@ struct Reader {
       value = attr<std::decay_t<decltype(value)>>(g, name, where);
     });
     r.for_each_table([&](const char* table, auto& rows) {
+      if (run_table_presence(table) == Presence::optional && H5Lexists(g.getId(), table, H5P_DEFAULT) <= 0) return;
       const H5::Group t = group(g, table, where);
       rows.for_each_column([&](const char* name, auto& column) {
         column = this->column<typename std::decay_t<decltype(column)>::value_type>(t, name, where + "/" + table);

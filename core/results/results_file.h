@@ -55,17 +55,22 @@ struct NodeRows {
   DRAFTLAB_TABLE_MEMBERS(DRAFTLAB_NODE_COLUMNS)
 };
 
+// oracle/: one row per answer position of an --oracle generation (optional: empty for most runs).
+struct OracleRows {
+  DRAFTLAB_TABLE_MEMBERS(DRAFTLAB_ORACLE_COLUMNS)
+};
+
 #undef DRAFTLAB_TABLE_MEMBERS
 #undef DRAFTLAB_VISIT_COLUMN
 #undef DRAFTLAB_COLUMN_MEMBER
 
 // One /runs/NNNN group: a method on a dataset at a temperature. Its attributes (method, strategy, draft_shape,
 // options_json, dataset, temperature, repeats, warmup, tokens_per_second, tau, grid_json, shard) and tables
-// (questions, cycles, nodes) are the members DRAFTLAB_RUN_ATTRIBUTES and DRAFTLAB_RUN_TABLES declare.
+// (questions, cycles, nodes, oracle) are the members DRAFTLAB_RUN_ATTRIBUTES and DRAFTLAB_RUN_TABLES declare.
 // draft_shape has no default: a run must say what it drafts (draft_shapes::none for the baseline).
 struct RunRecord {
 #define DRAFTLAB_RUN_ATTRIBUTE_MEMBER(field, name, type, default_value, presence, meaning) type field = default_value;
-#define DRAFTLAB_RUN_TABLE_MEMBER(member, Rows, COLUMNS, meaning) Rows member;
+#define DRAFTLAB_RUN_TABLE_MEMBER(member, Rows, COLUMNS, presence, meaning) Rows member;
   DRAFTLAB_RUN_ATTRIBUTES(DRAFTLAB_RUN_ATTRIBUTE_MEMBER)
   DRAFTLAB_RUN_TABLES(DRAFTLAB_RUN_TABLE_MEMBER)
 #undef DRAFTLAB_RUN_TABLE_MEMBER
@@ -74,7 +79,7 @@ struct RunRecord {
   // f(name, presence, value) per attribute, f(name, rows) per table, in the schema's order.
 #define DRAFTLAB_VISIT_RUN_ATTRIBUTE(field, name, type, default_value, presence, meaning) \
   f(name, Presence::presence, field);
-#define DRAFTLAB_VISIT_RUN_TABLE(member, Rows, COLUMNS, meaning) f(#member, member);
+#define DRAFTLAB_VISIT_RUN_TABLE(member, Rows, COLUMNS, presence, meaning) f(#member, member);
   template <class F>
   void for_each_attribute(F&& f) {
     DRAFTLAB_RUN_ATTRIBUTES(DRAFTLAB_VISIT_RUN_ATTRIBUTE)

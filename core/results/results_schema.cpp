@@ -1,6 +1,7 @@
 #include "core/results/results_schema.h"
 
 #include <sstream>
+#include <stdexcept>
 
 namespace draftlab {
 
@@ -37,10 +38,17 @@ std::vector<AttributeSpec> run_attribute_specs() {
 
 std::vector<TableSpec> run_table_specs() {
 #define DRAFTLAB_COLUMN_SPEC(name, type, unit, meaning) {#name, schema_type_name<type>(), unit, meaning},
-#define DRAFTLAB_TABLE_SPEC(member, Rows, COLUMNS, meaning) {#member, meaning, {COLUMNS(DRAFTLAB_COLUMN_SPEC)}},
+#define DRAFTLAB_TABLE_SPEC(member, Rows, COLUMNS, presence, meaning) \
+  {#member, meaning, {COLUMNS(DRAFTLAB_COLUMN_SPEC)}, Presence::presence},
   return {DRAFTLAB_RUN_TABLES(DRAFTLAB_TABLE_SPEC)};
 #undef DRAFTLAB_TABLE_SPEC
 #undef DRAFTLAB_COLUMN_SPEC
+}
+
+Presence run_table_presence(const std::string& name) {
+  for (const TableSpec& t : run_table_specs())
+    if (t.name == name) return t.presence;
+  throw std::logic_error("results schema: no run table " + name);
 }
 
 std::vector<DraftShapeSpec> draft_shape_specs() {

@@ -91,14 +91,21 @@ inline constexpr const char* kResultsSchema = "draftlab-results/3";
   X(static_tree, "a tree of fixed shape, the same positions every cycle (tree_index = position)")                   \
   X(dynamic_tree, "a tree chosen anew every cycle (EAGLE-2)")
 
-// The three tables of a run. T(member, Rows, COLUMNS, meaning): RunRecord::member of type Rows is the group
-// `member`, its columns listed by the macro COLUMNS.
+// The tables of a run. T(member, Rows, COLUMNS, presence, meaning): RunRecord::member of type Rows is the group
+// `member`, its columns listed by the macro COLUMNS. A required table is always written and must be present to
+// read; an optional one is written only when it has rows, and a reader takes it as empty when it is absent (files
+// written before it existed stay readable).
 #define DRAFTLAB_RUN_TABLES(T)                                                                                          \
-  T(questions, QuestionRows, DRAFTLAB_QUESTION_COLUMNS, "one row per question turn")                                \
-  T(cycles, CycleRows, DRAFTLAB_CYCLE_COLUMNS,                                                                      \
+  T(questions, QuestionRows, DRAFTLAB_QUESTION_COLUMNS, required, "one row per question turn")                      \
+  T(cycles, CycleRows, DRAFTLAB_CYCLE_COLUMNS, required,                                                            \
     "one row per draft/verify cycle of the last repeat, questions concatenated in order")                           \
-  T(nodes, NodeRows, DRAFTLAB_NODE_COLUMNS,                                                                         \
-    "one row per drafted node of every cycle, in the tree's flat order: parents before children")
+  T(nodes, NodeRows, DRAFTLAB_NODE_COLUMNS, required,                                                               \
+    "one row per drafted node of every cycle, in the tree's flat order: parents before children")                   \
+  T(oracle, OracleRows, DRAFTLAB_ORACLE_COLUMNS, optional,                                                          \
+    "runs with --oracle at T = 0 (the baseline has none): one more untimed generation per question turn that "      \
+    "commits one token per cycle, so every position of the answer is a cycle start; one row per position, "         \
+    "questions in order. `matched` is what a draft from that position would get accepted: the oracle draft "       \
+    "length (the draft length an oracle would choose there)")
 
 // Columns: X(name, type, unit, meaning). All 1-D, one row per entry; the first column's length is the table's.
 #define DRAFTLAB_QUESTION_COLUMNS(X)                                                                                    \
@@ -143,6 +150,13 @@ inline constexpr const char* kResultsSchema = "draftlab-results/3";
   X(value, float, "probability", "product of confidences along the path (EAGLE-2's value); NaN when none")          \
   X(accepted, int8_t, "", "1 = the verifier accepted this node")
 
+#define DRAFTLAB_ORACLE_COLUMNS(X)                                                                                      \
+  X(question, int32_t, "row", "row index in `questions/`")                                                          \
+  X(position, int32_t, "tokens",                                                                                    \
+    "the cycle's root: index of the answer token it starts from (0 = the first new token)")                         \
+  X(matched, int32_t, "nodes", "draft tokens the verifier accepted from this position (before the one-token commit)") \
+  X(drafted, int32_t, "nodes", "nodes in the draft tree from this position")
+
 enum class Presence { required, optional };
 
 // draft_shapes::none == "none", ...: the values of RunRecord::draft_shape, for code that branches on them.
@@ -171,6 +185,7 @@ struct ColumnSpec {
 struct TableSpec {
   std::string name, meaning;
   std::vector<ColumnSpec> columns;
+  Presence presence;
 };
 struct AttributeSpec {
   std::string name, type, default_value;  // default_value: only for optional run attributes ("" otherwise)
@@ -184,6 +199,8 @@ struct DraftShapeSpec {
 std::vector<AttributeSpec> root_attribute_specs();
 std::vector<AttributeSpec> run_attribute_specs();
 std::vector<TableSpec> run_table_specs();
+// The presence of the run table `name` (one of DRAFTLAB_RUN_TABLES).
+Presence run_table_presence(const std::string& name);
 std::vector<DraftShapeSpec> draft_shape_specs();
 
 // True when `value` is one of DRAFTLAB_DRAFT_SHAPES.

@@ -74,7 +74,8 @@ std::string schema_markdown() {
   out << "Values of `draft_shape`:\n\n| draft_shape | meaning |\n| --- | --- |\n";
   for (const DraftShapeSpec& s : draft_shape_specs()) out << "| " << code(s.value) << " | " << cell(s.meaning) << " |\n";
   for (const TableSpec& t : run_table_specs()) {
-    out << "\n### `/runs/NNNN/" << t.name << "/` (" << t.meaning << ")\n\n";
+    out << "\n### `/runs/NNNN/" << t.name << "/` (" << (t.presence == Presence::optional ? "optional: " : "")
+        << t.meaning << ")\n\n";
     out << "| dataset | type | unit | meaning |\n| --- | --- | --- | --- |\n";
     for (const ColumnSpec& c : t.columns)
       out << "| " << code(c.name) << " | " << c.type << " | " << c.unit << " | " << cell(c.meaning) << " |\n";
@@ -115,7 +116,10 @@ std::string schema_python() {
           << "                   " << python_literal(c.meaning) << "),\n";
     out << "    },\n";
   }
-  out << "}\n\nTABLE_MEANINGS = {\n";
+  out << "}\n\n# tables a run may lack (written only when they have rows)\nOPTIONAL_TABLES = (";
+  for (const TableSpec& t : run_table_specs())
+    if (t.presence == Presence::optional) out << python_literal(t.name) << ", ";
+  out << ")\n\nTABLE_MEANINGS = {\n";
   for (const TableSpec& t : run_table_specs()) out << "    " << python_literal(t.name) << ": " << python_literal(t.meaning) << ",\n";
   out << "}\n\nDRAFT_SHAPES = {\n";
   for (const DraftShapeSpec& s : draft_shape_specs()) out << "    " << python_literal(s.value) << ": " << python_literal(s.meaning) << ",\n";

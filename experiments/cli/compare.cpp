@@ -90,6 +90,11 @@ int run_compare(int argc, char** argv) {
       ("ignore-eos", po::bool_switch(&c.runner.ignore_eos),
        "generate --max-new-tokens on every prompt, past end-of-sequence tokens (story models end chat questions "
        "at once)")
+      ("oracle", po::bool_switch(&c.runner.oracle),
+       "T = 0: each method (not the baseline) decodes every question turn once more, untimed, committing one token "
+       "per cycle: every answer position is a cycle start, and the results' oracle table holds what a draft from "
+       "each would get accepted (draftlab bounds: the oracle draft length, an oracle-chosen K's speed, the best of "
+       "several proposers per step)")
       ("temperature,t", po::value(&temperature)->default_value(0.0), "0 = greedy")
       ("seed", po::value(&seed)->default_value(0), "random seed")
       ("repeats", po::value(&c.runner.repeats)->default_value(3), "timed runs per prompt and method (median)")

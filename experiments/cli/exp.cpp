@@ -187,6 +187,11 @@ int run_exp(int argc, char** argv) {
       ("ignore-eos", po::bool_switch(&c.runner.ignore_eos),
        "generate --max-new-tokens on every question, past end-of-sequence tokens (story models end chat "
        "questions at once)")
+      ("oracle", po::bool_switch(&c.runner.oracle),
+       "T = 0: each method (not the baseline) decodes every question turn once more, untimed, committing one token "
+       "per cycle: every answer position is a cycle start, and the results' oracle table holds what a draft from "
+       "each would get accepted (draftlab bounds: the oracle draft length, an oracle-chosen K's speed, the best of "
+       "several proposers per step)")
       ("strategy,s", po::value(&c.strategy_specs)->composing(),
        "NAME:key=value,... adds a method; NAME = a preset method's label overrides its options; "
        "label=TEXT names it (a new method, or the preset it overrides) (repeatable)")

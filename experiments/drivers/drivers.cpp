@@ -191,7 +191,7 @@ ResultsFile run_experiment(const LlamaModel& target, const Tokenizer& tokenizer,
       {"top_k", runner.filters.top_k},   {"top_p", runner.filters.top_p},
       {"sampling_order", sampling_order_name(runner.filters.top_p_first)},
       {"chat_template", runner.chat_template},
-      {"seed", runner.seed},             {"ignore_eos", runner.ignore_eos}};
+      {"seed", runner.seed},             {"ignore_eos", runner.ignore_eos}, {"oracle", runner.oracle}};
   nlohmann::ordered_json jm = nlohmann::ordered_json::array();
   for (const auto& m : methods)
     jm.push_back({{"label", m.label}, {"strategy", m.strategy}, {"options", nlohmann::ordered_json::parse(m.options_json())}});

@@ -75,7 +75,8 @@ struct MethodState {
 };
 
 void append_result(RunRecord& run, const BenchQuestion& q, int turn, int32_t prompt_tokens, double wall,
-                   const SpeculativeResult& res, int8_t identical, const std::string& answer, bool has_confidence) {
+                   const SpeculativeResult& res, int8_t identical, const std::string& answer, bool has_confidence,
+                   const std::vector<CycleStats>& oracle) {
   QuestionRows& qr = run.questions;
   CycleRows& cr = run.cycles;
   NodeRows& nr = run.nodes;
@@ -116,6 +117,13 @@ void append_result(RunRecord& run, const BenchQuestion& q, int turn, int32_t pro
       nr.value.push_back(has_confidence ? n.value : std::numeric_limits<float>::quiet_NaN());
       nr.accepted.push_back(n.accepted ? 1 : 0);
     }
+  }
+  OracleRows& o = run.oracle;
+  for (size_t c = 0; c < oracle.size(); ++c) {
+    o.question.push_back(row);
+    o.position.push_back(static_cast<int32_t>(c));
+    o.matched.push_back(oracle[c].matched);
+    o.drafted.push_back(oracle[c].drafted);
   }
 }
 
@@ -191,6 +199,7 @@ struct Turn {
   SpeculativeResult result;
   int8_t identical;
   std::string answer;
+  std::vector<CycleStats> oracle;  // the --oracle generation's cycles, one per position (empty without one)
 };
 
 // What every group of questions of one run_methods call shares.
@@ -226,7 +235,7 @@ class QuestionGroup {
                        [](const Turn& a, const Turn& b) { return a.question < b.question; });
       for (const Turn& d : done_[m])
         append_result(x_.state[m].run, x_.questions[d.question], static_cast<int>(d.turn), d.prompt_tokens, d.wall,
-                      d.result, d.identical, d.answer, x_.state[m].has_confidence);
+                      d.result, d.identical, d.answer, x_.state[m].has_confidence, d.oracle);
     }
   }
 
@@ -252,8 +261,24 @@ class QuestionGroup {
         times[m].push_back(generate(m, t, prompts[m], scratch));
         if (r == x_.settings.repeats - 1) last[m] = std::move(scratch);
       }
-    for (size_t m = 0; m < M; ++m) keep(m, t, prompts[m], median(times[m]), last);
+    std::vector<std::vector<SpeculativeResult>> oracle(M);
+    if (x_.settings.oracle && x_.gen.sampling.greedy())
+      for (size_t m = 1; m < M; ++m) oracle_generation(m, t, prompts[m], last[m], oracle[m]);
+    for (size_t m = 0; m < M; ++m) keep(m, t, prompts[m], median(times[m]), last, oracle[m]);
     report(t, last);
+  }
+
+  // --oracle: method m's turn once more, untimed, committing one token per cycle (every answer position a cycle
+  // start; CycleStats::matched its oracle draft length). The commit limit is lossless, so the tokens must be the
+  // method's own: anything else is a bug, reported as one.
+  void oracle_generation(size_t m, size_t t, const Prompts& prompts, const std::vector<SpeculativeResult>& own,
+                         std::vector<SpeculativeResult>& results) {
+    generate(m, t, prompts, results, /*commit_limit=*/0);
+    for (size_t k = 0; k < members_.size(); ++k)
+      if (results[k].tokens != own[k].tokens)
+        throw Error("--oracle: method " + x_.methods[m].label + ", question " +
+                    std::to_string(x_.questions[members_[k]].id) + " turn " + std::to_string(t + 1) +
+                    ": committing one token per cycle changed the greedy output (a lossless bug)");
   }
 
   // Prompts: the chat template over method m's conversation so far, cut from the left to fit the context.
@@ -275,14 +300,17 @@ class QuestionGroup {
   }
 
   // One generation of the turn's members by method m: each member's result; returns the wall time of the whole.
-  double generate(size_t m, size_t t, const Prompts& prompts, std::vector<SpeculativeResult>& results) {
+  double generate(size_t m, size_t t, const Prompts& prompts, std::vector<SpeculativeResult>& results,
+                  int32_t commit_limit = -1) {
     std::vector<BatchSequence> sequences;
     std::vector<DraftStrategy*> strategies;
     for (size_t k = 0; k < members_.size(); ++k) {
       sequences.push_back({prompts[k], x_.settings.seed + static_cast<uint64_t>(x_.first_turn_row[members_[k]] + t)});
       strategies.push_back(x_.state[m].strategies[k].get());
     }
-    BatchResult batch = SpeculativeDecoder(x_.target, strategies).generate(sequences, x_.gen);
+    SpeculativeDecoder decoder(x_.target, strategies);
+    decoder.set_commit_limit(commit_limit);
+    BatchResult batch = decoder.generate(sequences, x_.gen);
     results = std::move(batch.sequences);
     return batch.prefill_seconds + batch.decode_seconds;
   }
@@ -291,7 +319,7 @@ class QuestionGroup {
   // in proportion to their new tokens (equal shares when none produced any), so a run's summed wall_seconds stay
   // its wall time and tokens / seconds its throughput.
   void keep(size_t m, size_t t, const Prompts& prompts, double wall,
-            const std::vector<std::vector<SpeculativeResult>>& last) {
+            const std::vector<std::vector<SpeculativeResult>>& last, const std::vector<SpeculativeResult>& oracle) {
     const size_t B = members_.size();
     int64_t batch_tokens = 0;
     for (const auto& res : last[m]) batch_tokens += static_cast<int64_t>(res.tokens.size());
@@ -306,7 +334,7 @@ class QuestionGroup {
       const double share = batch_tokens > 0 ? static_cast<double>(res.tokens.size()) / batch_tokens
                                             : 1.0 / static_cast<double>(B);
       done_[m].push_back({members_[k], t, static_cast<int32_t>(prompts[k].size()), wall * share, res, identical,
-                          answer});
+                          answer, oracle.empty() ? std::vector<CycleStats>{} : oracle[k].cycles});
     }
   }
 

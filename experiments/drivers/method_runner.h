@@ -61,6 +61,9 @@ struct RunnerSettings {
   // Questions decoded together (speculative_decoder.h): consecutive questions in groups of this many, turn by turn, one
   // target forward per cycle for the group. A turn's wall_seconds is its share of its batch's (by new tokens).
   int64_t batch_size = 1;
+  // T = 0: after the timed repeats of each question turn, every method but the baseline decodes it once more,
+  // untimed, committing one token per cycle, and records each position's matched length (the oracle table).
+  bool oracle = false;
 };
 
 // Called after each question turn with a short progress line.

@@ -94,6 +94,16 @@ inline RunRecord make_run(const std::string& method, const std::string& strategy
   return run;
 }
 
+// Oracle rows (results_schema.h's oracle table) for question row q: one per position, drafting `drafted` nodes.
+inline void add_oracle(RunRecord& run, int32_t q, const std::vector<int32_t>& matched, int32_t drafted = 8) {
+  for (size_t t = 0; t < matched.size(); ++t) {
+    run.oracle.question.push_back(q);
+    run.oracle.position.push_back(static_cast<int32_t>(t));
+    run.oracle.matched.push_back(matched[t]);
+    run.oracle.drafted.push_back(drafted);
+  }
+}
+
 // A vanilla run: `tokens` one-token cycles per question.
 inline RunRecord make_vanilla(const std::string& dataset, double temperature, const std::vector<int64_t>& ids,
                               const std::vector<double>& walls, int tokens = 4) {

@@ -10,6 +10,7 @@
 
 #include "analysis/bounds_report.h"
 #include "analysis/cost_model.h"
+#include "analysis/oracle_lengths.h"
 #include "analysis/speculation_profile.h"
 #include "analysis/tree_bounds.h"
 #include "core/base/error.h"
@@ -17,6 +18,7 @@
 
 using namespace draftlab;
 using namespace draftlab::analysis;
+using draftlab::testing::add_oracle;
 using draftlab::testing::chain;
 using draftlab::testing::make_run;
 using draftlab::testing::make_vanilla;
@@ -341,4 +343,79 @@ TEST(RunBounds, SpeedBoundsOnACurveWithAKnownOptimum) {
   EXPECT_EQ(none.best_nodes, 0);
   EXPECT_NEAR(none.sequoia_speedup, 1.0, 1e-12);
   EXPECT_THROW(sequoia_tree_json(f.runs[1], none, o), Error);  // no tree file static-tree could not load
+}
+
+// Oracle draft lengths by hand. Run A's positions match {2, 0, 1, 3, 0, 0, 1, 0}: the walk starts at 0 (m = 2,
+// accept length 3), goes on at 3 (m = 3, 4 tokens), then at 7 (m = 0, 1 token): 8 tokens in 3 cycles. Run B's
+// {5, 0, 0, 0, 0, 0, 0, 0} alone walks 0 -> 6 -> 7; the best of both per position is {5, 0, 1, 3, 0, 0, 1, 0}:
+// 0 (m = 5) -> 6 (m = 1) -> 8, 8 tokens in 2 cycles.
+TEST(OracleLengths, WalkAndBestOfProposersByHand) {
+  RunRecord a = make_run("pld", "pld", "mt_bench", 0.0, {{0, 0, 1.0, {chain(2), chain(3), chain(0)}}});
+  RunRecord b = make_run("chain", "chain", "mt_bench", 0.0, {{0, 0, 1.0, {chain(4), chain(0), chain(0)}}});
+  add_oracle(a, 0, {2, 0, 1, 3, 0, 0, 1, 0});
+  add_oracle(b, 0, {5, 0, 0, 0, 0, 0, 0, 0});
+  const OracleWalk wa = oracle_walk(a, oracle_matched(a));
+  EXPECT_EQ(wa.positions, 8);
+  EXPECT_EQ(wa.accept_lengths, (std::vector<int32_t>{3, 4, 1}));
+  EXPECT_EQ(wa.cached, (std::vector<int64_t>{10, 13, 17}));  // the builder's prompts are 10 tokens
+  EXPECT_NEAR(wa.tau(), 8.0 / 3.0, 1e-12);
+  EXPECT_NEAR(wa.mean_matched, 7.0 / 8.0, 1e-12);
+  EXPECT_NEAR(wa.drafting_share, 0.5, 1e-12);
+  EXPECT_EQ(oracle_walk(b, oracle_matched(b)).accept_lengths, (std::vector<int32_t>{6, 1, 1}));
+  const auto best = best_of_matched({&a, &b});
+  EXPECT_EQ(best[0], (std::vector<int32_t>{5, 0, 1, 3, 0, 0, 1, 0}));
+  const OracleWalk wb = oracle_walk(a, best);
+  EXPECT_EQ(wb.accept_lengths, (std::vector<int32_t>{6, 2}));
+  EXPECT_NEAR(wb.tau(), 4.0, 1e-12);
+  // Runs that decoded other text cannot be combined position by position.
+  RunRecord shorter = b;
+  shorter.oracle.question.pop_back(), shorter.oracle.position.pop_back(), shorter.oracle.matched.pop_back(),
+      shorter.oracle.drafted.pop_back();
+  EXPECT_THROW(best_of_matched({&a, &shorter}), Error);
+  RunRecord other = b;
+  other.questions.prompt_tokens[0] = 11;
+  EXPECT_THROW(best_of_matched({&a, &other}), Error);
+  // A run without oracle rows: nothing to walk.
+  const RunRecord none = make_run("pld", "pld", "mt_bench", 0.0, {{0, 0, 1.0, {chain(2)}}});
+  EXPECT_EQ(oracle_walk(none, oracle_matched(none)).positions, 0);
+  EXPECT_TRUE(std::isnan(oracle_walk(none, oracle_matched(none)).tau()));
+}
+
+// The oracle-K bound on the cost curve of RunBounds.SpeedBoundsOnACurveWithAKnownOptimum (1 ms up to 8 rows),
+// drafting free and no loop overhead: run A's walk emits 8 tokens (8 ms of plain steps) in cycles of 3, 4 and 1
+// rows, the last a plain step: 3 ms, 8/3 x. With the draft recorded at 1 ms per cycle of 4 nodes (a = 0, b =
+// 0.25 ms per node), the cycles drafting 2 and 3 tokens add 1.25 ms: 8 / 4.25.
+TEST(OracleLengths, OracleKBoundAndTheReportTable) {
+  const CostModel cost = parse_cost_model(
+      R"({"format": "draftlab-cost/1", "curves": [{"cached": 0, "results": [
+            {"n": 1, "median_ms": 1}, {"n": 8, "median_ms": 1}, {"n": 9, "median_ms": 2}]}]})",
+      "cost.json");
+  ResultsFile f;
+  f.runs.push_back(make_vanilla("mt_bench", 0.0, {0}, {10.0}, 10));
+  f.runs.push_back(make_run("pld", "pld", "mt_bench", 0.0, {{0, 0, 1.0, {chain(2), chain(3), chain(0)}}}));
+  f.runs.push_back(make_run("chain", "chain", "mt_bench", 0.0, {{0, 0, 1.0, {chain(4), chain(0), chain(0)}}}));
+  add_oracle(f.runs[1], 0, {2, 0, 1, 3, 0, 0, 1, 0});
+  add_oracle(f.runs[2], 0, {5, 0, 0, 0, 0, 0, 0, 0});
+  for (auto& run : f.runs)
+    for (auto& s : run.cycles.verify_seconds) s = 1e-3;
+  BoundsOptions o;
+  o.cost = &cost;
+  o.max_nodes = 16;
+  const RunBounds b = run_bounds(f, f.runs[1], o);
+  EXPECT_EQ(b.oracle_positions, 8);
+  EXPECT_NEAR(b.oracle_tau, 8.0 / 3.0, 1e-12);
+  EXPECT_NEAR(b.oracle_speedup, 8.0 / 3.0, 1e-12);
+  for (auto& s : f.runs[1].cycles.draft_seconds) s = 1e-3;
+  EXPECT_NEAR(run_bounds(f, f.runs[1], o).oracle_speedup, 8.0 / 4.25, 1e-12);
+  EXPECT_TRUE(std::isnan(run_bounds(f, f.runs[0], o).oracle_tau));  // the baseline has no oracle rows
+  // The report: one row per oracle run, then the best of both per step (8 tokens in 2 cycles of 6 and 2 rows,
+  // drafting free: 8 ms / 2 ms).
+  const std::string text = render_text(bounds_report(f, "f.h5", o));
+  EXPECT_NE(text.find("Oracle draft length, temperature = 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("best of 2 per step"), std::string::npos) << text;
+  EXPECT_NE(text.find("4.00x (drafting free)"), std::string::npos) << text;
+  // Without oracle rows there is no such table.
+  f.runs[1].oracle = OracleRows{};
+  f.runs[2].oracle = OracleRows{};
+  EXPECT_EQ(render_text(bounds_report(f, "f.h5", o)).find("Oracle draft length"), std::string::npos);
 }

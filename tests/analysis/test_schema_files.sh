@@ -46,7 +46,8 @@ printf '# no markers\n' >"$TMP/plain.md"
 if /usr/bin/python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import results_schema as s
 assert s.SCHEMA.startswith("draftlab-results/")
 assert set(s.REQUIRED_RUN_ATTRIBUTES) <= set(s.RUN_ATTRIBUTES) and "draft_shape" in s.REQUIRED_RUN_ATTRIBUTES
-assert s.DRAFT_SHAPE_NONE in s.DRAFT_SHAPES and list(s.TABLES) == ["questions", "cycles", "nodes"]' "$SRC/analysis"; then
+assert s.DRAFT_SHAPE_NONE in s.DRAFT_SHAPES and list(s.TABLES) == ["questions", "cycles", "nodes", "oracle"]
+assert s.OPTIONAL_TABLES == ("oracle",)' "$SRC/analysis"; then
   ok "analysis/results_schema.py imports"
 else
   bad "analysis/results_schema.py does not import"

@@ -115,6 +115,34 @@ rc=$?
   -s "static-tree:tree=$TMP/tree.json" >"$TMP/out" 2>"$TMP/err"
 grep -q "output identical to vanilla: yes" "$TMP/out" && ok "Sequoia's tree runs as a static tree, lossless" \
   || bad "static tree of bounds --tree-out: $(cat "$TMP/out" "$TMP/err" "$TMP/tree.json")"
+# --oracle: one more untimed generation per question committing one token per cycle; its rows are every answer
+# position; prompt lookup's walk over them (written here again in Python) is its own cycles; bounds shows the table.
+"$BIN" compare --model "$MODEL" --head "$HEAD" -p "Once upon a time" -p "Tom had a red ball. Tom had a red ball." -n 48 \
+  --repeats 1 --warmup 0 -s pld -s "eagle2:total_tokens=10,depth=4,top_k=2" --oracle -o "$TMP/oracle.h5" >"$TMP/out" 2>"$TMP/err" \
+  && ok "compare --oracle exits 0" || bad "compare --oracle: $(cat "$TMP/out" "$TMP/err")"
+/usr/bin/python3 - "$TMP/oracle.h5" <<'PY' && ok "--oracle: one row per answer position; pld's oracle walk is its own cycles" || bad "oracle table of oracle.h5"
+import h5py, sys
+f = h5py.File(sys.argv[1], "r")
+runs = [f["runs"][k] for k in sorted(f["runs"])]
+assert "oracle" not in runs[0], "the baseline has no oracle table"
+for run in runs[1:]:
+    q, o, c = run["questions"], run["oracle"], run["cycles"]
+    for row in range(len(q["new_tokens"])):
+        m = [int(x) for x, qq in zip(o["matched"][()], o["question"][()]) if qq == row]
+        # a cycle per root after the prefill's token; one more when a stop token ended the answer
+        assert len(m) in (q["new_tokens"][row] - 1, q["new_tokens"][row]), (len(m), q["new_tokens"][row])
+        if run.attrs["strategy"] in ("pld", b"pld"):
+            first, n = q["cycle_offset"][row], q["cycles"][row]
+            own, t = [], 0
+            while t < len(m):
+                own.append(m[t] + 1)
+                t += m[t] + 1
+            assert own == list(c["accept_length"][first:first + n]), (own, c["accept_length"][first:first + n])
+assert sum(runs[1]["oracle"]["matched"][()]) > 0, "pld drafted nothing that matched: the check would be vacuous"
+PY
+"$BIN" bounds "$TMP/oracle.h5" --cost "$TMP/cost.json" --format text >"$TMP/bounds" 2>"$TMP/err" \
+  && grep -q "Oracle draft length" "$TMP/bounds" && grep -q "best of 2 per step" "$TMP/bounds" && grep -q "Oracle-K bound" "$TMP/bounds" \
+  && ok "bounds: the oracle draft length table, best of the proposers" || bad "bounds of oracle.h5: $(cat "$TMP/bounds" "$TMP/err")"
 expect_error "bounds: a cost file of another format" "config.json: format: expected \"draftlab-cost/1\"" \
   "$BIN" bounds "$TMP/compare.h5" --cost "$MODEL/config.json" --profile "$TMP/p2.json"
 expect_error "bounds: --tree-out without --run" "needs --run" "$BIN" bounds "$TMP/compare.h5" --tree-out "$TMP/t2.json"

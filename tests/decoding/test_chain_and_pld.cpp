@@ -7,6 +7,7 @@
 
 #include "test_errors.h"
 #include "core/base/error.h"
+#include "core/decoding/speculative_decoder.h"
 #include "core/decoding/vanilla_decoder.h"
 #include "model/model_fixtures.h"
 #include "strategies/registry.h"
@@ -330,3 +331,65 @@ TEST(ChainDraft, Errors) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// The verifier's commit limit (SpeculativeDecoder::set_commit_limit), as --oracle uses it: committing at most k
+// accepted drafts per cycle keeps the greedy output; with k = 0 every answer position is a cycle start whose
+// `matched` is what a draft from there gets accepted. For drafters whose draft depends on the committed text alone
+// (prompt lookup, a draft model) the walk over those matches, each cycle committing all it matched, is the
+// unlimited run's own sequence of cycles.
+
+class CommitLimit : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CommitLimit, KeepsTheOutputAndTheOracleWalkIsTheRunsOwnCycles) {
+  // ts-target with ts-draft (the repository's story models, one tokenizer): drafts that are accepted often enough
+  // to make cycles of several tokens, and rejected often enough that the walk has to follow them.
+  const std::string target_dir = source_path("data/models/ts-target");
+  auto target = LlamaModel::load(target_dir, ComputeOptions{});
+  auto make = [&]() -> std::unique_ptr<DraftStrategy> {
+    if (GetParam() == "pld") return make_strategy("pld", StrategyContext{*target}, StrategyOptions::parse({}));
+    return make_strategy("chain", StrategyContext{*target},
+                         StrategyOptions::parse({"draft=" + source_path("data/models/ts-draft"), "gamma=4"}));
+  };
+  // Prompts: BOS, the target's own story start, and that start twice (prompt lookup finds what follows).
+  const std::vector<int64_t> story = concat({1}, greedy_continuation(*target, {1}, 24));
+  GenerationConfig gen;
+  gen.max_new_tokens = 48;
+  int64_t matched_total = 0, multi_token_cycles = 0;
+  for (const std::vector<int64_t>& prompt : {std::vector<int64_t>{1}, story, concat(story, story)}) {
+    const auto vanilla = generate_vanilla(*target, prompt, gen).tokens;
+    auto s = make();
+    const SpeculativeResult run = SpeculativeDecoder(*target, *s).generate(prompt, gen);
+    ASSERT_EQ(run.tokens, vanilla);
+    for (int32_t limit : {0, 1}) {
+      auto fresh = make();
+      SpeculativeDecoder decoder(*target, *fresh);
+      decoder.set_commit_limit(limit);
+      const SpeculativeResult limited = decoder.generate(prompt, gen);
+      ASSERT_EQ(limited.tokens, vanilla) << "commit limit " << limit;
+      for (const CycleStats& c : limited.cycles) {
+        EXPECT_LE(c.accepted, limit);
+        EXPECT_EQ(c.accepted, std::min(c.matched, limit));
+        EXPECT_LE(c.matched, c.drafted);
+      }
+      if (limit != 0) continue;
+      // One cycle per answer token after the first (the prefill emits that one).
+      ASSERT_EQ(limited.cycles.size() + 1, vanilla.size());
+      std::vector<int32_t> walk;
+      for (size_t t = 0; t < limited.cycles.size(); t += static_cast<size_t>(limited.cycles[t].matched) + 1)
+        walk.push_back(limited.cycles[t].matched);
+      std::vector<int32_t> own;
+      for (const CycleStats& c : run.cycles) {
+        own.push_back(c.accepted);
+        multi_token_cycles += c.accepted > 0;
+      }
+      EXPECT_EQ(walk, own);
+      for (const CycleStats& c : limited.cycles) matched_total += c.matched;
+    }
+  }
+  // Not vacuous: drafts were accepted, some cycles committed several tokens.
+  EXPECT_GT(matched_total, 10);
+  EXPECT_GT(multi_token_cycles, 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Drafters, CommitLimit, ::testing::Values("pld", "chain"));

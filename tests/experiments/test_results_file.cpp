@@ -91,6 +91,12 @@ ResultsFile make_results(const std::string& experiment) {
   f.runs.push_back(make_run("vanilla", 3, 0.0, 0));
   f.runs.push_back(make_run("eagle2", 4, 1.0, 1));
   f.runs.push_back(make_run("empty", 0, 0.0, 2));
+  // --oracle rows for the second run (optional table: the others write none): question rows 0 and 2.
+  OracleRows& o = f.runs[1].oracle;
+  o.question = {0, 0, 0, 2, 2};
+  o.position = {0, 1, 2, 0, 1};
+  o.matched = {2, 0, 1, 3, 0};
+  o.drafted = {4, 4, 4, 6, 6};
   TrainingCurves t;
   t.train_step = {1, 2, 3};
   t.train_loss = {3.0, 2.5, 2.0};
@@ -159,6 +165,11 @@ void expect_same_run(const RunRecord& a, const RunRecord& b) {
   expect_same_column(na.confidence, nb.confidence, "confidence");
   expect_same_column(na.value, nb.value, "value");
   expect_same_column(na.accepted, nb.accepted, "accepted");
+  const auto &oa = a.oracle, &ob = b.oracle;
+  expect_same_column(oa.question, ob.question, "oracle/question");
+  expect_same_column(oa.position, ob.position, "oracle/position");
+  expect_same_column(oa.matched, ob.matched, "oracle/matched");
+  expect_same_column(oa.drafted, ob.drafted, "oracle/drafted");
 }
 
 void expect_same_training(const TrainingCurves& a, const TrainingCurves& b) {
@@ -193,6 +204,9 @@ TEST(ResultsFile, FileIsReadableByOtherHdf5ToolsWithTheDocumentedTypes) {
   const std::string path = fresh_dir("types") + "/r.h5";
   write_results(path, make_results("speed"));
   H5::H5File file(path, H5F_ACC_RDONLY);
+  // The optional oracle table is written only where it has rows, so files without it look as they always did.
+  EXPECT_GT(H5Lexists(file.getId(), "/runs/0001/oracle", H5P_DEFAULT), 0);
+  EXPECT_EQ(H5Lexists(file.openGroup("/runs/0000").getId(), "oracle", H5P_DEFAULT), 0);
   auto type_of = [&](const std::string& name) { return file.openDataSet(name).getDataType(); };
   EXPECT_EQ(type_of("/runs/0001/questions/question_id").getSize(), 8u);
   EXPECT_EQ(type_of("/runs/0001/questions/turn").getSize(), 4u);
@@ -248,6 +262,21 @@ TEST(ResultsFile, InconsistentTablesAreRefusedNamingRunAndField) {
     f.runs[1].questions.turn.pop_back();
     expect_error([&] { write_results(dir + "/x.h5", f); },
                  {dir + "/x.h5", "/runs/0001/questions/turn", "4 rows", "like /runs/0001/questions/question_id", "3 rows"});
+  }
+  {
+    ResultsFile f = make_results("speed");
+    f.runs[1].oracle.position[2] = 3;  // positions count up from 0 within a question
+    expect_error([&] { write_results(dir + "/x.h5", f); }, {"/runs/0001/oracle/position[2]", "expected 2", "got 3"});
+  }
+  {
+    ResultsFile f = make_results("speed");
+    f.runs[1].oracle.matched[3] = 7;  // more matched than drafted
+    expect_error([&] { write_results(dir + "/x.h5", f); }, {"/runs/0001/oracle/matched[3]", "drafted = 6"});
+  }
+  {
+    ResultsFile f = make_results("speed");
+    f.runs[1].oracle.question[4] = 4;  // no such question row
+    expect_error([&] { write_results(dir + "/x.h5", f); }, {"/runs/0001/oracle/question[4]", "< 4"});
   }
   {
     ResultsFile f = make_results("speed");

@@ -66,7 +66,7 @@ def results(path_or_loaded):
     for run_ in loaded["runs"]:
         table = pd.DataFrame(run_["questions"])
         for key, value in run_.items():
-            if key not in ("questions", "cycles", "nodes") and key not in table.columns:
+            if key not in ("questions", "cycles", "nodes", "oracle") and key not in table.columns:
                 table[key] = value
         frames.append(table)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
