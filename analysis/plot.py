@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # results_schema.py beside this file
 from results_schema import (DRAFT_SHAPE_NONE, DRAFT_SHAPE_STATIC_TREE, EXPERIMENTS, OPTIONAL_TABLES,  # noqa: E402
-                            REQUIRED_RUN_ATTRIBUTES, SCHEMA, TABLES)
+                            REQUIRED_RUN_ATTRIBUTES, SCHEMA)
 
 # ---- loading and statistics (the same definitions as analysis/*.h; see docs/results-schema.md) ----
 
@@ -50,11 +50,9 @@ def load_results(path):
             missing = [k for k in REQUIRED_RUN_ATTRIBUTES if k not in run]
             if missing:
                 raise ValueError(f"{path}: /runs/{name}: attribute {missing[0]}: expected one, got none (missing)")
-            for t in TABLES:
-                if t in g or t not in OPTIONAL_TABLES:
+            for t in ("questions", "cycles", "nodes", *OPTIONAL_TABLES):
+                if t in g or t not in OPTIONAL_TABLES:  # an optional table is absent when it has no rows
                     run[t] = table(g[t])
-                else:
-                    run[t] = {c: np.zeros(0) for c in TABLES[t]}
             runs.append(run)
         training = {}
         for label, g in (f["training"].items() if "training" in f else []):

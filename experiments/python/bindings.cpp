@@ -257,6 +257,7 @@ py::dict results_to_python(const ResultsFile& results) {
       run[name] = value;
     });
     r.for_each_table([&](const char* name, const auto& rows) {
+      if (run_table_presence(name) == Presence::optional && rows.size() == 0) return;  // as the file leaves it out
       py::dict table;
       rows.for_each_column([&](const char* column, const auto& values) { table[column] = column_to_python(values); });
       run[name] = table;

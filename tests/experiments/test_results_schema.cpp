@@ -29,6 +29,7 @@ ResultsFile one_run_file(const std::string& grid_json) {
   r.questions.for_each_column([](const char*, auto& column) { column.resize(1); });
   r.cycles.for_each_column([](const char*, auto& column) { column.resize(1); });
   r.nodes.for_each_column([](const char*, auto& column) { column.resize(1); });
+  r.oracle.for_each_column([](const char*, auto& column) { column.resize(1); });
   r.questions.cycles[0] = 1;
   r.cycles.drafted[0] = 1;
   r.cycles.accept_length[0] = 1;
@@ -58,6 +59,16 @@ TEST(ResultsSchema, EveryDeclaredColumnIsADatasetOfItsTypeAndNothingElse) {
     for (const ColumnSpec& c : t.columns)
       EXPECT_EQ(type_name_of(g.openDataSet(c.name)), c.type) << t.name << "/" << c.name;
   }
+  // An optional table without rows is not written; the reader gives it back empty.
+  ResultsFile without = one_run_file("");
+  without.runs[0].oracle = OracleRows{};
+  write_results(dir + "/r0.h5", without);
+  H5::H5File f0(dir + "/r0.h5", H5F_ACC_RDONLY);
+  for (const TableSpec& t : run_table_specs())
+    EXPECT_EQ(H5Lexists(f0.openGroup("/runs/0000").getId(), t.name.c_str(), H5P_DEFAULT) > 0,
+              t.presence == Presence::required)
+        << t.name;
+  EXPECT_EQ(read_results(dir + "/r0.h5").runs[0].oracle.size(), 0u);
 }
 
 TEST(ResultsSchema, RunAttributesAreTheDeclaredOnesOptionalOnlyWhenSet) {
@@ -80,8 +91,11 @@ TEST(ResultsSchema, RunAttributesAreTheDeclaredOnesOptionalOnlyWhenSet) {
 
 TEST(ResultsSchema, SpecsListEveryTableColumnAndDraftShape) {
   const std::vector<TableSpec> tables = run_table_specs();
-  ASSERT_EQ(tables.size(), 3u);
+  ASSERT_EQ(tables.size(), 4u);
   EXPECT_EQ(tables[0].name, "questions");
+  EXPECT_EQ(tables[3].name, "oracle");
+  EXPECT_EQ(tables[3].presence, Presence::optional);
+  EXPECT_EQ(tables[0].presence, Presence::required);
   EXPECT_EQ(tables[0].columns.size(), 12u);
   EXPECT_EQ(tables[1].columns.size(), 7u);
   EXPECT_EQ(tables[2].columns[5].name, "confidence");
