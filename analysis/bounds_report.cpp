@@ -112,15 +112,22 @@ std::vector<double> acceptance_or_zero(const std::vector<AlphaCount>& counts) {
   return p;
 }
 
+// A step as the model prices it: the cost model's forward plus the loop's overhead as the file recorded it.
+struct StepCost {
+  const CostModel& cost;
+  LoopOverheads over;
+  double plain(int64_t cached) const { return cost.seconds(1, cached) + over.plain; }
+  double cycle(int64_t rows, int64_t cached) const { return cost.seconds(rows, cached) + over.speculative; }
+};
+
 // Decode speedup of an oracle's cycles (an OracleWalk) over plain decoding of the same tokens: a cycle drafting m
-// tokens costs c(m + 1) + its drafting; m = 0 is a plain step.
-template <class Plain, class Cycle, class Draft>
-double walk_speedup(const OracleWalk& w, Plain plain_seconds, Cycle cycle_seconds, Draft draft_seconds) {
+// tokens costs c(m + 1) + a + b·m; m = 0 is a plain step.
+double walk_speedup(const OracleWalk& w, const StepCost& step, double draft_fixed, double draft_per_node) {
   double plain = 0, oracle = 0;
   for (size_t c = 0; c < w.matched.size(); ++c) {
     const int32_t m = w.matched[c];
-    for (int32_t t = 0; t <= m; ++t) plain += plain_seconds(w.cached[c] + t);
-    oracle += m == 0 ? plain_seconds(w.cached[c]) : cycle_seconds(m + 1, w.cached[c]) + draft_seconds(m);
+    for (int32_t t = 0; t <= m; ++t) plain += step.plain(w.cached[c] + t);
+    oracle += m == 0 ? step.plain(w.cached[c]) : step.cycle(m + 1, w.cached[c]) + draft_fixed + draft_per_node * m;
   }
   return oracle > 0 ? plain / oracle : kNaN;
 }
@@ -133,12 +140,14 @@ Table oracle_table(const ResultsFile& results, const std::vector<RunBounds>& bou
   table.title = "Oracle draft length, temperature = " + temperature_text(t);
   table.columns = {"Dataset", "Method", "Positions", "Mean oracle length", "Drafting (m ≥ 1)", "τ", "τ (oracle walk)"};
   if (options.cost) table.columns.insert(table.columns.end(), {"Oracle-K bound", "Decode / oracle-K"});
-  std::vector<std::string> datasets;
+  std::vector<std::pair<std::string, std::vector<const RunRecord*>>> by_dataset;  // in order of appearance
   for (size_t i = 0; i < results.runs.size(); ++i) {
     const RunRecord& run = results.runs[i];
     const RunBounds& b = bounds[i];
     if (run.temperature != t || is_baseline(run) || b.oracle_positions == 0) continue;
-    if (std::find(datasets.begin(), datasets.end(), run.dataset) == datasets.end()) datasets.push_back(run.dataset);
+    auto group = std::find_if(by_dataset.begin(), by_dataset.end(), [&](const auto& g) { return g.first == run.dataset; });
+    if (group == by_dataset.end()) group = by_dataset.insert(by_dataset.end(), {run.dataset, {}});
+    group->second.push_back(&run);
     std::vector<Cell> row{run.dataset, run.method, std::to_string(b.oracle_positions),
                                  fixed(b.oracle_mean_matched, 2), fixed(100.0 * b.oracle_drafting_share, 0, "%"),
                                  fixed(b.tau, 2), fixed(b.oracle_tau, 2)};
@@ -146,23 +155,15 @@ Table oracle_table(const ResultsFile& results, const std::vector<RunBounds>& bou
       row.insert(row.end(), {fixed(b.oracle_speedup, 2, "x"), fixed(b.decode_speedup / b.oracle_speedup, 2)});
     table.rows.push_back(row);
   }
-  for (const std::string& dataset : datasets) {
-    std::vector<const RunRecord*> runs;
-    for (size_t i = 0; i < results.runs.size(); ++i)
-      if (results.runs[i].temperature == t && results.runs[i].dataset == dataset && !is_baseline(results.runs[i]) &&
-          bounds[i].oracle_positions > 0)
-        runs.push_back(&results.runs[i]);
+  for (const auto& [dataset, runs] : by_dataset) {
     if (runs.size() < 2) continue;
     const OracleWalk walk = oracle_walk(*runs[0], best_of_matched(runs));
     std::vector<Cell> row{dataset, "best of " + std::to_string(runs.size()) + " per step",
                                  std::to_string(walk.positions), fixed(walk.mean_matched, 2),
                                  fixed(100.0 * walk.drafting_share, 0, "%"), "–", fixed(walk.tau(), 2)};
     if (options.cost) {
-      const LoopOverheads over = loop_overheads(results, *runs[0], *options.cost);
-      const CostModel& cost = *options.cost;
-      const double free = walk_speedup(
-          walk, [&](int64_t at) { return cost.seconds(1, at) + over.plain; },
-          [&](int64_t rows, int64_t at) { return cost.seconds(rows, at) + over.speculative; }, [](int32_t) { return 0.0; });
+      const double free =
+          walk_speedup(walk, StepCost{*options.cost, loop_overheads(results, *runs[0], *options.cost)}, 0.0, 0.0);
       row.insert(row.end(), {fixed(free, 2, "x") + " (drafting free)", "–"});
     }
     table.rows.push_back(row);
@@ -222,44 +223,41 @@ RunBounds run_bounds(const ResultsFile& results, const RunRecord& run, const Bou
   b.oracle_speedup = kNaN;
   if (options.cost == nullptr || run.cycles.size() == 0 || is_baseline(run)) return b;
   const CostModel& cost = *options.cost;
-  const LoopOverheads over = loop_overheads(results, run, cost);
-  b.plain_overhead_seconds = over.plain;
-  b.cycle_overhead_seconds = over.speculative;
-  auto plain_seconds = [&](int64_t at) { return cost.seconds(1, at) + over.plain; };
-  auto cycle_seconds = [&](int64_t rows, int64_t at) { return cost.seconds(rows, at) + over.speculative; };
+  const StepCost step{cost, loop_overheads(results, run, cost)};
+  b.plain_overhead_seconds = step.over.plain;
+  b.cycle_overhead_seconds = step.over.speculative;
 
   // The run's cycles as the cost model sees them: each verify forward of drafted + 1 rows with its recorded
   // drafting, against plain decoding of the same tokens.
   double predicted_verify = 0, measured_verify = 0, predicted_run = 0, predicted_plain = 0;
   for (size_t c = 0; c < run.cycles.size(); ++c) {
-    const double v = cycle_seconds(run.cycles.drafted[c] + 1, cached[c]);
+    const double v = step.cycle(run.cycles.drafted[c] + 1, cached[c]);
     predicted_verify += v;
     measured_verify += run.cycles.verify_seconds[c];
     predicted_run += v + run.cycles.draft_seconds[c];
-    for (int32_t t = 0; t < run.cycles.accept_length[c]; ++t) predicted_plain += plain_seconds(cached[c] + t);
+    for (int32_t t = 0; t < run.cycles.accept_length[c]; ++t) predicted_plain += step.plain(cached[c] + t);
   }
   b.predicted_speedup = predicted_plain / predicted_run;
   b.verify_model_error = measured_verify > 0 ? predicted_verify / measured_verify - 1.0 : kNaN;
 
   const int64_t kv = std::llround(b.mean_cached);
-  const double plain = plain_seconds(kv);
+  const double plain = step.plain(kv);
   std::tie(b.draft_fixed_seconds, b.draft_seconds_per_node) = fit_draft_cost(run);
   b.best_nodes = 0;
   b.sequoia_speedup = 1.0;  // n = 0: no drafting
   for (int n = 1; n <= options.max_nodes; ++n) {
     const double s = trees.expected_tau(n) * plain /
-                     (cycle_seconds(n + 1, kv) + b.draft_fixed_seconds + b.draft_seconds_per_node * n);
+                     (step.cycle(n + 1, kv) + b.draft_fixed_seconds + b.draft_seconds_per_node * n);
     if (s > b.sequoia_speedup) b.sequoia_speedup = s, b.best_nodes = n;
   }
   b.ceiling_speedup = 1.0;
   b.ceiling_nodes = 0;
   for (int k = 1; k <= options.max_nodes; ++k) {
-    const double s = (k + 1) * plain / cycle_seconds(k + 1, kv);
+    const double s = (k + 1) * plain / step.cycle(k + 1, kv);
     if (s > b.ceiling_speedup) b.ceiling_speedup = s, b.ceiling_nodes = k;
   }
   if (walk.positions > 0)
-    b.oracle_speedup = walk_speedup(walk, plain_seconds, cycle_seconds,
-                                    [&](int32_t m) { return b.draft_fixed_seconds + b.draft_seconds_per_node * m; });
+    b.oracle_speedup = walk_speedup(walk, step, b.draft_fixed_seconds, b.draft_seconds_per_node);
   return b;
 }
 

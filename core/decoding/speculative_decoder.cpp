@@ -221,7 +221,7 @@ class BatchRun {
       s.stats.drafted = s.tree.size();
       s.stats.accepted = static_cast<int32_t>(v.accepted_nodes.size());
       s.stats.rejected = v.rejections;
-      s.stats.matched = v.matched;
+      s.stats.matched = v.matched();
       s.stats.experts_read = static_cast<int32_t>(v.experts_read);
       ++s.result.forwards;
       for (const auto& r : v.records) {

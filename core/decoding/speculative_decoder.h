@@ -32,7 +32,7 @@ struct CycleStats {
   double forward_seconds = 0.0; // of draft + verify, the time inside model forwards (ForwardClock)
   int32_t experts_read = 0;     // mixture-of-experts target: (layer, expert) pairs the verification read
   int32_t rejected = 0;         // T > 0: drafted nodes tried and rejected (VerifyResult::rejections)
-  int32_t matched = 0;          // accepted before a commit limit cut the path (VerifyResult::matched)
+  int32_t matched = 0;          // accepted before a commit limit cut the path (VerifyResult::matched())
 };
 
 struct SpeculativeResult : GenerationResult {

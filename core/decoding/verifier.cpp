@@ -117,9 +117,10 @@ VerifyResult Verifier::accept(KvCache& cache, const DraftTree& tree, const Verif
     }
   }
 
-  result.matched = static_cast<int32_t>(result.accepted_nodes.size());
-  if (commit_limit_ >= 0 && result.matched > commit_limit_) {
-    // tokens[k] is accepted node k's token for k < matched: the kept prefix, then the next accepted token.
+  const auto path = static_cast<int32_t>(result.accepted_nodes.size());
+  if (commit_limit_ >= 0 && path > commit_limit_) {
+    // tokens[k] is accepted node k's token for k < path: the kept prefix, then the next accepted token.
+    result.beyond_commit_limit = path - commit_limit_;
     result.accepted_nodes.resize(static_cast<size_t>(commit_limit_));
     result.tokens.resize(static_cast<size_t>(commit_limit_) + 1);
   }

@@ -54,9 +54,10 @@ struct VerifyResult {
   int64_t experts_read = 0;  // ForwardOutput::experts_read of the verification forward (mixture of experts)
   // T > 0: drafted children the verifier actually tried and rejected (nodes below a rejection are never tried).
   int32_t rejections = 0;
-  // Draft nodes the walk accepted before a commit limit cut the path (Verifier::set_commit_limit); otherwise
-  // accepted_nodes.size().
-  int32_t matched = 0;
+  // Accepted draft nodes a commit limit dropped from the path (Verifier::set_commit_limit; 0 without one).
+  int32_t beyond_commit_limit = 0;
+  // Draft nodes the target agreed with: the accepted path before any commit limit cut it.
+  int32_t matched() const { return static_cast<int32_t>(accepted_nodes.size()) + beyond_commit_limit; }
 };
 
 // T > 0: the distribution the verifier continues from after rejecting draft `token` (q: the distribution it was
@@ -98,7 +99,7 @@ class Verifier {
   // Commit at most `nodes` accepted draft nodes per verification (-1: no limit, the default). Lossless at any
   // temperature: each accepted token is the target's own token (T = 0) or sample (T > 0) at its position, so a
   // prefix of the accepted path followed by its next accepted token is what the target alone would emit. With 0,
-  // every position becomes a cycle start and VerifyResult::matched counts what a draft from there would get
+  // every position becomes a cycle start and VerifyResult::matched() counts what a draft from there would get
   // accepted: the oracle draft length (experiments' RunnerSettings::oracle).
   void set_commit_limit(int32_t nodes);
 

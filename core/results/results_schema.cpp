@@ -46,7 +46,8 @@ std::vector<TableSpec> run_table_specs() {
 }
 
 Presence run_table_presence(const std::string& name) {
-  for (const TableSpec& t : run_table_specs())
+  static const std::vector<TableSpec> specs = run_table_specs();  // asked per run and table by readers and writers
+  for (const TableSpec& t : specs)
     if (t.name == name) return t.presence;
   throw std::logic_error("results schema: no run table " + name);
 }

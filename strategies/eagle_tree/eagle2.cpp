@@ -223,10 +223,9 @@ class Eagle2Strategy : public EagleTreeStrategy {
     const double sync = seconds_since(t0) / static_cast<double>(strategies.size());
     for (size_t i = 0; i < strategies.size(); ++i)
       if (strategies[i]->o_.auto_budget)
-        // The calibration learns how much of the draft the target agreed with: `matched`, which a commit limit
-        // (--oracle) can leave above what was kept (a result made by hand may not set it: its accepted count).
-        strategies[i]->auto_.observe(
-            std::max<int64_t>(results[i]->matched, static_cast<int64_t>(results[i]->accepted_nodes.size())), sync);
+        // The calibration learns how much of the draft the target agreed with, also what a commit limit
+        // (--oracle) dropped.
+        strategies[i]->auto_.observe(results[i]->matched(), sync);
   }
 
  private:

@@ -280,12 +280,17 @@ TEST(CostModel, BadFilesNameTheField) {
             std::string::npos);
 }
 
-TEST(RunBounds, SpeedBoundsOnACurveWithAKnownOptimum) {
-  // A forward costs 1 ms up to 8 rows, then 1 ms more per row: the ceiling drafts K = 7 (8 tokens for 1 ms, 8x).
-  const CostModel cost = parse_cost_model(
+// A forward of n rows costs 1 ms up to 8 rows, then 1 ms more per row.
+CostModel flat_to_eight_rows() {
+  return parse_cost_model(
       R"({"format": "draftlab-cost/1", "curves": [{"cached": 0, "results": [
             {"n": 1, "median_ms": 1}, {"n": 8, "median_ms": 1}, {"n": 9, "median_ms": 2}]}]})",
       "cost.json");
+}
+
+TEST(RunBounds, SpeedBoundsOnACurveWithAKnownOptimum) {
+  // A forward costs 1 ms up to 8 rows, then 1 ms more per row: the ceiling drafts K = 7 (8 tokens for 1 ms, 8x).
+  const CostModel cost = flat_to_eight_rows();
   // Chains of 4 accepting everything, drafting free, verify times as the model says: p rank 0 = 1, so Sequoia's
   // best is a chain of 7 (tau 8 for 1 ms); predicted speedup = tokens * 1 ms / (cycles * 1 ms) = tau = 5.
   ResultsFile f;
@@ -386,10 +391,7 @@ TEST(OracleLengths, WalkAndBestOfProposersByHand) {
 // rows, the last a plain step: 3 ms, 8/3 x. With the draft recorded at 1 ms per cycle of 4 nodes (a = 0, b =
 // 0.25 ms per node), the cycles drafting 2 and 3 tokens add 1.25 ms: 8 / 4.25.
 TEST(OracleLengths, OracleKBoundAndTheReportTable) {
-  const CostModel cost = parse_cost_model(
-      R"({"format": "draftlab-cost/1", "curves": [{"cached": 0, "results": [
-            {"n": 1, "median_ms": 1}, {"n": 8, "median_ms": 1}, {"n": 9, "median_ms": 2}]}]})",
-      "cost.json");
+  const CostModel cost = flat_to_eight_rows();
   ResultsFile f;
   f.runs.push_back(make_vanilla("mt_bench", 0.0, {0}, {10.0}, 10));
   f.runs.push_back(make_run("pld", "pld", "mt_bench", 0.0, {{0, 0, 1.0, {chain(2), chain(3), chain(0)}}}));
