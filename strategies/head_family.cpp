@@ -2,7 +2,7 @@
 
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
-#include "core/model/head_folder.h"
+#include "core/io/head_folder.h"
 #include "strategies/registry.h"
 
 namespace draftlab {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/decoding/draft_strategy.h"
@@ -41,18 +42,40 @@ enum class DraftShape {
 
 // A configuration the lossless tests run the strategy in. In option values, {target} stands for the test's target
 // model folder and {other_model} for another model with the target's vocabulary.
+//
+// T > 0 power: a planted wrong acceptance rule (sampling from p after a rejection) must make the variant's first two
+// tokens fail the chi-square test (tests/decoding/test_lossless_sampling.cpp), at control_temperature. A variant
+// whose drafts are never rejected says why (never_rejected; the tests then check that none is); one where no control
+// can see the wrong rule says why (no_power), and its strategy must have another variant with power
+// (tests/decoding/test_strategy_registry.cpp).
 struct TestVariant {
   std::string label;  // unique over all strategies: the test name suffix
   std::vector<std::string> options;
-  // Why the T > 0 wrong-rule control (tests/decoding/test_lossless_sampling.cpp) cannot see a wrong acceptance rule in
-  // this variant's first two tokens; empty: it must, and the test fails when too few drafts are rejected.
-  std::string no_sampling_power = {};
+  // Why no wrong-rule control has power in this variant; empty: the two-token control must catch the wrong rule.
+  std::string no_power = {};
   // Why this variant may rightly draft nothing on the greedy tests' peer models; empty: it must draft there.
   std::string may_draft_nothing = {};
   // Its trees depend on measured wall-clock time, so two runs (a batch and a sequence alone) may draft differently:
   // same tokens at T = 0, but not the same cycles, nor the same random stream at T > 0.
   bool timing_dependent = false;
+  // Why its drafts are never rejected at T > 0 (q = p): there is no residual to get wrong.
+  std::string never_rejected = {};
+  // The wrong-rule control's temperature. Hotter than the lossless test's 1.5 where a random draft is almost never
+  // accepted at 1.5: a flatter p accepts more, and the bias of sampling p after a rejection, min(p, q) - beta p,
+  // grows with the accepted mass.
+  double control_temperature = 1.5;
 };
+
+// v with the wrong-rule control at temperature t.
+inline TestVariant with_control_temperature(TestVariant v, double t) {
+  v.control_temperature = t;
+  return v;
+}
+// v, whose drafts the verifier never rejects at T > 0, for the reason given.
+inline TestVariant never_rejected(TestVariant v, std::string why) {
+  v.never_rejected = std::move(why);
+  return v;
+}
 
 using StrategyFactory = std::function<std::unique_ptr<DraftStrategy>(const StrategyContext&, const StrategyOptions&)>;
 

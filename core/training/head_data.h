@@ -4,11 +4,8 @@
 // Formats `train-head --data FILE --data-format F` reads (auto: *.jsonl -> chat, *.tokens -> tokens, else text):
 //   text    stories separated by blank lines (TextDataset's corpus), no loss mask
 //   chat    conversations in JSON Lines (chat_dataset.h), loss mask on the assistant's turns
-//   tokens  one sequence per line as decimal token ids, written by `draftlab gen-head-data`:
-//             "1 417 92 | 35 88 2"   the ids before "|" (the prompt) get loss mask 0, those after it 1;
-//             "1 417 92 35 88 2"     a line without "|" is all 1.
-//           Ids are taken as they are (BOS included when the line has it): no retokenization drift. The data
-//           has a loss mask when any line has a "|".
+//   tokens  one sequence per line as decimal token ids, written by `draftlab gen-head-data`
+//           (core/text/token_lines.h)
 //
 // Target-generated data: each prompt (token ids) is continued by the target with generate_vanilla (greedy, or
 // sampled with temperature / top-k / top-p and seed + i for prompt i), stopping at the model's EOS ids or at
@@ -25,6 +22,7 @@
 #include "core/distributed/data_parallel.h"
 #include "core/model/llama_model.h"
 #include "core/text/chat_template.h"
+#include "core/text/token_lines.h"
 #include "core/text/tokenizer.h"
 #include "core/training/text_dataset.h"
 
@@ -35,11 +33,6 @@ enum class HeadDataFormat { Text, Chat, Tokens };
 // "text", "chat", "tokens" or "auto" (by the file name, see above). Throws Error listing the valid names.
 HeadDataFormat parse_head_data_format(const std::string& name, const std::string& path);
 const char* head_data_format_name(HeadDataFormat f);
-
-// Reads a token-line file; every id must be in [0, vocab_size). Throws Error "FILE:LINE: ..." naming the token.
-std::vector<MaskedSequence> read_token_lines(const std::string& path, int64_t vocab_size, bool* any_mask = nullptr);
-// One line of that format (without the newline).
-std::string format_token_line(const std::vector<int64_t>& prompt, const std::vector<int64_t>& continuation);
 
 // Loads training data of any format with the corpus split (every validation_every-th sequence to validation).
 // chat_template is used by the chat format only.

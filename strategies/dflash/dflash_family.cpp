@@ -137,10 +137,9 @@ const StrategyDescriptor& dflash_strategy() {
                  integer_option("head_seed", 0, 0, 1000000, "the random draft's seed"),
                  integer_option("block_size", 0, 0, 64, "B: B - 1 drafted slots (0: the draft's own block size)"),
                  integer_option("ddtree_nodes", 0, 0, 1024, "DDTree's node budget (0: a chain of the slots' tops)")};
-    d.test_variants = {{"dflash", {"block_size=4"},
-                        "a random draft's slots are almost never accepted: a wrong rule's bias is too small to see"},
-                       {"dflash_ddtree", {"block_size=4", "ddtree_nodes=6", "head_seed=3"},
-                        "a random draft's trees are almost never accepted: a wrong rule's bias is too small to see"}};
+    // A random draft's slots are seldom accepted at T 1.5: the wrong-rule controls run hot (T 8).
+    d.test_variants = {with_control_temperature({"dflash", {"block_size=4"}}, 8.0),
+                       with_control_temperature({"dflash_ddtree", {"block_size=4", "ddtree_nodes=6", "head_seed=3"}}, 8.0)};
     d.make = [](const StrategyContext& context, const StrategyOptions& options) -> std::unique_ptr<DraftStrategy> {
       auto head = head_from(context, options);
       int64_t block = options.get_int("block_size");

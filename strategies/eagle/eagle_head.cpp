@@ -14,7 +14,7 @@
 #include "core/base/error.h"
 #include "core/model/checkpoint_tensor.h"
 #include "core/base/file_bytes.h"
-#include "core/model/head_folder.h"
+#include "core/io/head_folder.h"
 #include "core/io/safetensors.h"
 #include "core/model/forward_clock.h"
 #include "core/model/head_rows.h"

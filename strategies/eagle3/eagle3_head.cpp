@@ -15,7 +15,7 @@
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint_tensor.h"
 #include "core/model/forward_clock.h"
-#include "core/model/head_folder.h"
+#include "core/io/head_folder.h"
 #include "core/model/head_rows.h"
 #include "core/model/host_tensor.h"
 #include "core/model/llama_layer.h"

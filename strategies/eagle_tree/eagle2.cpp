@@ -304,7 +304,8 @@ StrategyDescriptor eagle2_descriptor_for(const std::string& name, const HeadFami
       {"eagle2_auto", {"total_tokens=auto", "max_auto_tokens=32", "auto_cost=1/0.002/0.1"}},
       {"eagle2_auto_measured", {"total_tokens=auto", "max_auto_tokens=32"},
        "total_tokens=auto decides from measured wall-clock costs whether drafting pays: on a fast or loaded machine it "
-       "drafts only now and then (174 real rejections in 3000 runs seen), too rarely for the control to be reliable",
+       "drafts only now and then (174 real rejections in 3000 runs seen), too rarely for the control to be reliable; "
+       "eagle2_auto (the same budget rule on a fixed cost curve) is power-tested",
        "measured costs may show that no tree pays for its verification (a random head's values are tiny)",
        /*timing_dependent=*/true},
       {"eagle2_sampled", {"sample_tree=true", "total_tokens=12", "depth=4", "top_k=3"}},

@@ -12,7 +12,7 @@
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint_tensor.h"
 #include "core/model/forward_clock.h"
-#include "core/model/head_folder.h"
+#include "core/io/head_folder.h"
 
 namespace draftlab {
 

@@ -13,7 +13,7 @@
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint_tensor.h"
 #include "core/model/forward_clock.h"
-#include "core/model/head_folder.h"
+#include "core/io/head_folder.h"
 #include "core/model/native_decoder.h"
 
 namespace draftlab {

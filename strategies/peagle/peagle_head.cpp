@@ -12,7 +12,7 @@
 #include "core/base/file_bytes.h"
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint_tensor.h"
-#include "core/model/head_folder.h"
+#include "core/io/head_folder.h"
 #include "core/model/llama_layer.h"
 #include "strategies/eagle3/draft_to_target.h"
 #include "strategies/eagle3/eagle3_head.h"

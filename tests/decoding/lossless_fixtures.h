@@ -25,9 +25,11 @@ struct StrategyConfig {
   std::string label;  // test name suffix
   std::string name;   // registry name
   std::vector<std::string> options;
-  std::string no_sampling_power;  // TestVariant::no_sampling_power
+  std::string no_power;           // TestVariant::no_power
   std::string may_draft_nothing;  // TestVariant::may_draft_nothing
   bool timing_dependent = false;  // TestVariant::timing_dependent
+  std::string never_rejected;     // TestVariant::never_rejected
+  double control_temperature = 1.5;  // TestVariant::control_temperature
 };
 
 // gtest prints parameters in test names and failures: the label, not raw bytes.
@@ -47,7 +49,8 @@ inline std::vector<StrategyConfig> all_strategy_configs(const std::string& targe
   std::vector<StrategyConfig> configs;
   for (const StrategyDescriptor* s : strategy_table())
     for (const TestVariant& v : s->test_variants) {
-      StrategyConfig c{v.label, s->name, {}, v.no_sampling_power, v.may_draft_nothing, v.timing_dependent};
+      StrategyConfig c{v.label,          s->name,          {}, v.no_power, v.may_draft_nothing, v.timing_dependent,
+                       v.never_rejected, v.control_temperature};
       for (const auto& o : v.options) c.options.push_back(fill(o));
       configs.push_back(c);
     }

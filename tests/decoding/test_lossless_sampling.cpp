@@ -87,9 +87,10 @@ class LosslessSampling : public ::testing::TestWithParam<LosslessCase> {
     draft_dir = dir;
   }
 
-  // rejected (optional): draft nodes the verifier rejected over all runs, the wrong rule's only chance to show.
+  // rejected (optional): draft nodes the verifier rejected over all runs, the wrong rule's only chance to show;
+  // accepted (optional): draft nodes accepted.
   std::map<std::pair<int64_t, int64_t>, int> run(const SamplingParams& sp, RejectionUpdate rule, int runs,
-                                                 int64_t* rejected = nullptr) {
+                                                 int64_t* rejected = nullptr, int64_t* accepted = nullptr) {
     // The model paths exist only now: take this label's options with them filled in.
     StrategyConfig cfg;
     for (const auto& c : all_strategy_configs(target_dir, draft_dir))
@@ -104,8 +105,10 @@ class LosslessSampling : public ::testing::TestWithParam<LosslessCase> {
       SpeculativeDecoder decoder(*target, *strategy, rule);
       auto out = decoder.generate(prompt, gen);
       counts[{out.tokens.at(0), out.tokens.at(1)}]++;
-      if (rejected)
-        for (const CycleStats& c : out.cycles) *rejected += c.rejected;
+      for (const CycleStats& c : out.cycles) {
+        if (rejected) *rejected += c.rejected;
+        if (accepted) *accepted += c.accepted;
+      }
     }
     return counts;
   }
@@ -154,17 +157,28 @@ TEST_P(LosslessSamplingOverMoe, FirstTwoTokensFollowTheTargetDistribution) { exp
 TEST_P(LosslessSampling, AWrongAcceptanceRuleIsCaught) {
   if (find_strategy(GetParam().config.name).shape == DraftShape::None)
     GTEST_SKIP() << "no drafts: no acceptance rule to get wrong";
-  // A variant that cannot show a wrong rule says why in its descriptor (TestVariant::no_sampling_power).
-  if (!GetParam().config.no_sampling_power.empty()) GTEST_SKIP() << GetParam().config.no_sampling_power;
-  SamplingParams sp{1.5, 0, 1.0};
+  const StrategyConfig& config = GetParam().config;
+  // Drafts the verifier never rejects (q = p) leave no rule to get wrong: check that none is rejected.
+  if (!config.never_rejected.empty()) {
+    int64_t rejected = 0, accepted = 0;
+    run(SamplingParams{config.control_temperature, 0, 1.0}, residual_after_rejection, kRuns / 10, &rejected, &accepted);
+    ASSERT_EQ(rejected, 0) << "declared never rejected (" << config.never_rejected << ")";
+    ASSERT_GE(accepted, kRuns / 10) << "drafts nothing: 'never rejected' says nothing";
+    GTEST_SKIP() << "never rejected: " << config.never_rejected;
+  }
+  // A variant in which no control can show a wrong rule says why in its descriptor (TestVariant::no_power); its
+  // strategy has another variant with power (test_strategy_registry).
+  if (!config.no_power.empty()) GTEST_SKIP() << "no power: " << config.no_power;
+  SamplingParams sp{config.control_temperature, 0, 1.0};
   Exact e = exact_distribution(*target, prompt, sp);
   int64_t rejected = 0;
   auto counts = run(sp, keep_p_after_rejection, kRuns, &rejected);
-  std::cout << GetParam().label() << ": " << rejected << " draft nodes rejected in " << kRuns << " runs\n";
+  std::cout << GetParam().label() << ": " << rejected << " draft nodes rejected in " << kRuns << " runs at T "
+            << sp.temperature << "\n";
   const int64_t needed = kRuns / 10;
   ASSERT_GE(rejected, needed) << "only " << rejected << " draft nodes rejected in " << kRuns
-                              << " runs: no power against a wrong rule (declare why in the descriptor's "
-                                 "TestVariant::no_sampling_power, or give the variant a setting with power)";
+                              << " runs: no power against a wrong rule (raise TestVariant::control_temperature, "
+                                 "or declare why no control can have power in TestVariant::no_power)";
   auto chi = chi_square(e, counts, kRuns);
   EXPECT_TRUE(chi.impossible > 0 || chi.statistic > chi_square_quantile(chi.dof, 1e-6))
       << "sampling from p instead of the residual after a rejection biases towards drafted tokens";

@@ -40,6 +40,23 @@ TEST(StrategyRegistry, DescriptorsAreConsistent) {
   EXPECT_EQ(baseline_strategy().shape, DraftShape::None);
 }
 
+// T > 0 power for every drafting strategy: a variant may be exempt from the wrong-rule control (no_power, with a
+// reason) or never rejected, but each strategy that drafts needs a variant in which a planted wrong acceptance rule is
+// caught (tests/decoding/test_lossless_sampling.cpp runs that control on it).
+TEST(StrategyRegistry, EveryDraftingStrategyHasAPoweredVariant) {
+  for (const StrategyDescriptor* d : strategy_table()) {
+    if (d->shape == DraftShape::None) continue;
+    SCOPED_TRACE(d->name);
+    int powered = 0;
+    for (const TestVariant& v : d->test_variants) {
+      EXPECT_FALSE(!v.no_power.empty() && !v.never_rejected.empty()) << v.label << ": exempt for two reasons";
+      EXPECT_GE(v.control_temperature, 1.0) << v.label << ": a cooler control rejects less, not more";
+      powered += v.no_power.empty() && v.never_rejected.empty();
+    }
+    EXPECT_GE(powered, 1) << "no variant of " << d->name << " has a wrong-rule control with power";
+  }
+}
+
 // A family is one folder and one registry line: its descriptor must say everything the framework asks of it.
 TEST(StrategyRegistry, FamiliesDeclareWhatTheFrameworkNeeds) {
   std::set<std::string> families, strategies;

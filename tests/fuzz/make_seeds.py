@@ -188,6 +188,14 @@ for path in sorted(glob.glob(os.path.join(SHARED, "tokenizer-tests/*.gguf"))):
 
 for path in sorted(glob.glob(os.path.join(REPO, "data/models/*/config.json"))):
     put("model_config", os.path.basename(os.path.dirname(path)), read(path))
+    # The committed heads' configs (Medusa, Hydra, P-EAGLE, DFlash, EAGLE): what head_config reads.
+    if "head" in path or "medusa" in path or "hydra" in path:
+        put("head_config", os.path.basename(os.path.dirname(path)), read(path))
+put("token_lines", "prompt_and_continuation", "1 5 9 | 12 40 2\n\n3 4\n| 7\n")
+put("token_lines", "bad_id", "1 2 97\n")
+put("head_config", "hand_medusa", json.dumps({"medusa_num_heads": 3, "medusa_num_layers": 1, "hidden_size": 64,
+                                              "vocab_size": 97}))
+put("head_config", "hand_nulls", '{"hydra_num_heads": null, "block_size": 1, "vocab_size": 96, "hidden_size": 64.0}')
 for path in sorted(glob.glob(os.path.join(REPO, "data/models/*/tokenizer.json"))):
     tok = json.loads(read(path))
     model = tok["model"]

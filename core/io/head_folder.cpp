@@ -1,4 +1,4 @@
-#include "core/model/head_folder.h"
+#include "core/io/head_folder.h"
 
 #include <tuple>
 #include <utility>
