@@ -424,7 +424,7 @@ PYBIND11_MODULE(_draftlab, m) {
   py::class_<Model>(m, "Model")
       .def(py::init([](const std::string& path, const std::string& tokenizer, const std::string& dtype,
                        const std::string& cpu_path, const std::string& weights, const std::string& kv_cache,
-                       int threads) {
+                       int threads, const std::string& quant_dot) {
              cli::ModelOptions o;
              o.model_path = path;
              o.tokenizer_path = tokenizer;
@@ -433,10 +433,12 @@ PYBIND11_MODULE(_draftlab, m) {
              o.weights = weights;
              o.kv_cache = kv_cache;
              o.threads = threads;
+             o.quant_dot = quant_dot;
              return Model{cli::load_model_and_tokenizer(o), o};
            }),
            py::arg("path"), py::arg("tokenizer") = "", py::arg("dtype") = "float32", py::arg("cpu_path") = "auto",
-           py::arg("weights") = "auto", py::arg("kv_cache") = "auto", py::arg("threads") = 0)
+           py::arg("weights") = "auto", py::arg("kv_cache") = "auto", py::arg("threads") = 0,
+           py::arg("quant_dot") = "float")
       .def("experiment", &Model::experiment, py::arg("args"))
       .def("encode", &Model::encode, py::arg("text"), py::arg("chat_template") = "plain")
       .def("decode", &Model::decode, py::arg("ids"))

@@ -182,6 +182,27 @@ if [ -x "$SPEC" ]; then
       fi
     done
   done
+  # --quant-dot int8 against llama.cpp's own q8_0 / q4_0 arithmetic (ggml quantizes the activations to Q8_0 as
+  # draftlab does): the same greedy ids on ts-target and ts-moe, but for near-ties in draftlab's own logits
+  # (int8_vs_llama_cpp.py; the Python module computes them).
+  MOE=$SRC/data/models/ts-moe
+  PACKAGE=$(dirname "$BIN")/python
+  if [ -d "$PACKAGE/draftlab" ] && [ -n "${DRAFTLAB_PYTHON:-}" ]; then
+    ggufs=()
+    for model in "$TARGET" "$MOE"; do
+      for type in q8_0 q4_0; do
+        out="$TMP/int8-$(basename "$model")-$type.gguf"
+        "$BIN" export-gguf --model "$model" --out "$out" --type $type 2>/dev/null && ggufs+=("$out")
+      done
+    done
+    mapfile -t prompts < <(sed -n "s/^    --prompt \"\(.*\)\" \\\\$/\1/p" "$SRC/README.md")
+    "$DRAFTLAB_PYTHON" "$(dirname "$0")/int8_vs_llama_cpp.py" "$BIN" "$SPEC" "$PACKAGE" 48 "${ggufs[@]}" -- "${prompts[@]}" \
+      "once upon a time" "the little dog" "tom and his sister went to the park" >"$TMP/int8.txt" 2>&1 &&
+      ok "--quant-dot int8 gives llama.cpp's greedy ids on q8_0 / q4_0 ts-target and ts-moe ($(tail -1 "$TMP/int8.txt"))" ||
+      bad "--quant-dot int8 and llama.cpp differ: $(grep -v '^same' "$TMP/int8.txt" | tail -6)"
+  else
+    skip_part "the Python module is not built ($PACKAGE): no int8 comparison with llama.cpp"
+  fi
 else
   msg="llama.cpp 2026 peer not built ($SPEC; bash \$DRAFTLAB_SHARED/peers/build_llama_cpp_2026.sh /tmp/llama2026)"
   if [ "${DRAFTLAB_REQUIRE_PEER:-0}" = 1 ]; then bad "$msg, but DRAFTLAB_REQUIRE_PEER=1"; else skip_part "$msg"; fi

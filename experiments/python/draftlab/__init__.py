@@ -105,10 +105,10 @@ class Model:
     """A target and its tokenizer (a Hugging Face folder, a .gguf, or a llama2.c .bin with tokenizer=)."""
 
     def __init__(self, path, tokenizer="", dtype="float32", cpu_path="auto", weights="auto", kv_cache="auto",
-                 threads=0):
-        self._model = _draftlab.Model(path, tokenizer, dtype, cpu_path, weights, kv_cache, threads)
+                 threads=0, quant_dot="float"):
+        self._model = _draftlab.Model(path, tokenizer, dtype, cpu_path, weights, kv_cache, threads, quant_dot)
         self._loaded_with = dict(model=path, tokenizer=tokenizer, dtype=dtype, path=cpu_path, weights=weights,
-                                 kv_cache=kv_cache)
+                                 kv_cache=kv_cache, quant_dot=quant_dot)
 
     def _options(self):
         """The command-line options that name this model as it was loaded (compare / exp run on it)."""
