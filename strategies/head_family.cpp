@@ -42,13 +42,7 @@ const HeadFamily& head_family_of(const std::string& path) {
   check(fallback != nullptr, "head_family_of: no fallback head family in DRAFTLAB_FAMILIES");
   const std::string config_path = head_config_path(path);
   if (!is_file(config_path)) return *fallback;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_text_file(config_path));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error::in_file(config_path, "config", "valid JSON", e.what());
-  }
-  if (!j.is_object()) throw Error::in_file(config_path, "config", "a JSON object", j.type_name());
+  const nlohmann::json j = read_head_config(config_path, "a head folder needs config.json");
   for (const HeadFamily* f : head_family_table())
     if (f->recognises && f->recognises(j)) return *f;
   return *fallback;

@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 
-EPS = 0.02  # logits (ts-target's top logits are about 5-10): twice the largest gap seen, 0.0105 (docs/fidelity.md)
+EPS = 0.02  # logits (ts-target's top logits are about 5-10): about twice the largest gap seen, 0.0105 (docs/fidelity.md)
 
 args = sys.argv[1:]
 cut = args.index("--")
