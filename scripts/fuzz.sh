@@ -4,7 +4,6 @@
 #   bash scripts/fuzz.sh 20                    # 20 s each (CI)
 #   bash scripts/fuzz.sh 600 gguf safetensors  # some targets (names: tests/fuzz/<name>_fuzz.cpp)
 #   KEEP=1 bash scripts/fuzz.sh 600            # long mode: 10 min per target, then the corpus kept in the repository
-#   bash scripts/fuzz.sh --build-only          # build the targets, fuzz nothing (.ci/run builds them early)
 # The kept corpus is tests/fuzz/corpus/<target>.pack (tests/fuzz/corpus_pack.py; ctest's fuzz.replay replays it
 # through every target on every change). Each run starts from it; KEEP=1 minimises what the run found to the inputs
 # covering its edges, at most 2 KB each, and writes the pack back. KEEP=1 seeds from the repository alone
@@ -18,8 +17,6 @@
 #   FUZZ_ARGS=...  more libFuzzer options
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build_only=0
-[ "${1:-}" = --build-only ] && { build_only=1; shift; }
 SECONDS_PER_TARGET=${1:-60}
 shift || true
 BUILD=build-fuzz
@@ -27,7 +24,6 @@ export DRAFTLAB_SHARED=${DRAFTLAB_SHARED:-$(cd .. && pwd)/shared}
 
 CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DDRAFTLAB_FUZZ=ON >/dev/null
 cmake --build "$BUILD" -j "${JOBS:-2}"
-[ "$build_only" = 1 ] && exit 0
 
 # By default every target but results_file: HDF5 1.10.8's own parser crashes, hangs and leaks on corrupt files
 # within minutes (docs/testing.md, "Fuzzing"), which would fail every run for bugs outside draftlab. Name it to run it.
@@ -61,7 +57,7 @@ max_len() {
     safetensors | tree_spec | bench_questions | spec_bench_answers | chat_jsonl) echo 4096 ;;
     gguf) echo 16384 ;;
     results_file) echo 32768 ;;
-    results_schema) echo 1024 ;;
+    results_schema | tree_proposal | feature_cache) echo 1024 ;;
     *) echo 8192 ;;
   esac
 }

@@ -2,7 +2,6 @@
 # One command to set up and build draftlab on Debian 12:
 #   bash scripts/setup.sh            # apt install (needs root or sudo) + configure + build
 #   SKIP_APT=1 bash scripts/setup.sh # build only
-#   SKIP_BUILD=1 bash scripts/setup.sh # apt only (.ci/run: other builds start once the packages are in)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +34,6 @@ if [ "${SKIP_APT:-0}" != 1 ]; then
   fi
 fi
 
-[ "${SKIP_BUILD:-0}" = 1 ] && exit 0
 BUILD_DIR=${BUILD_DIR:-build}
 BUILD_TYPE=${BUILD_TYPE:-Release}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" ${CMAKE_ARGS:-}

@@ -5,7 +5,8 @@
 #   bash scripts/test.sh --full           # the full tier: the same at full size
 #   bash scripts/test.sh --changed BASE   # CI: the fast tier, plus the full tier of each label whose folders changed
 #                                         # since the git commit BASE (core/ops, core/model -> isa; core, strategies,
-#                                         # tests -> model); BASE unknown: the full tier alone
+#                                         # tests -> model; the instrumented code and its tests -> asan); BASE
+#                                         # unknown: the full tier alone
 #   bash scripts/test.sh [TIER] -L LABEL  # more ctest arguments: a label (base, model, isa, asan, cli, experiments,
 #                                         # analysis, python, distributed), -R REGEX, ...
 # One test case: build/tests/NAME --gtest_filter=Suite.Case (GTEST_FILTER=... also reaches ctest's entries).
@@ -28,6 +29,8 @@ case "${1:-}" in
       labels=()
       grep -qE '^core/(ops|model)/' <<<"$changed" && labels+=(isa)
       grep -qE '^(core|strategies|tests)/' <<<"$changed" && labels+=(model)
+      grep -qE '^(core/(base|io|text|ops|model|decoding|results)/|tests/(io|text|ops|distributed)/|tests/decoding/test_oracle_drafts|tests/CMakeLists)' \
+        <<<"$changed" && labels+=(asan)
       if [ ${#labels[@]} -gt 0 ]; then
         full_labels="^($(IFS='|'; echo "${labels[*]}"))$"
         tiers=(fast full)
@@ -37,6 +40,10 @@ case "${1:-}" in
 esac
 
 cmake --build "$BUILD_DIR" -j "$JOBS"
+# The sanitizer builds are not part of `all` (tests/CMakeLists.txt): built when their label runs.
+if [[ " ${tiers[*]} " == *" full "* ]] && { [ "$full_labels" = . ] || [[ "$full_labels" == *asan* ]]; }; then
+  cmake --build "$BUILD_DIR" -j "$JOBS" --target draftlab_asan
+fi
 reports="$BUILD_DIR/test-reports"
 rm -rf "$reports" && mkdir -p "$reports"
 status=0

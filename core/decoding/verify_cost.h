@@ -52,19 +52,29 @@ inline bool drafting_pays(int32_t best_m, double tokens_per_second, const Verify
   return best_m > 0 && tokens_per_second > 1.0 / cost.seconds(1);
 }
 
+// Chains drafted token by token (gamma=auto, depth=auto; strategies/chain_budget.h): whether drafting one more token
+// could still raise tokens per second. expected: each drafted token's expected acceptance (its value, calibrated);
+// next_bound: at most what any further token can add; draft_seconds: the chain's drafting time so far;
+// token_seconds: what one more token costs to draft; room: how many more are allowed. When no length up to `room`
+// at next_bound per token beats the best prefix of the chain as it is, no real continuation will.
+bool another_token_may_pay(const std::vector<float>& expected, double next_bound, double draft_seconds,
+                           double token_seconds, const VerifyCost& cost, int32_t room);
+
 // Running calibration alpha = accepted / predicted, with exponential forgetting so it follows the context.
 class AcceptanceCalibration {
  public:
-  explicit AcceptanceCalibration(double decay = 0.95) : decay_(decay) {}
+  // prior: how many predicted tokens' worth of "alpha = 1" it starts with. 1 suits a tree's summed values; a chain's
+  // deep tokens, valued a few hundredths each, need a lighter one to move within a sequence.
+  explicit AcceptanceCalibration(double decay = 0.95, double prior = 1.0) : decay_(decay), prior_(prior) {}
   void observe(double predicted, double accepted) {
     predicted_ = decay_ * predicted_ + predicted;
     accepted_ = decay_ * accepted_ + accepted;
   }
   // Starts at 1 (EAGLE-2 section 3.2: confidence is well calibrated), pulled towards the data as it comes.
-  double alpha() const { return (accepted_ + 1.0) / (predicted_ + 1.0); }
+  double alpha() const { return (accepted_ + prior_) / (predicted_ + prior_); }
 
  private:
-  double decay_;
+  double decay_, prior_;
   double predicted_ = 0.0, accepted_ = 0.0;
 };
 

@@ -15,14 +15,12 @@
 #include "core/base/file_bytes.h"
 #include "core/model/rope.h"
 #include "core/model/training_forward.h"
-#include "core/results/hdf5_safe_read.h"
+#include "core/training/feature_cache_file.h"
 #include "core/training/training_log.h"
 
 namespace draftlab {
 
 namespace {
-
-const char* kFormat = "draftlab-feature-cache-v1";
 
 // FNV-1a over 64-bit words (then the tail bytes): fast enough to hash a large model's weights in seconds.
 class Hash64 {
@@ -63,59 +61,13 @@ class Hash64 {
   uint64_t h_ = 1469598103934665603ULL;
 };
 
-// IEEE half precision as an HDF5 type (h5py reads it as numpy float16). Written and read with this same type in
-// memory (at::Half buffers), so HDF5 converts nothing.
-H5::FloatType float16_type() {
-  H5::FloatType t(H5::PredType::IEEE_F32LE);
-  t.setFields(15, 10, 5, 0, 10);
-  t.setSize(2);
-  t.setEbias(15);
-  return t;
-}
-
 void write_attribute(H5::H5Object& object, const std::string& key, const std::string& value) {
   H5::StrType type(H5::PredType::C_S1, value.empty() ? 1 : value.size());
   H5::Attribute a = object.createAttribute(key, type, H5::DataSpace(H5S_SCALAR));
   a.write(type, value.empty() ? std::string(1, '\0') : value);
 }
 
-// The cache's identity attributes, read as the results reader reads its own (hdf5_safe_read.h): one value each, a
-// null string as "".
-std::map<std::string, std::string> read_attributes(const H5::H5File& file, const std::string& path) {
-  std::map<std::string, std::string> out;
-  H5::Group root = file.openGroup("/");
-  for (int i = 0; i < root.getNumAttrs(); ++i) {
-    H5::Attribute a = root.openAttribute(static_cast<unsigned>(i));
-    out[a.getName()] = read_string_attribute(a, path, "attribute " + a.getName());
-  }
-  return out;
-}
-
-// Selects rows [first, first + count) of a dataset of rank 2 or 3 in its file space; returns the memory space.
-H5::DataSpace select_rows(H5::DataSpace& file_space, int rank, hsize_t first, hsize_t count) {
-  hsize_t dims[3] = {0, 0, 0};
-  file_space.getSimpleExtentDims(dims);
-  hsize_t start[3] = {first, 0, 0}, size[3] = {count, dims[1], dims[2]};
-  file_space.selectHyperslab(H5S_SELECT_SET, size, start);
-  return H5::DataSpace(rank, size);
-}
-
-int64_t parse_count(const std::map<std::string, std::string>& a, const std::string& key, const std::string& path) {
-  auto it = a.find(key);
-  if (it == a.end()) throw Error::in_file(path, key, "an attribute holding a count", "none");
-  try {
-    return std::stoll(it->second);
-  } catch (const std::exception&) {
-    throw Error::in_file(path, key, "an integer", "'" + it->second + "'");
-  }
-}
-
 }  // namespace
-
-struct FeatureCache::File {
-  H5::H5File file;
-  H5::DataSet windows, mask, lengths, features;
-};
 
 std::map<std::string, std::string> FeatureCacheIdentity::fields() const {
   std::map<std::string, std::string> f{{"model_checksum", model_checksum},
@@ -213,7 +165,7 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
       H5::DataSpace lspace(1, ldims);
       H5::DataSet lengths;
       if (whole) lengths = file.createDataSet("lengths", H5::PredType::STD_I64LE, lspace);
-      const H5::FloatType f16 = float16_type();
+      const H5::FloatType f16 = feature_cache_float16_type();
       const H5::DataType& ftype =
           feature_dtype == at::kHalf ? static_cast<const H5::DataType&>(f16) : H5::PredType::IEEE_F32LE;
       H5::DataSet features = file.createDataSet("features", ftype, fspace);
@@ -222,23 +174,23 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
       for_each_step([&](int64_t s, const RowBatch& r, const at::Tensor& f) {
         const at::Tensor& w = r.tokens;
         H5::DataSpace ws = windows.getSpace();
-        windows.write(w.data_ptr<int64_t>(), H5::PredType::NATIVE_INT64, select_rows(ws, 2, s * B, B), ws);
+        windows.write(w.data_ptr<int64_t>(), H5::PredType::NATIVE_INT64, select_cache_rows(ws, 2, s * B, B), ws);
         if (r.mask.defined()) {
           const at::Tensor m = r.mask.to(at::kByte).contiguous();
           H5::DataSpace ms = mask.getSpace();
-          mask.write(m.data_ptr<uint8_t>(), H5::PredType::NATIVE_UINT8, select_rows(ms, 2, s * B, B), ms);
+          mask.write(m.data_ptr<uint8_t>(), H5::PredType::NATIVE_UINT8, select_cache_rows(ms, 2, s * B, B), ms);
         }
         if (whole) {
           const at::Tensor l = r.lengths.contiguous();
           H5::DataSpace ls = lengths.getSpace();
-          lengths.write(l.data_ptr<int64_t>(), H5::PredType::NATIVE_INT64, select_rows(ls, 1, s * B, B), ls);
+          lengths.write(l.data_ptr<int64_t>(), H5::PredType::NATIVE_INT64, select_cache_rows(ls, 1, s * B, B), ls);
         }
         H5::DataSpace fs = features.getSpace();
-        features.write(f.data_ptr(), fmem, select_rows(fs, 3, s * B, B), fs);
+        features.write(f.data_ptr(), fmem, select_cache_rows(fs, 3, s * B, B), fs);
       });
       H5::Group root = file.openGroup("/");
       std::map<std::string, std::string> attrs = identity.fields();
-      attrs["format"] = kFormat;
+      attrs["format"] = kFeatureCacheFormat;
       attrs["model_path"] = identity.model_path;
       attrs["data_source"] = identity.data_source;
       attrs["steps"] = std::to_string(steps);
@@ -254,62 +206,34 @@ void FeatureCache::build(const std::string& path, const LlamaModel& target, cons
 std::unique_ptr<FeatureCache> FeatureCache::open(const std::string& path, const LlamaModel& target,
                                                  const FeatureCacheIdentity& expected) {
   std::unique_ptr<FeatureCache> c(new FeatureCache());
-  c->path_ = path;
-  try {
-    H5::Exception::dontPrint();
-    c->file_ = std::make_unique<File>();
-    c->file_->file = H5::H5File(path, H5F_ACC_RDONLY);
-    c->attributes_ = read_attributes(c->file_->file, path);
-  } catch (const H5::Exception& e) {
-    throw Error::at(path, "not a readable HDF5 feature cache (" + e.getDetailMsg() + ")");
-  }
-  const auto& a = c->attributes_;
-  auto attr = [&](const std::string& key) {
-    auto it = a.find(key);
-    return it == a.end() ? std::string() : it->second;
-  };
-  if (attr("format") != kFormat) throw Error::in_file(path, "format", std::string("'") + kFormat + "'", "'" + attr("format") + "'");
+  c->file_ = std::make_unique<FeatureCacheFile>(path);
+  FeatureCacheFile& file = *c->file_;
+  file.check_format();
+  const auto& a = file.attributes();
   for (const auto& [key, value] : expected.fields()) {
     auto it = a.find(key);
     if (it != a.end() && it->second == value) continue;
     std::string ours = "'" + value + "' (this run", theirs = it == a.end() ? "none" : "'" + it->second + "' (the cache";
     if (key == "model_checksum") {
       ours += ": target " + expected.model_path;
-      theirs += it == a.end() ? "" : ": built from " + attr("model_path");
+      theirs += it == a.end() ? "" : ": built from " + file.attribute("model_path");
     } else if (key == "data") {
       ours += ": " + expected.data_source;
-      theirs += it == a.end() ? "" : ": built from " + attr("data_source");
+      theirs += it == a.end() ? "" : ": built from " + file.attribute("data_source");
     }
     throw Error::in_file(path, key, ours + ")", theirs + (it == a.end() ? "" : ")") +
                                                    "; delete the file or pass another --feature-cache to rebuild");
   }
-  c->steps_ = parse_count(a, "steps", path);
   c->batch_ = expected.batch;
   c->span_ = expected.context + 1;
   c->hidden_ = expected.width();
+  file.check_layout(c->batch_, c->span_, c->hidden_);
+  c->steps_ = file.steps();
   c->seed_ = expected.seed;
+  c->vocab_ = target.config().vocab_size;
   c->compute_dtype_ = target.options().dtype;
   c->device_ = target.options().device;
-  c->feature_dtype_ = attr("feature_dtype") == "float16" ? at::kHalf : at::kFloat;
-  try {
-    c->file_->windows = c->file_->file.openDataSet("windows");
-    c->file_->features = c->file_->file.openDataSet("features");
-    c->has_mask_ = c->file_->file.nameExists("loss_mask");
-    if (c->has_mask_) c->file_->mask = c->file_->file.openDataSet("loss_mask");
-    c->has_lengths_ = c->file_->file.nameExists("lengths");
-    if (c->has_lengths_) c->file_->lengths = c->file_->file.openDataSet("lengths");
-    hsize_t dims[3] = {0, 0, 0};
-    c->file_->features.getSpace().getSimpleExtentDims(dims);
-    const hsize_t want[3] = {static_cast<hsize_t>(c->windows()), static_cast<hsize_t>(c->span_),
-                             static_cast<hsize_t>(c->hidden_)};
-    if (dims[0] != want[0] || dims[1] != want[1] || dims[2] != want[2])
-      throw Error::in_file(path, "features", "shape [" + std::to_string(want[0]) + ", " + std::to_string(want[1]) +
-                                                 ", " + std::to_string(want[2]) + "] (steps * batch, context + 1, d)",
-                           "[" + std::to_string(dims[0]) + ", " + std::to_string(dims[1]) + ", " +
-                               std::to_string(dims[2]) + "]");
-  } catch (const H5::Exception& e) {
-    throw Error::at(path, "malformed feature cache (" + e.getDetailMsg() + ")");
-  }
+  c->feature_dtype_ = file.float16_features() ? at::kHalf : at::kFloat;
   return c;
 }
 
@@ -357,6 +281,9 @@ std::unique_ptr<FeatureCache> FeatureCache::open_or_build(const FeatureCacheOpti
 
 FeatureCache::~FeatureCache() = default;
 
+bool FeatureCache::has_mask() const { return file_->has_mask(); }
+const std::map<std::string, std::string>& FeatureCache::attributes() const { return file_->attributes(); }
+
 CachedBatch FeatureCache::batch(int64_t step) const { return read_rows(rows_of_step(step), {0, batch_}); }
 
 CachedBatch FeatureCache::batch(int64_t step, BatchRows rows) const {
@@ -383,44 +310,12 @@ CachedBatch FeatureCache::read_rows(const std::vector<int64_t>& rows, BatchRows 
   auto mask = at::empty({B, span_}, at::TensorOptions().dtype(at::kByte));
   auto lengths = at::empty({B}, at::TensorOptions().dtype(at::kLong));
   auto features = at::empty({features_of.count, span_, hidden_}, at::TensorOptions().dtype(feature_dtype_));
-  const H5::FloatType f16 = float16_type();
-  const H5::DataType& fmem =
-      feature_dtype_ == at::kHalf ? static_cast<const H5::DataType&>(f16) : H5::PredType::NATIVE_FLOAT;
-  try {
-    // Runs of consecutive rows are read with one call each.
-    for (int64_t i = 0; i < B;) {
-      int64_t n = 1;
-      while (i + n < B && rows[i + n] == rows[i] + n) ++n;
-      const hsize_t first = static_cast<hsize_t>(rows[i]), count = static_cast<hsize_t>(n);
-      H5::DataSpace ws = file_->windows.getSpace();
-      file_->windows.read(windows[i].data_ptr<int64_t>(), H5::PredType::NATIVE_INT64, select_rows(ws, 2, first, count),
-                          ws);
-      if (has_mask_) {
-        H5::DataSpace ms = file_->mask.getSpace();
-        file_->mask.read(mask[i].data_ptr<uint8_t>(), H5::PredType::NATIVE_UINT8, select_rows(ms, 2, first, count), ms);
-      }
-      if (has_lengths_) {
-        H5::DataSpace ls = file_->lengths.getSpace();
-        file_->lengths.read(lengths.data_ptr<int64_t>() + i, H5::PredType::NATIVE_INT64, select_rows(ls, 1, first, count),
-                            ls);
-      }
-      i += n;
-    }
-    for (int64_t i = features_of.first, end = features_of.first + features_of.count; i < end;) {
-      int64_t n = 1;
-      while (i + n < end && rows[i + n] == rows[i] + n) ++n;
-      H5::DataSpace fs = file_->features.getSpace();
-      file_->features.read(features[i - features_of.first].data_ptr(), fmem,
-                           select_rows(fs, 3, static_cast<hsize_t>(rows[i]), static_cast<hsize_t>(n)), fs);
-      i += n;
-    }
-  } catch (const H5::Exception& e) {
-    throw Error::at(path_, "cannot read the feature cache (" + e.getDetailMsg() + ")");
-  }
+  file_->read_rows(rows, vocab_, windows.data_ptr<int64_t>(), mask.data_ptr<uint8_t>(), lengths.data_ptr<int64_t>());
+  file_->read_features(rows, features_of.first, features_of.count, features.data_ptr());
   CachedBatch out;
   out.windows = windows;
-  if (has_mask_) out.mask = mask.to(at::kFloat);
-  if (has_lengths_) out.lengths = lengths;
+  if (file_->has_mask()) out.mask = mask.to(at::kFloat);
+  if (file_->has_lengths()) out.lengths = lengths;
   out.features = features.to(device_, compute_dtype_);
   return out;
 }

@@ -40,6 +40,8 @@
 
 namespace draftlab {
 
+class FeatureCacheFile;
+
 // What a cache is built from; every field but model_path and data_source must match for a cache to be used.
 struct FeatureCacheIdentity {
   std::string model_checksum;  // model_weights_checksum(target)
@@ -107,25 +109,21 @@ class FeatureCache {
 
   int64_t steps() const { return steps_; }
   int64_t windows() const { return steps_ * batch_; }
-  bool has_mask() const { return has_mask_; }
+  bool has_mask() const;
   at::ScalarType feature_dtype() const { return feature_dtype_; }
-  const std::map<std::string, std::string>& attributes() const { return attributes_; }
+  const std::map<std::string, std::string>& attributes() const;
 
  private:
-  struct File;
   FeatureCache() = default;
   // The listed rows; features only of the list's entries [features_of.first, + count).
   CachedBatch read_rows(const std::vector<int64_t>& rows, BatchRows features_of) const;
   std::vector<int64_t> rows_of_step(int64_t step) const;
 
-  std::unique_ptr<File> file_;
-  std::string path_;
-  int64_t steps_ = 0, batch_ = 0, span_ = 0, hidden_ = 0;
+  std::unique_ptr<FeatureCacheFile> file_;  // the HDF5 side (feature_cache_file.h)
+  int64_t steps_ = 0, batch_ = 0, span_ = 0, hidden_ = 0, vocab_ = 0;
   uint64_t seed_ = 0;
-  bool has_mask_ = false, has_lengths_ = false;
   at::ScalarType feature_dtype_ = at::kFloat, compute_dtype_ = at::kFloat;
   at::Device device_ = at::kCPU;
-  std::map<std::string, std::string> attributes_;
 };
 
 }  // namespace draftlab

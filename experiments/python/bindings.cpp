@@ -27,6 +27,7 @@
 #include "experiments/cli/experiment_cli.h"
 #include "experiments/cli/model_loading.h"
 #include "strategies/registry.h"
+#include "strategies/tree_proposal.h"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
@@ -136,52 +137,28 @@ class PythonStrategy : public SequenceStrategy {
     const py::object tokens_obj = field("tokens"), parents_obj = field("parents");
     check(!tokens_obj.is_none() && !parents_obj.is_none(),
           where + ": expected None or an object with tokens and parents (draftlab.Tree)");
-    const auto tokens = tokens_obj.cast<std::vector<int64_t>>();
-    const auto parents = parents_obj.cast<std::vector<int64_t>>();
+    TreeProposal proposal;
+    proposal.tokens = tokens_obj.cast<std::vector<int64_t>>();
+    proposal.parents = parents_obj.cast<std::vector<int64_t>>();
     const py::object confidences_obj = field("confidences"), q_obj = field("q");
-    std::vector<double> confidences;
-    if (!confidences_obj.is_none()) confidences = confidences_obj.cast<std::vector<double>>();
+    if (!confidences_obj.is_none()) proposal.confidences = confidences_obj.cast<std::vector<double>>();
     py::list q;
     if (!q_obj.is_none()) q = py::list(q_obj);
-    const size_t n = tokens.size();
-    check(parents.size() == n, where + ": parents has " + std::to_string(parents.size()) + " entries, tokens " +
-                                   std::to_string(n) + ": expected one parent per node");
-    check(confidences.empty() || confidences.size() == n,
-          where + ": confidences has " + std::to_string(confidences.size()) + " entries: expected " + std::to_string(n));
-    check(q.empty() || q.size() == n,
-          where + ": q has " + std::to_string(q.size()) + " entries: expected one per node (None for a chosen token)");
-    check(static_cast<int64_t>(n) <= request.max_nodes,
-          where + ": " + std::to_string(n) + " nodes: expected at most request['max_nodes'] = " +
-              std::to_string(request.max_nodes));
-    for (size_t i = 0; i < n; ++i) {
+    proposal.distributions = q.size();
+    check_tree_proposal(proposal, vocab_, request.max_nodes, where);
+    for (size_t i = 0; i < proposal.tokens.size(); ++i) {
       const std::string node = where + ": node " + std::to_string(i);
-      check(tokens[i] >= 0 && tokens[i] < vocab_, node + ": token " + std::to_string(tokens[i]) +
-                                                      ": expected 0.." + std::to_string(vocab_ - 1));
-      const double confidence = confidences.empty() ? 1.0 : confidences[i];
-      check(confidence >= 0 && confidence <= 1, node + ": confidence " + std::to_string(confidence) + ": expected 0..1");
       int32_t distribution = -1;
       if (!q.empty() && !q[i].is_none()) {
         const auto probs = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(q[i]);
-        check(probs && probs.ndim() == 1 && probs.shape(0) == vocab_,
-              node + ": q: expected a vector of " + std::to_string(vocab_) + " probabilities");
-        double sum = 0;
-        bool finite = true;
-        for (int64_t v = 0; v < vocab_; ++v) {
-          const float x = probs.at(v);
-          finite = finite && std::isfinite(x) && x >= 0;
-          sum += x;
-        }
-        check(finite && std::abs(sum - 1) <= 1e-3,
-              node + ": q: expected non-negative probabilities summing to 1, got a sum of " + std::to_string(sum));
+        check(probs && probs.ndim() == 1, node + ": q: expected a vector of " + std::to_string(vocab_) + " probabilities");
+        check_draft_distribution(probs.data(), probs.shape(0), vocab_, proposal.tokens[i], node);
         at::Tensor t = at::empty({vocab_}, at::kFloat);
         std::copy(probs.data(), probs.data() + vocab_, t.data_ptr<float>());
         distribution = tree.add_distribution(t);
       }
-      try {  // DraftTree checks the parent and that q gives the token mass
-        tree.add(tokens[i], static_cast<int32_t>(parents[i]), static_cast<float>(confidence), distribution);
-      } catch (const Error& e) {
-        throw Error(node + ": " + e.what());
-      }
+      const float confidence = proposal.confidences.empty() ? 1.0f : static_cast<float>(proposal.confidences[i]);
+      tree.add(proposal.tokens[i], static_cast<int32_t>(proposal.parents[i]), confidence, distribution);
     }
     return tree;
   }

@@ -8,15 +8,14 @@
 namespace draftlab {
 
 bool AutoBudget::drafts_this_cycle() {
-  // A weak head, or a draft as costly as the target: when the last choice was nothing, skip the expansion too. A
-  // probe (a full expansion) every probe_every_-th cycle, the interval doubling while probes keep choosing nothing:
-  // on a target where no draft pays, probing every 8th cycle cost a third of the time.
-  skipping_ = last_budget_ == 0 && ++cycles_without_draft_ % probe_every_ != 0;
-  if (skipping_) {
+  // A weak head, or a draft as costly as the target: when the last choice was nothing, skip the expansion too, but
+  // for probes (draft_skipping.h).
+  if (!skipping_.drafts_this_cycle()) {
     predicted_ = 0.0;
     expand_seconds_ = 0.0;
+    return false;
   }
-  return !skipping_;
+  return true;
 }
 
 std::vector<int32_t> AutoBudget::choose(const DraftTree& tree, std::vector<int32_t> kept, const VerifyCost& cost,
@@ -31,12 +30,9 @@ std::vector<int32_t> AutoBudget::choose(const DraftTree& tree, std::vector<int32
   // This cycle's draft is paid for: verify its best prefix. Whether the next cycles draft at all compares drafting,
   // its cost included, with plain decoding (drafting_pays); a draft that is worth verifying once paid for can still
   // lose to not drafting.
-  const bool pays = drafting_pays(m, rate, cost);
-  if (last_budget_ == 0) probe_every_ = pays ? kProbeEvery : std::min(2 * probe_every_, kMaxProbeEvery);
-  last_budget_ = pays ? m : 0;
+  skipping_.chose(drafting_pays(m, rate, cost));
   // Next cycle expands only nodes near or above this cycle's cut-off; none when the budget was not binding.
   prune_below_ = (m > 0 && m < static_cast<int32_t>(values.size())) ? kPruneSlack * values[m - 1] : 0.0f;
-  if (pays) cycles_without_draft_ = 0;
   kept.resize(m);
   predicted_ = std::accumulate(values.begin(), values.begin() + m, 0.0);
   std::sort(kept.begin(), kept.end());

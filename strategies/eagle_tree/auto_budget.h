@@ -11,6 +11,7 @@
 
 #include "core/decoding/draft_tree.h"
 #include "core/decoding/verify_cost.h"
+#include "strategies/draft_skipping.h"
 
 namespace draftlab {
 
@@ -24,8 +25,8 @@ class AutoBudget {
   // cycle (then the strategy drafts nothing and defers its head's sync). skipping() keeps the answer until the
   // next cycle; begin() clears it for a new sequence.
   bool drafts_this_cycle();
-  bool skipping() const { return skipping_; }
-  void begin() { skipping_ = false; }
+  bool skipping() const { return skipping_.skipping(); }
+  void begin() { skipping_.begin(); }
 
   // A node valued below this need not be expanded: last cycle's cut-off with a margin (0: no cut-off).
   float prune_below() const { return prune_below_; }
@@ -45,13 +46,9 @@ class AutoBudget {
   double predicted_ = 0.0;       // sum of the values of the last tree's nodes
   double expand_seconds_ = 0.0;  // this cycle's drafting time before the budget choice
   double draft_seconds_ = 0.0;   // running estimate of drafting time per cycle (expansion + sync)
-  static constexpr int kProbeEvery = 8, kMaxProbeEvery = 256;
-  int probe_every_ = kProbeEvery;
+  DraftSkipping skipping_;
   static constexpr float kPruneSlack = 0.75f;  // margin for the next context being easier than this one
   float prune_below_ = 0.0f;
-  int32_t last_budget_ = -1;
-  int cycles_without_draft_ = 0;
-  bool skipping_ = false;
 };
 
 }  // namespace draftlab

@@ -10,6 +10,7 @@
 
 #include "core/base/error.h"
 #include "core/decoding/verify_cost.h"
+#include "strategies/auto_cost.h"
 #include "strategies/eagle_tree/auto_budget.h"
 #include "strategies/eagle_tree/eagle_drafter.h"
 #include "strategies/eagle_tree/eagle_tree.h"
@@ -241,16 +242,9 @@ Eagle2Options parse_eagle2_options(const std::string& name, const StrategyOption
   if (options.get_string("total_tokens") == "auto") {
     o.auto_budget = true;
     o.max_auto_tokens = static_cast<int32_t>(options.get_int("max_auto_tokens"));
-    const std::string cost = options.get_string("auto_cost");
-    if (cost != "measured") {
-      double f = 0, per = 0, draft = 0;
-      char s1 = 0, s2 = 0, rest = 0;
-      if (std::sscanf(cost.c_str(), "%lf%c%lf%c%lf%c", &f, &s1, &per, &s2, &draft, &rest) != 5 || s1 != '/' ||
-          s2 != '/' || !(f >= 0 && per >= 0 && draft >= 0 && f + per > 0))
-        throw Error("strategy " + name + ": auto_cost=" + cost +
-                    ": expected \"measured\" or F/P/D, three non-negative milliseconds (e.g. 1/0.002/0.1)");
-      o.fixed_cost = VerifyCost({{1, (f + per) * 1e-3}, {2, (f + 2 * per) * 1e-3}});  // linear, extrapolated
-      o.fixed_draft_seconds = draft * 1e-3;
+    if (auto fixed = parse_auto_cost(name, options.get_string("auto_cost"))) {
+      o.fixed_cost = fixed->verify;
+      o.fixed_draft_seconds = fixed->draft_seconds;
     }
   } else {
     if (options.given("auto_cost"))

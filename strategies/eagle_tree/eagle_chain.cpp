@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/base/error.h"
+#include "strategies/chain_budget.h"
 #include "strategies/eagle_tree/eagle_drafter.h"
 #include "strategies/eagle_tree/eagle_tree.h"
 
@@ -12,14 +13,22 @@ namespace draftlab {
 namespace {
 
 // A chain: the last node's best child (T = 0), or one drawn from the head's processed distribution q, recorded with
-// q so the verifier accepts with min(1, p/q). depth levels, the first from the root prediction of the last sync.
+// q so the verifier accepts with min(1, p/q). depth levels, the first from the root prediction of the last sync;
+// with depth=auto, fewer when the budget says another token cannot pay (chain_budget.h).
 struct ChainPolicy : TreePolicy {
   int32_t depth = 0;
   int32_t last = EagleDrafter::kRoot;
+  ChainBudget* budget = nullptr;  // depth=auto
+  bool stopped = false;
 
+  // Called again after it says done (grow_trees asks every policy each level): `stopped` keeps the answer.
   std::vector<int32_t> next_frontier(const DraftTree& tree) override {
-    if (tree.size() >= depth) return {};
-    return {last};
+    if (stopped) return {};
+    bool more = tree.size() < depth;
+    // The budget sees every drafted token once, the last one too (its values are what finish() cuts by).
+    if (budget && tree.size() > 0) more = budget->another(tree.node(last).value) && more;
+    stopped = !more;
+    return more ? std::vector<int32_t>{last} : std::vector<int32_t>{};
   }
   void grow(DraftTree& tree, const at::Tensor& logits, Sampler& sampler) override {
     if (sampler.params().greedy()) {
@@ -35,10 +44,15 @@ struct ChainPolicy : TreePolicy {
 
 class EagleChainStrategy : public EagleTreeStrategy {
  public:
-  EagleChainStrategy(std::shared_ptr<const FeatureHead> head, int32_t depth)
-      : EagleTreeStrategy(std::move(head)), depth_(depth) {}
+  EagleChainStrategy(std::shared_ptr<const FeatureHead> head, int32_t depth, std::optional<ChainBudget> budget)
+      : EagleTreeStrategy(std::move(head)), depth_(depth), budget_(std::move(budget)) {}
 
   std::string name() const override { return "eagle-chain"; }
+
+  void begin(const std::vector<int64_t>& prompt, const at::Tensor& features, int64_t first) override {
+    EagleTreeStrategy::begin(prompt, features, first);
+    if (budget_) budget_->begin();
+  }
 
   // Every sequence's chain grows one token per level, one head forward for all of them (eagle_tree.h).
   std::vector<DraftTree> propose_batch(const std::vector<DraftStrategy*>& peers,
@@ -48,15 +62,51 @@ class EagleChainStrategy : public EagleTreeStrategy {
     std::vector<EagleDrafter*> drafters;
     std::vector<TreePolicy*> grown;
     for (size_t i = 0; i < chains.size(); ++i) {
-      policies[i].depth = std::min({chains[i]->depth_, requests[i].tokens_wanted, requests[i].max_nodes});
-      drafters.push_back(&chains[i]->drafter_);
+      EagleChainStrategy& c = *chains[i];
+      policies[i].depth = std::min({c.depth_, requests[i].tokens_wanted, requests[i].max_nodes});
+      drafters.push_back(&c.drafter_);
       grown.push_back(&policies[i]);
+      if (!c.budget_) continue;
+      // depth=auto: no draft when none pays (the head's sync deferred), else the budget decides level by level.
+      if (policies[i].depth <= 0 || !c.budget_->drafts_this_cycle()) {
+        grown.back() = nullptr;
+        continue;
+      }
+      policies[i].budget = &*c.budget_;
+      c.budget_->start(policies[i].depth, requests[i].batch_size);
     }
-    return grow_trees(drafters, requests, grown);
+    std::vector<DraftTree> trees = grow_trees(drafters, requests, grown);
+    for (size_t i = 0; i < chains.size(); ++i) {
+      if (!policies[i].budget) continue;
+      const int32_t m = policies[i].budget->finish(requests[i].sampler.params().greedy());
+      if (m >= trees[i].size()) continue;
+      std::vector<int32_t> keep(static_cast<size_t>(m));
+      for (int32_t k = 0; k < m; ++k) keep[static_cast<size_t>(k)] = k;
+      trees[i] = trees[i].subtree(keep);
+    }
+    return trees;
+  }
+
+  void observe_batch(const std::vector<DraftStrategy*>& peers, const std::vector<const VerifyResult*>& results) override {
+    const auto chains = peers_as<EagleChainStrategy>(peers);
+    std::vector<EagleDrafter*> drafters;
+    std::vector<const VerifyResult*> drafted;
+    for (size_t i = 0; i < chains.size(); ++i) {
+      EagleChainStrategy& c = *chains[i];
+      if (c.budget_ && c.budget_->skipping()) {
+        c.drafter_.observe_later(*results[i]);  // fed when drafting resumes
+        continue;
+      }
+      drafters.push_back(&c.drafter_);
+      drafted.push_back(results[i]);
+      if (c.budget_) c.budget_->observe(results[i]->matched());
+    }
+    if (!drafters.empty()) EagleDrafter::observe_batch(drafters, drafted);
   }
 
  private:
   int32_t depth_;
+  std::optional<ChainBudget> budget_;  // depth=auto
 };
 
 }  // namespace
@@ -70,16 +120,36 @@ const StrategyDescriptor& eagle_chain_strategy() {
     d.head_family = eagle_heads().name;
     d.shape = DraftShape::Chain;
     d.has_confidence = true;
-    d.options = {integer_option("depth", 5, 1, 1024, "tokens drafted per cycle")};
+    d.options = {integer_option("depth", 5, 1, 1024,
+                                "tokens drafted per cycle; auto: chosen token by token from the measured verify cost, "
+                                "the head's time per token and the calibrated confidences (none when none pays)")
+                     .also("auto"),
+                 integer_option("max_auto_depth", 16, 1, 1024, "depth=auto: the most tokens a cycle drafts"),
+                 text_option("auto_cost", "measured",
+                             "depth=auto: measured, or F/P/D in ms: verifying n tokens costs F + P n, drafting D per "
+                             "token (fixed: drafts independent of the machine's speed)")};
     for (auto& o : eagle_head_options(eagle_heads())) d.options.push_back(o);
-    d.check_options = [](const StrategyOptions& o) { check_eagle_head_options(eagle_heads(), o); };
+    d.check_options = [](const StrategyOptions& o) {
+      check_eagle_head_options(eagle_heads(), o);
+      const bool automatic = o.get_string("depth") == "auto";
+      if (!automatic && o.given("auto_cost")) throw Error("strategy eagle-chain: auto_cost applies to depth=auto only");
+      if (automatic) parse_auto_cost("eagle-chain", o.get_string("auto_cost"));
+    };
     // Random heads (mostly rejected drafts); the unshifted input variant; a reduced draft vocabulary.
     d.test_variants = {{"eagle_chain", {"depth=5"}},
                        {"eagle_chain_unshifted", {"depth=4", "head_input=feature_unshifted_token"}},
-                       {"eagle_chain_draft_vocab", {"depth=4", "draft_vocab=6", "head_seed=1"}}};
+                       {"eagle_chain_draft_vocab", {"depth=4", "draft_vocab=6", "head_seed=1"}},
+                       // depth=auto on fixed costs (drafts independent of the clock), cheap enough to keep drafting.
+                       {"eagle_chain_auto", {"depth=auto", "max_auto_depth=6", "auto_cost=1/0.001/0.001"}}};
     d.make = [](const StrategyContext& context, const StrategyOptions& options) -> std::unique_ptr<DraftStrategy> {
-      return std::make_unique<EagleChainStrategy>(eagle_head_from_options(context, options, eagle_heads()),
-                                                  static_cast<int32_t>(options.get_int("depth")));
+      const bool automatic = options.get_string("depth") == "auto";
+      std::optional<ChainBudget> budget;
+      if (automatic)
+        budget.emplace(context.target, static_cast<int32_t>(options.get_int("max_auto_depth")),
+                       parse_auto_cost("eagle-chain", options.get_string("auto_cost")));
+      const auto depth = static_cast<int32_t>(automatic ? options.get_int("max_auto_depth") : options.get_int("depth"));
+      return std::make_unique<EagleChainStrategy>(eagle_head_from_options(context, options, eagle_heads()), depth,
+                                                  std::move(budget));
     };
     return d;
   }();

@@ -3,6 +3,7 @@
 
 #include "core/decoding/draft_tree.h"
 #include "core/decoding/verify_cost.h"
+#include "strategies/chain_budget.h"
 #include "strategies/eagle_tree/auto_budget.h"
 #include "model/model_fixtures.h"
 
@@ -64,6 +65,48 @@ TEST(AutoBudget, VerifiesAPaidDraftButStopsDraftingWhenDraftingLoses) {
     // 2 s of drafting: the next cycle drafts nothing (a probe comes every 8th); free drafting goes on.
     EXPECT_EQ(budget.drafts_this_cycle(), draft_seconds == 0.0) << draft_seconds;
   }
+}
+
+TEST(VerifyCost, AnotherTokenMayPayBoundsEveryLongerChain) {
+  // Cost 1.1 + 0.1 (n - 1), 0.05 s per drafted token, each further token worth at most the last one.
+  VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
+  // One token of value .9 drafted (0.05 s): its best prefix gives 1.9 / 1.25 = 1.52; a second token worth up to .9
+  // could give 2.8 / 1.4 = 2.0: draft it.
+  EXPECT_TRUE(another_token_may_pay({0.9f}, 0.9, 0.05, 0.05, c, 6));
+  // Then .9 x .05 = .045: the best prefix is the first token, 1.9 / 1.3 = 1.4615; j more tokens of .045 each give
+  // (1.945 + .045 j) / (1.3 + .15 j): 1.290 at j = 1, falling: stop.
+  EXPECT_FALSE(another_token_may_pay({0.9f, 0.045f}, 0.045, 0.1, 0.05, c, 6));
+  // No room, or a draft too costly for any token: stop; a fresh chain with free drafting: go.
+  EXPECT_FALSE(another_token_may_pay({0.9f}, 0.9, 0.05, 0.05, c, 0));
+  EXPECT_FALSE(another_token_may_pay({0.9f}, 0.9, 0.05, 5.0, c, 6));
+  EXPECT_TRUE(another_token_may_pay({}, 1.0, 0.0, 0.0, c, 1));
+}
+
+TEST(ChainBudget, StopsDraftingCutsAtTZeroOnlyAndSkipsWhenNothingPays) {
+  auto model = draftlab::testing::tiny_model();
+  const VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
+  ChainBudget budget(*model, 8, FixedCosts{c, 0.05});
+  for (bool greedy : {true, false}) {
+    ASSERT_TRUE(budget.drafts_this_cycle());
+    budget.start(8, 1);
+    EXPECT_TRUE(budget.another(0.9f));     // as AnotherTokenMayPayBoundsEveryLongerChain
+    EXPECT_FALSE(budget.another(0.045f));
+    // Two tokens drafted: at T = 0 the best prefix (one token: 1.9 / 1.3 = 1.46 against 1.945 / 1.4 = 1.39); at
+    // T > 0 both (the second was drawn before its value was known).
+    EXPECT_EQ(budget.finish(greedy), greedy ? 1 : 2);
+    budget.observe(1);
+  }
+  // Drafting at 2 s a token never beats plain decoding (1 / 1.1 per second): after one chain, the next cycles skip
+  // drafting, but for a probe every 8th.
+  ChainBudget costly(*model, 8, FixedCosts{c, 2.0});
+  ASSERT_TRUE(costly.drafts_this_cycle());
+  costly.start(8, 1);
+  EXPECT_FALSE(costly.another(0.9f));
+  EXPECT_EQ(costly.finish(true), 1);  // paid for: verifying it beats verifying nothing
+  costly.observe(1);
+  int drafted = 0;
+  for (int cycle = 0; cycle < 8; ++cycle) drafted += costly.drafts_this_cycle() ? 1 : 0;
+  EXPECT_EQ(drafted, 1);
 }
 
 TEST(VerifyCost, CalibrationFollowsObservations) {

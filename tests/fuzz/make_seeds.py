@@ -375,6 +375,10 @@ put("chat_jsonl", "unknown-role", json.dumps({"messages": [{"role": "user", "con
 # results_schema: the bytes are choices (tests/fuzz/results_schema_fuzz.cpp); runs of one byte make whole files.
 for b in (0, 1, 2, 3, 0x55, 0x9f):
     put("results_schema", "bytes-%02x" % b, bytes([b]) * 600)
+# tree_proposal and feature_cache: the bytes are choices too (tests/fuzz/tree_proposal_fuzz.cpp, feature_cache_fuzz.cpp).
+for b in (0, 0x41, 0x7f, 0xc8, 0xff):
+    put("tree_proposal", "bytes-%02x" % b, bytes([b]) * 300)
+    put("feature_cache", "bytes-%02x" % b, bytes([b]) * 600)
 
 training_logs = sorted(glob.glob(os.path.join(REPO, "data/models/*/training_log.h5")), key=os.path.getsize)
 if training_logs:

@@ -6,6 +6,8 @@
 
 #include <H5Cpp.h>
 
+#include <functional>
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <filesystem>
@@ -223,6 +225,65 @@ TEST(FeatureCache, ACacheOfAnotherModelContextOrDataIsRefused) {
   const std::string nowhere = testing::temp_dir() + "/no/such/dir/c.h5";
   testing::expect_error([&] { FeatureCache::build(nowhere, *target, data, id, 1, at::kFloat); }, {nowhere});
   EXPECT_FALSE(testing::temporary_left(nowhere));
+}
+
+// Datasets a cache writer of ours cannot produce (found missing by the feature_cache fuzz target's design): each an
+// Error naming the file, the field and what was expected, before any value reaches training.
+TEST(FeatureCache, MalformedDatasetsAndValuesAreRefusedNamingTheField) {
+  auto target = testing::tiny_model();
+  const TextDataset data = random_dataset(4);
+  const auto id = identity_for(*target, data, 16);
+  const std::string path = fresh("malformed.h5");
+  FeatureCache::build(path, *target, data, id, 1, at::kFloat);
+  const hsize_t N = static_cast<hsize_t>(id.batch), T = 17, d = static_cast<hsize_t>(id.width());
+  const std::string n = std::to_string(N), nT = "[" + n + ", 17", nTd = nT + ", " + std::to_string(d);
+  // A copy of the cache, changed by `edit`.
+  int copies = 0;
+  auto edited = [&](const std::function<void(H5::H5File&)>& edit) {
+    const std::string copy = fresh("malformed_" + std::to_string(copies++) + ".h5");
+    std::filesystem::copy_file(path, copy);
+    H5::H5File file(copy, H5F_ACC_RDWR);
+    edit(file);
+    return copy;
+  };
+  auto set_attribute = [](H5::H5File& file, const std::string& key, const std::string& value) {
+    H5::Group root = file.openGroup("/");
+    root.removeAttr(key);
+    H5::StrType t(H5::PredType::C_S1, value.size());
+    root.createAttribute(key, t, H5::DataSpace(H5S_SCALAR)).write(t, value);
+  };
+  // features of another rank (the reader's fixed 3-entry shape buffer took any rank before).
+  const std::string rank4 = edited([&](H5::H5File& f) {
+    f.unlink("features");
+    const hsize_t dims[4] = {N, T, d, 2};
+    f.createDataSet("features", H5::PredType::IEEE_F32LE, H5::DataSpace(4, dims));
+  });
+  testing::expect_error([&] { FeatureCache::open(rank4, *target, id); }, {rank4, "features", nTd + "]", nTd + ", 2]"});
+  // features of a type the feature_dtype attribute does not name.
+  const std::string f64 = edited([&](H5::H5File& f) {
+    f.unlink("features");
+    const hsize_t dims[3] = {N, T, d};
+    f.createDataSet("features", H5::PredType::IEEE_F64LE, H5::DataSpace(3, dims));
+  });
+  testing::expect_error([&] { FeatureCache::open(f64, *target, id); }, {f64, "features", "float32", "8-byte"});
+  // steps: not an integer, below 1, so large that steps x batch overflows, or more than the datasets hold.
+  for (const std::string& steps : {std::string("x"), std::string("0"), std::string("9223372036854775807")}) {
+    const std::string bad = edited([&](H5::H5File& f) { set_attribute(f, "steps", steps); });
+    testing::expect_error([&] { FeatureCache::open(bad, *target, id); }, {bad, "steps", "an integer >= 1", steps});
+  }
+  const std::string two = edited([&](H5::H5File& f) { set_attribute(f, "steps", "2"); });
+  testing::expect_error([&] { FeatureCache::open(two, *target, id); }, {two, "windows", "[" + std::to_string(2 * N) + ", 17]", "shape " + nT + "]"});
+  // A token outside the target's vocabulary: refused when its row is read, naming the row.
+  const std::string token = edited([&](H5::H5File& f) {
+    H5::DataSet w = f.openDataSet("windows");
+    std::vector<int64_t> ids(N * T, 3);
+    ids[2 * 17 + 5] = target->config().vocab_size;
+    w.write(ids.data(), H5::PredType::NATIVE_INT64);
+  });
+  auto cache = FeatureCache::open(token, *target, id);
+  testing::expect_error([&] { cache->batch(0); },
+                        {token, "windows row 2", "0.." + std::to_string(target->config().vocab_size - 1),
+                         std::to_string(target->config().vocab_size)});
 }
 
 // Random sequences of 5..30 tokens with a fixed mask pattern, sampled Whole (train-head's default).

@@ -158,11 +158,11 @@ def tree(tokens, parents, q=None):
 
 
 @pytest.mark.parametrize("proposal, message", [
-    (tree([5, 6], [-1, 3]), "node 1: DraftTree::add: parent 3 must be -1 or an existing node"),
+    (tree([5, 6], [-1, 3]), "node 1: parent 3: expected -1 (the root) or an earlier node (0..0)"),
     (tree([5, 4096], [-1, 0]), "node 1: token 4096: expected 0..4095"),
     (tree([5, 6], [-1]), "parents has 1 entries, tokens 2"),
     (tree([5], [-1], [np.full(4096, 2 / 4096, dtype=np.float32)]), "node 0: q: expected non-negative probabilities summing to 1"),
-    (tree([5], [-1], [np.eye(4096, dtype=np.float32)[6]]), "node 0: DraftTree::add: token 5 under parent -1 cannot be drawn"),
+    (tree([5], [-1], [np.eye(4096, dtype=np.float32)[6]]), "node 0: q gives the node's token 5 no mass"),
     (tree([5], [-1], [np.ones(7, dtype=np.float32) / 7]), "node 0: q: expected a vector of 4096 probabilities"),
     (lambda r: tree([5] * (r["max_nodes"] + 1), list(range(-1, r["max_nodes"]))), "expected at most request['max_nodes']"),
     (42, "expected None or an object with tokens and parents"),

@@ -1,0 +1,20 @@
+#include "strategies/auto_cost.h"
+
+#include <cstdio>
+
+#include "core/base/error.h"
+
+namespace draftlab {
+
+std::optional<FixedCosts> parse_auto_cost(const std::string& strategy, const std::string& text) {
+  if (text == "measured") return std::nullopt;
+  double f = 0, per = 0, draft = 0;
+  char s1 = 0, s2 = 0, rest = 0;
+  if (std::sscanf(text.c_str(), "%lf%c%lf%c%lf%c", &f, &s1, &per, &s2, &draft, &rest) != 5 || s1 != '/' ||
+      s2 != '/' || !(f >= 0 && per >= 0 && draft >= 0 && f + per > 0))
+    throw Error("strategy " + strategy + ": auto_cost=" + text +
+                ": expected \"measured\" or F/P/D, three non-negative milliseconds (e.g. 1/0.002/0.1)");
+  return FixedCosts{VerifyCost({{1, (f + per) * 1e-3}, {2, (f + 2 * per) * 1e-3}}), draft * 1e-3};
+}
+
+}  // namespace draftlab

@@ -1,0 +1,71 @@
+#include "strategies/chain_budget.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace draftlab {
+
+ChainBudget::ChainBudget(const LlamaModel& target, int32_t max_depth, std::optional<FixedCosts> fixed)
+    : target_(target), max_depth_(max_depth), fixed_(std::move(fixed)),
+      calibration_(static_cast<size_t>(std::max(max_depth, 1)), AcceptanceCalibration(0.95, kCalibrationPrior)) {}
+
+std::vector<float> ChainBudget::expected() const {
+  std::vector<float> e(values_.size());
+  for (size_t k = 0; k < values_.size(); ++k) e[k] = static_cast<float>(calibration_[k].alpha() * values_[k]);
+  return e;
+}
+
+const VerifyCost& ChainBudget::cost() const {
+  return fixed_ ? fixed_->verify : VerifyCost::shared(target_, max_depth_ + 1, batch_size_);
+}
+
+double ChainBudget::drafting_seconds() const {
+  if (fixed_) return fixed_->draft_seconds * static_cast<double>(values_.size());
+  return std::chrono::duration<double>(Clock::now() - start_).count();
+}
+
+void ChainBudget::start(int32_t room, int32_t batch_size) {
+  values_.clear();
+  room_ = std::min(room, max_depth_);
+  batch_size_ = batch_size;
+  cost();  // a measured curve is measured now, before the clock starts
+  start_ = last_token_ = Clock::now();
+}
+
+bool ChainBudget::another(float value) {
+  values_.push_back(value);
+  const Clock::time_point now = Clock::now();
+  if (fixed_) {
+    token_seconds_ = fixed_->draft_seconds;
+  } else {
+    // The first token's time holds the draft's sync with what was accepted (paid whatever the length); the price of
+    // one more token is what the later ones cost: a running mean of those, the first token's time until there is one.
+    const double seconds = std::chrono::duration<double>(now - last_token_).count();
+    if (values_.size() > 1) token_seconds_ = token_seconds_ > 0.0 ? 0.8 * token_seconds_ + 0.2 * seconds : seconds;
+    else if (token_seconds_ <= 0.0) token_seconds_ = seconds;
+  }
+  last_token_ = now;
+  const int32_t left = room_ - static_cast<int32_t>(values_.size());
+  if (left <= 0) return false;
+  // A further token's value is at most the last one's; its calibration at most the largest of the deeper depths'.
+  double scale = 0.0;
+  for (size_t k = values_.size(); k < calibration_.size(); ++k) scale = std::max(scale, calibration_[k].alpha());
+  const double bound = std::min(1.0, scale * value);
+  return another_token_may_pay(expected(), bound, drafting_seconds(), token_seconds_, cost(), left);
+}
+
+int32_t ChainBudget::finish(bool may_cut) {
+  double rate = 0.0;
+  const int32_t best = best_budget(expected(), 1.0, drafting_seconds(), cost(), &rate);
+  skipping_.chose(drafting_pays(best, rate, cost()));
+  const int32_t m = may_cut ? best : static_cast<int32_t>(values_.size());
+  verified_ = m;
+  return m;
+}
+
+void ChainBudget::observe(int64_t accepted) {
+  if (skipping_.skipping()) return;  // nothing was drafted
+  for (int32_t k = 0; k < verified_; ++k) calibration_[static_cast<size_t>(k)].observe(values_[k], accepted > k ? 1.0 : 0.0);
+}
+
+}  // namespace draftlab
