@@ -57,7 +57,10 @@ bool ChainBudget::another(float value) {
 int32_t ChainBudget::finish(bool may_cut) {
   double rate = 0.0;
   const int32_t best = best_budget(expected(), 1.0, drafting_seconds(), cost(), &rate);
-  skipping_.chose(drafting_pays(best, rate, cost()));
+  // Judged only once the per-depth calibration has seen a few chains: it starts at alpha 1, which a draft model's
+  // low confidences (ts-draft's) turn into "nothing pays" before its first verdicts come in, and skipping (probes
+  // only, their interval doubling) would keep it from learning otherwise within a short answer.
+  skipping_.chose(observed_ < kLearningCycles || drafting_pays(best, rate, cost()));
   const int32_t m = may_cut ? best : static_cast<int32_t>(values_.size());
   verified_ = m;
   return m;
@@ -65,6 +68,7 @@ int32_t ChainBudget::finish(bool may_cut) {
 
 void ChainBudget::observe(int64_t accepted) {
   if (skipping_.skipping()) return;  // nothing was drafted
+  ++observed_;
   for (int32_t k = 0; k < verified_; ++k) calibration_[static_cast<size_t>(k)].observe(values_[k], accepted > k ? 1.0 : 0.0);
 }
 

@@ -66,6 +66,8 @@ class ChainBudget {
   Clock::time_point start_, last_token_;
   double token_seconds_ = 0.0;         // one more token's drafting time: fixed, or a running mean of measured ones
   int32_t verified_ = 0;               // tokens of values_ sent to verification
+  static constexpr int kLearningCycles = 8;
+  int observed_ = 0;                   // verified chains seen
 };
 
 }  // namespace draftlab
