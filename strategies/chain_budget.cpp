@@ -63,13 +63,16 @@ int32_t ChainBudget::finish(bool may_cut) {
   skipping_.chose(observed_ < kLearningCycles || drafting_pays(best, rate, cost()));
   const int32_t m = may_cut ? best : static_cast<int32_t>(values_.size());
   verified_ = m;
+  pending_ = true;
   return m;
 }
 
 void ChainBudget::observe(int64_t accepted) {
-  if (skipping_.skipping()) return;  // nothing was drafted
+  if (!pending_) return;  // this cycle drafted nothing (skipped, or no room): nothing to learn
+  pending_ = false;
   ++observed_;
-  for (int32_t k = 0; k < verified_; ++k) calibration_[static_cast<size_t>(k)].observe(values_[k], accepted > k ? 1.0 : 0.0);
+  for (int32_t k = 0; k < verified_; ++k)
+    calibration_[static_cast<size_t>(k)].observe(values_[static_cast<size_t>(k)], accepted > k ? 1.0 : 0.0);
 }
 
 }  // namespace draftlab

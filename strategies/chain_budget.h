@@ -34,7 +34,6 @@ class ChainBudget {
   void begin() { skipping_.begin(); }
   // Start of a cycle: false when drafting does not pay and this is not a probe (draft nothing then).
   bool drafts_this_cycle() { return skipping_.drafts_this_cycle(); }
-  bool skipping() const { return skipping_.skipping(); }
 
   // Drafting a cycle: start(), then after each drafted token another(its value): whether to draft the next one
   // (never more than `room` = min(max_depth, what the request allows) in all).
@@ -43,7 +42,7 @@ class ChainBudget {
   // After drafting: how many of the drafted tokens to verify (all of them unless may_cut, i.e. T = 0), and whether
   // the next cycles draft.
   int32_t finish(bool may_cut);
-  // What the target accepted of the last verified chain.
+  // What the target accepted of the chain finish() last returned (once; a cycle without a chain is ignored).
   void observe(int64_t accepted);
 
   int32_t max_depth() const { return max_depth_; }
@@ -68,6 +67,7 @@ class ChainBudget {
   int32_t verified_ = 0;               // tokens of values_ sent to verification
   static constexpr int kLearningCycles = 8;
   int observed_ = 0;                   // verified chains seen
+  bool pending_ = false;               // finish() ran since the last observe()
 };
 
 }  // namespace draftlab

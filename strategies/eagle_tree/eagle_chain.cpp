@@ -66,9 +66,11 @@ class EagleChainStrategy : public EagleTreeStrategy {
       policies[i].depth = std::min({c.depth_, requests[i].tokens_wanted, requests[i].max_nodes});
       drafters.push_back(&c.drafter_);
       grown.push_back(&policies[i]);
-      if (!c.budget_) continue;
+      c.skipped_ = false;
+      if (!c.budget_ || policies[i].depth <= 0) continue;
       // depth=auto: no draft when none pays (the head's sync deferred), else the budget decides level by level.
-      if (policies[i].depth <= 0 || !c.budget_->drafts_this_cycle()) {
+      if (!c.budget_->drafts_this_cycle()) {
+        c.skipped_ = true;
         grown.back() = nullptr;
         continue;
       }
@@ -93,7 +95,7 @@ class EagleChainStrategy : public EagleTreeStrategy {
     std::vector<const VerifyResult*> drafted;
     for (size_t i = 0; i < chains.size(); ++i) {
       EagleChainStrategy& c = *chains[i];
-      if (c.budget_ && c.budget_->skipping()) {
+      if (c.skipped_) {
         c.drafter_.observe_later(*results[i]);  // fed when drafting resumes
         continue;
       }
@@ -107,6 +109,7 @@ class EagleChainStrategy : public EagleTreeStrategy {
  private:
   int32_t depth_;
   std::optional<ChainBudget> budget_;  // depth=auto
+  bool skipped_ = false;               // depth=auto chose not to draft this cycle
 };
 
 }  // namespace
