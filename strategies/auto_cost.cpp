@@ -17,4 +17,18 @@ std::optional<FixedCosts> parse_auto_cost(const std::string& strategy, const std
   return FixedCosts{VerifyCost({{1, (f + per) * 1e-3}, {2, (f + 2 * per) * 1e-3}}), draft * 1e-3};
 }
 
+OptionSpec auto_cost_option(const std::string& budget, const std::string& draft_unit) {
+  return text_option("auto_cost", "measured",
+                     budget + "=auto: measured, or F/P/D in ms: verifying n tokens costs F + P n, drafting D per " +
+                         draft_unit + " (fixed: drafts independent of the machine's speed)");
+}
+
+bool automatic_budget(const std::string& strategy, const StrategyOptions& options, const std::string& budget) {
+  const bool automatic = options.get_string(budget) == "auto";
+  if (!automatic && options.given("auto_cost"))
+    throw Error("strategy " + strategy + ": auto_cost applies to " + budget + "=auto only");
+  if (automatic) parse_auto_cost(strategy, options.get_string("auto_cost"));
+  return automatic;
+}
+
 }  // namespace draftlab

@@ -54,17 +54,21 @@ bool ChainBudget::another(float value) {
   return another_token_may_pay(expected(), bound, drafting_seconds(), token_seconds_, cost(), left);
 }
 
-int32_t ChainBudget::finish(bool may_cut) {
+int32_t ChainBudget::finish(DraftTree& chain, bool may_cut) {
   double rate = 0.0;
   const int32_t best = best_budget(expected(), 1.0, drafting_seconds(), cost(), &rate);
   // Judged only once the per-depth calibration has seen a few chains: it starts at alpha 1, which a draft model's
   // low confidences (ts-draft's) turn into "nothing pays" before its first verdicts come in, and skipping (probes
   // only, their interval doubling) would keep it from learning otherwise within a short answer.
   skipping_.chose(observed_ < kLearningCycles || drafting_pays(best, rate, cost()));
-  const int32_t m = may_cut ? best : static_cast<int32_t>(values_.size());
-  verified_ = m;
+  verified_ = may_cut ? best : static_cast<int32_t>(values_.size());
   pending_ = true;
-  return m;
+  if (verified_ < chain.size()) {
+    std::vector<int32_t> prefix(static_cast<size_t>(verified_));
+    std::iota(prefix.begin(), prefix.end(), 0);
+    chain = chain.subtree(prefix);
+  }
+  return verified_;
 }
 
 void ChainBudget::observe(int64_t accepted) {
@@ -73,6 +77,19 @@ void ChainBudget::observe(int64_t accepted) {
   ++observed_;
   for (int32_t k = 0; k < verified_; ++k)
     calibration_[static_cast<size_t>(k)].observe(values_[static_cast<size_t>(k)], accepted > k ? 1.0 : 0.0);
+}
+
+std::vector<OptionSpec> chain_budget_options(const std::string& depth, const std::string& max_option) {
+  return {integer_option(max_option, 16, 1, 1024, depth + "=auto: the most tokens a cycle drafts"),
+          auto_cost_option(depth, "token")};
+}
+
+std::optional<ChainBudget> chain_budget_from(const LlamaModel& target, const std::string& strategy,
+                                             const StrategyOptions& options, const std::string& depth,
+                                             const std::string& max_option) {
+  if (!automatic_budget(strategy, options, depth)) return std::nullopt;
+  return ChainBudget(target, static_cast<int32_t>(options.get_int(max_option)),
+                     parse_auto_cost(strategy, options.get_string("auto_cost")));
 }
 
 }  // namespace draftlab

@@ -18,6 +18,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/decoding/draft_tree.h"
 #include "core/decoding/verify_cost.h"
 #include "core/model/llama_model.h"
 #include "strategies/auto_cost.h"
@@ -39,9 +40,9 @@ class ChainBudget {
   // (never more than `room` = min(max_depth, what the request allows) in all).
   void start(int32_t room, int32_t batch_size);
   bool another(float value);
-  // After drafting: how many of the drafted tokens to verify (all of them unless may_cut, i.e. T = 0), and whether
-  // the next cycles draft.
-  int32_t finish(bool may_cut);
+  // After drafting `chain` (nodes 0, 1, ... in chain order, one value each given to another()): at T = 0 (may_cut)
+  // cuts it to its best prefix; decides whether the next cycles draft. Returns the tokens kept.
+  int32_t finish(DraftTree& chain, bool may_cut);
   // What the target accepted of the chain finish() last returned (once; a cycle without a chain is ignored).
   void observe(int64_t accepted);
 
@@ -69,5 +70,12 @@ class ChainBudget {
   int observed_ = 0;                   // verified chains seen
   bool pending_ = false;               // finish() ran since the last observe()
 };
+
+// The options of a chain strategy whose `depth` option also takes "auto": its cap (`max_option`) and auto_cost.
+std::vector<OptionSpec> chain_budget_options(const std::string& depth, const std::string& max_option);
+// The budget when options[depth] is "auto" (capped at options[max_option]), else none.
+std::optional<ChainBudget> chain_budget_from(const LlamaModel& target, const std::string& strategy,
+                                             const StrategyOptions& options, const std::string& depth,
+                                             const std::string& max_option);
 
 }  // namespace draftlab

@@ -34,7 +34,7 @@ namespace {
 
 class ChainDraftStrategy : public SequenceStrategy {
  public:
-  // budget: gamma=auto (gamma is then its max_depth).
+  // budget: gamma=auto (gamma is then its max_depth()).
   ChainDraftStrategy(std::shared_ptr<const LlamaModel> draft, int64_t gamma, std::optional<ChainBudget> budget)
       : gamma_(gamma), cache_(std::move(draft)), budget_(std::move(budget)) {}
 
@@ -70,14 +70,7 @@ class ChainDraftStrategy : public SequenceStrategy {
       if (budget_ && !budget_->another(tree.node(parent).value)) break;
     }
     last_root_ = n - 1;
-    if (budget_) {
-      const int32_t m = budget_->finish(request.sampler.params().greedy());
-      if (m < tree.size()) {
-        std::vector<int32_t> keep(static_cast<size_t>(m));
-        for (int32_t i = 0; i < m; ++i) keep[static_cast<size_t>(i)] = i;
-        tree = tree.subtree(keep);
-      }
-    }
+    if (budget_) budget_->finish(tree, request.sampler.params().greedy());
     return tree;
   }
 
@@ -122,13 +115,6 @@ std::unique_ptr<DraftStrategy> make_checked(const LlamaModel& target, std::share
   return std::make_unique<ChainDraftStrategy>(std::move(draft), gamma, std::move(budget));
 }
 
-// gamma=auto: the budget (max_auto_gamma, auto_cost; check_options has refused auto_cost without it); else none.
-std::optional<ChainBudget> chain_budget_from(const LlamaModel& target, const StrategyOptions& options) {
-  if (options.get_string("gamma") != "auto") return std::nullopt;
-  return ChainBudget(target, static_cast<int32_t>(options.get_int("max_auto_gamma")),
-                     parse_auto_cost("chain", options.get_string("auto_cost")));
-}
-
 }  // namespace
 
 const StrategyDescriptor& chain_draft_strategy() {
@@ -143,11 +129,8 @@ const StrategyDescriptor& chain_draft_strategy() {
                  integer_option("gamma", 4, 1, 1024,
                                 "tokens drafted per cycle; auto: chosen token by token from the measured verify cost, "
                                 "the draft's time per token and the calibrated confidences (none when none pays)")
-                     .also("auto"),
-                 integer_option("max_auto_gamma", 16, 1, 1024, "gamma=auto: the most tokens a cycle drafts"),
-                 text_option("auto_cost", "measured",
-                             "gamma=auto: measured, or F/P/D in ms: verifying n tokens costs F + P n, drafting D per "
-                             "token (fixed: drafts independent of the machine's speed)")};
+                     .also("auto")};
+    for (auto& o : chain_budget_options("gamma", "max_auto_gamma")) d.options.push_back(o);
     // An unrelated draft (mostly rejected) and the target as its own draft (always accepted at T = 0).
     // An unrelated random draft is almost never accepted at T 1.5: its wrong-rule control runs hot (T 8).
     d.test_variants = {with_control_temperature({"chain_other_draft", {"draft={other_model}", "gamma=4"}}, 8.0),
@@ -158,15 +141,11 @@ const StrategyDescriptor& chain_draft_strategy() {
                        with_control_temperature({"chain_auto", {"draft={other_model}", "gamma=auto", "max_auto_gamma=8",
                                                                 "auto_cost=1/0.001/0.001"}},
                                                 8.0)};
-    d.check_options = [](const StrategyOptions& o) {
-      const bool automatic = o.get_string("gamma") == "auto";
-      if (!automatic && o.given("auto_cost")) throw Error("strategy chain: auto_cost applies to gamma=auto only");
-      if (automatic) parse_auto_cost("chain", o.get_string("auto_cost"));
-    };
+    d.check_options = [](const StrategyOptions& o) { automatic_budget("chain", o, "gamma"); };
     d.make = [](const StrategyContext& context, const StrategyOptions& options) {
       const std::string path = options.get_string("draft");
       std::shared_ptr<const LlamaModel> draft = LlamaModel::load(path, context.target.options());
-      auto budget = chain_budget_from(context.target, options);
+      auto budget = chain_budget_from(context.target, "chain", options, "gamma", "max_auto_gamma");
       const int64_t gamma = budget ? budget->max_depth() : options.get_int("gamma");
       return make_checked(context.target, std::move(draft), gamma, path, std::move(budget));
     };

@@ -210,17 +210,7 @@ class Eagle2Strategy : public EagleTreeStrategy {
   void observe_batch(const std::vector<DraftStrategy*>& peers, const std::vector<const VerifyResult*>& results) override {
     const auto strategies = peers_as<Eagle2Strategy>(peers);
     const auto t0 = Clock::now();
-    std::vector<EagleDrafter*> drafters;
-    std::vector<const VerifyResult*> drafted;
-    for (size_t i = 0; i < strategies.size(); ++i) {
-      if (strategies[i]->auto_.skipping()) {
-        strategies[i]->drafter_.observe_later(*results[i]);
-      } else {
-        drafters.push_back(&strategies[i]->drafter_);
-        drafted.push_back(results[i]);
-      }
-    }
-    if (!drafters.empty()) EagleDrafter::observe_batch(drafters, drafted);
+    EagleTreeStrategy::observe_batch(peers, results);
     const double sync = seconds_since(t0) / static_cast<double>(strategies.size());
     for (size_t i = 0; i < strategies.size(); ++i)
       if (strategies[i]->o_.auto_budget)
@@ -230,6 +220,8 @@ class Eagle2Strategy : public EagleTreeStrategy {
   }
 
  private:
+  bool skipped_this_cycle() const override { return auto_.skipping(); }
+
   std::string name_;
   const LlamaModel& target_;
   Eagle2Options o_;
@@ -239,7 +231,7 @@ class Eagle2Strategy : public EagleTreeStrategy {
 // The options as the strategy uses them, with the rules across them (auto_cost, sample_tree): Error naming them.
 Eagle2Options parse_eagle2_options(const std::string& name, const StrategyOptions& options) {
   Eagle2Options o;
-  if (options.get_string("total_tokens") == "auto") {
+  if (automatic_budget(name, options, "total_tokens")) {
     o.auto_budget = true;
     o.max_auto_tokens = static_cast<int32_t>(options.get_int("max_auto_tokens"));
     if (auto fixed = parse_auto_cost(name, options.get_string("auto_cost"))) {
@@ -247,8 +239,6 @@ Eagle2Options parse_eagle2_options(const std::string& name, const StrategyOption
       o.fixed_draft_seconds = fixed->draft_seconds;
     }
   } else {
-    if (options.given("auto_cost"))
-      throw Error("strategy " + name + ": auto_cost applies to total_tokens=auto only");
     o.total_tokens = static_cast<int32_t>(options.get_int("total_tokens"));
   }
   o.depth = static_cast<int32_t>(options.get_int("depth"));
@@ -278,9 +268,7 @@ StrategyDescriptor eagle2_descriptor_for(const std::string& name, const HeadFami
                               "verify cost and the observed acceptance")
                    .also("auto"),
                integer_option("max_auto_tokens", 128, 2, 100000, "total_tokens=auto: the most it picks"),
-               text_option("auto_cost", "measured",
-                           "total_tokens=auto: measured, or F/P/D in ms: verifying n tokens costs F + P n, drafting D "
-                           "per cycle (fixed: trees independent of the machine's speed)"),
+               auto_cost_option("total_tokens", "cycle"),
                integer_option("depth", 6, 1, 100000, "layers of the tree"),
                integer_option("top_k", 10, 1, 100000, "nodes expanded per layer and children per node"),
                choice_option("rank_by", {"value", "confidence"}, "what picks the nodes to expand (confidence: "

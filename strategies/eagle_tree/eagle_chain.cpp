@@ -78,35 +78,21 @@ class EagleChainStrategy : public EagleTreeStrategy {
       c.budget_->start(policies[i].depth, requests[i].batch_size);
     }
     std::vector<DraftTree> trees = grow_trees(drafters, requests, grown);
-    for (size_t i = 0; i < chains.size(); ++i) {
-      if (!policies[i].budget) continue;
-      const int32_t m = policies[i].budget->finish(requests[i].sampler.params().greedy());
-      if (m >= trees[i].size()) continue;
-      std::vector<int32_t> keep(static_cast<size_t>(m));
-      for (int32_t k = 0; k < m; ++k) keep[static_cast<size_t>(k)] = k;
-      trees[i] = trees[i].subtree(keep);
-    }
+    for (size_t i = 0; i < chains.size(); ++i)
+      if (policies[i].budget) policies[i].budget->finish(trees[i], requests[i].sampler.params().greedy());
     return trees;
   }
 
   void observe_batch(const std::vector<DraftStrategy*>& peers, const std::vector<const VerifyResult*>& results) override {
+    EagleTreeStrategy::observe_batch(peers, results);
     const auto chains = peers_as<EagleChainStrategy>(peers);
-    std::vector<EagleDrafter*> drafters;
-    std::vector<const VerifyResult*> drafted;
-    for (size_t i = 0; i < chains.size(); ++i) {
-      EagleChainStrategy& c = *chains[i];
-      if (c.skipped_) {
-        c.drafter_.observe_later(*results[i]);  // fed when drafting resumes
-        continue;
-      }
-      drafters.push_back(&c.drafter_);
-      drafted.push_back(results[i]);
-      if (c.budget_) c.budget_->observe(results[i]->matched());
-    }
-    if (!drafters.empty()) EagleDrafter::observe_batch(drafters, drafted);
+    for (size_t i = 0; i < chains.size(); ++i)
+      if (chains[i]->budget_) chains[i]->budget_->observe(results[i]->matched());  // a skipped cycle is ignored
   }
 
  private:
+  bool skipped_this_cycle() const override { return skipped_; }
+
   int32_t depth_;
   std::optional<ChainBudget> budget_;  // depth=auto
   bool skipped_ = false;               // depth=auto chose not to draft this cycle
@@ -126,17 +112,12 @@ const StrategyDescriptor& eagle_chain_strategy() {
     d.options = {integer_option("depth", 5, 1, 1024,
                                 "tokens drafted per cycle; auto: chosen token by token from the measured verify cost, "
                                 "the head's time per token and the calibrated confidences (none when none pays)")
-                     .also("auto"),
-                 integer_option("max_auto_depth", 16, 1, 1024, "depth=auto: the most tokens a cycle drafts"),
-                 text_option("auto_cost", "measured",
-                             "depth=auto: measured, or F/P/D in ms: verifying n tokens costs F + P n, drafting D per "
-                             "token (fixed: drafts independent of the machine's speed)")};
+                     .also("auto")};
+    for (auto& o : chain_budget_options("depth", "max_auto_depth")) d.options.push_back(o);
     for (auto& o : eagle_head_options(eagle_heads())) d.options.push_back(o);
     d.check_options = [](const StrategyOptions& o) {
       check_eagle_head_options(eagle_heads(), o);
-      const bool automatic = o.get_string("depth") == "auto";
-      if (!automatic && o.given("auto_cost")) throw Error("strategy eagle-chain: auto_cost applies to depth=auto only");
-      if (automatic) parse_auto_cost("eagle-chain", o.get_string("auto_cost"));
+      automatic_budget("eagle-chain", o, "depth");
     };
     // Random heads (mostly rejected drafts); the unshifted input variant; a reduced draft vocabulary.
     d.test_variants = {{"eagle_chain", {"depth=5"}},
@@ -145,12 +126,8 @@ const StrategyDescriptor& eagle_chain_strategy() {
                        // depth=auto on fixed costs (drafts independent of the clock), cheap enough to keep drafting.
                        {"eagle_chain_auto", {"depth=auto", "max_auto_depth=6", "auto_cost=1/0.001/0.001"}}};
     d.make = [](const StrategyContext& context, const StrategyOptions& options) -> std::unique_ptr<DraftStrategy> {
-      const bool automatic = options.get_string("depth") == "auto";
-      std::optional<ChainBudget> budget;
-      if (automatic)
-        budget.emplace(context.target, static_cast<int32_t>(options.get_int("max_auto_depth")),
-                       parse_auto_cost("eagle-chain", options.get_string("auto_cost")));
-      const auto depth = static_cast<int32_t>(automatic ? options.get_int("max_auto_depth") : options.get_int("depth"));
+      auto budget = chain_budget_from(context.target, "eagle-chain", options, "depth", "max_auto_depth");
+      const int32_t depth = budget ? budget->max_depth() : static_cast<int32_t>(options.get_int("depth"));
       return std::make_unique<EagleChainStrategy>(eagle_head_from_options(context, options, eagle_heads()), depth,
                                                   std::move(budget));
     };

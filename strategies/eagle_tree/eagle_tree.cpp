@@ -34,8 +34,16 @@ void EagleTreeStrategy::observe_batch(const std::vector<DraftStrategy*>& peers,
                                       const std::vector<const VerifyResult*>& results) {
   const auto strategies = peers_as<EagleTreeStrategy>(peers);
   std::vector<EagleDrafter*> drafters;
-  for (EagleTreeStrategy* s : strategies) drafters.push_back(&s->drafter_);
-  EagleDrafter::observe_batch(drafters, results);
+  std::vector<const VerifyResult*> drafted;
+  for (size_t i = 0; i < strategies.size(); ++i) {
+    if (strategies[i]->skipped_this_cycle()) {
+      strategies[i]->drafter_.observe_later(*results[i]);
+    } else {
+      drafters.push_back(&strategies[i]->drafter_);
+      drafted.push_back(results[i]);
+    }
+  }
+  if (!drafters.empty()) EagleDrafter::observe_batch(drafters, drafted);
 }
 
 std::vector<int32_t> add_sampled_children(DraftTree& tree, int32_t parent, const at::Tensor& q, int64_t count,

@@ -59,9 +59,12 @@ class EagleTreeStrategy : public DraftStrategy {
   void begin(const std::vector<int64_t>& prompt, const at::Tensor& features, int64_t first) override {
     drafter_.begin(prompt, features, first);
   }
+  // Syncs every peer's drafter with its result in one head forward, but a peer that drafted nothing this cycle
+  // because its budget chose so (skipped_this_cycle) defers its sync to when it drafts again (observe_later).
   void observe_batch(const std::vector<DraftStrategy*>& peers, const std::vector<const VerifyResult*>& results) override;
 
  protected:
+  virtual bool skipped_this_cycle() const { return false; }
   EagleDrafter drafter_;
 };
 

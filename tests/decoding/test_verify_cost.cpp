@@ -89,21 +89,26 @@ TEST(ChainBudget, StopsDraftingCutsAtTZeroOnlyAndSkipsWhenNothingPays) {
   for (bool greedy : {true, false}) {
     ASSERT_TRUE(budget.drafts_this_cycle());
     budget.start(8, 1);
-    EXPECT_TRUE(budget.another(0.9f));     // as AnotherTokenMayPayBoundsEveryLongerChain
-    EXPECT_FALSE(budget.another(0.045f));
+    DraftTree chain;
+    chain.add(7, chain.add(5, -1, 0.9f), 0.05f);  // values .9 and .045
+    EXPECT_TRUE(budget.another(chain.node(0).value));  // as AnotherTokenMayPayBoundsEveryLongerChain
+    EXPECT_FALSE(budget.another(chain.node(1).value));
     // Two tokens drafted: at T = 0 the best prefix (one token: 1.9 / 1.3 = 1.46 against 1.945 / 1.4 = 1.39); at
     // T > 0 both (the second was drawn before its value was known).
-    EXPECT_EQ(budget.finish(greedy), greedy ? 1 : 2);
+    EXPECT_EQ(budget.finish(chain, greedy), greedy ? 1 : 2);
+    EXPECT_EQ(chain.size(), greedy ? 1 : 2);
     budget.observe(1);
   }
   // Drafting at 2 s a token never beats plain decoding (1 / 1.1 per second). The first 8 chains are drafted whatever
   // they cost (the calibration is learning); after the 9th, the next cycles skip drafting, but for a probe every 8th.
   ChainBudget costly(*model, 8, FixedCosts{c, 2.0});
-  for (int chain = 0; chain < 9; ++chain) {
-    ASSERT_TRUE(costly.drafts_this_cycle()) << chain;
+  for (int cycle = 0; cycle < 9; ++cycle) {
+    ASSERT_TRUE(costly.drafts_this_cycle()) << cycle;
     costly.start(8, 1);
+    DraftTree chain;
+    chain.add(5, -1, 0.9f);
     EXPECT_FALSE(costly.another(0.9f));
-    EXPECT_EQ(costly.finish(true), 1);  // paid for: verifying it beats verifying nothing
+    EXPECT_EQ(costly.finish(chain, true), 1);  // paid for: verifying it beats verifying nothing
     costly.observe(1);
   }
   int drafted = 0;

@@ -64,12 +64,27 @@ std::string fresh(const std::string& name) {
   return p;
 }
 
+// The tiny target, random data (random_dataset(seed, masked)) and a cache of `steps` steps of context 16 built from
+// them at temp_dir()/name.
+struct BuiltCache {
+  std::unique_ptr<LlamaModel> target;
+  TextDataset data;
+  FeatureCacheIdentity id;
+  std::string path;
+};
+BuiltCache built_cache(const std::string& name, uint64_t seed, bool masked, int64_t steps, at::ScalarType dtype) {
+  BuiltCache c{testing::tiny_model(), random_dataset(seed, masked), {}, fresh(name)};
+  c.id = identity_for(*c.target, c.data, 16);
+  FeatureCache::build(c.path, *c.target, c.data, c.id, steps, dtype);
+  return c;
+}
+
 TEST(FeatureCache, Float32ReplaysTheOnTheFlyWindowsFeaturesAndLossBitwise) {
-  auto target = testing::tiny_model();
-  const TextDataset data = random_dataset(1, /*masked=*/true);
-  const auto id = identity_for(*target, data, 16);
-  const std::string path = fresh("cache32.h5");
-  FeatureCache::build(path, *target, data, id, 3, at::kFloat);
+  const BuiltCache built = built_cache("cache32.h5", 1, /*masked=*/true, 3, at::kFloat);
+  const auto& target = built.target;
+  const auto& data = built.data;
+  const auto& id = built.id;
+  const auto& path = built.path;
   EXPECT_FALSE(testing::temporary_left(path));
   const auto cache = FeatureCache::open(path, *target, id);
   EXPECT_EQ(cache->windows(), 12);
@@ -97,11 +112,10 @@ TEST(FeatureCache, Float16StaysWithinHalfPrecisionRounding) {
   // Features round to 11 significant bits (relative error <= 2^-11 = 4.9e-4 each). SmoothL1 and the soft CE are
   // Lipschitz in the features with constants of order one here, so the loss moves by about that relative amount;
   // 2e-3 relative leaves a factor 4 of margin and is still far below the loss's own step-to-step changes.
-  auto target = testing::tiny_model();
-  const TextDataset data = random_dataset(2);
-  const auto id = identity_for(*target, data, 16);
-  const std::string path = fresh("cache16.h5");
-  FeatureCache::build(path, *target, data, id, 2, at::kHalf);
+  const BuiltCache built = built_cache("cache16.h5", 2, false, 2, at::kHalf);
+  const auto& target = built.target;
+  const auto& id = built.id;
+  const auto& path = built.path;
   const auto cache = FeatureCache::open(path, *target, id);
   EXPECT_EQ(cache->feature_dtype(), at::kHalf);
   HeadTrainingModel model(*target, 5);
@@ -185,12 +199,12 @@ TEST(FeatureCache, EagleThreeLayerFeaturesReplayExactly) {
 }
 
 TEST(FeatureCache, ACacheOfAnotherModelContextOrDataIsRefused) {
-  auto target = testing::tiny_model();
+  const BuiltCache built = built_cache("refuse.h5", 4, false, 1, at::kFloat);
+  const auto& target = built.target;
+  const auto& data = built.data;
+  const auto& id = built.id;
+  const auto& path = built.path;
   auto other = testing::tiny_model(at::kFloat, 2, /*seed=*/8);
-  const TextDataset data = random_dataset(4);
-  const auto id = identity_for(*target, data, 16);
-  const std::string path = fresh("refuse.h5");
-  FeatureCache::build(path, *target, data, id, 1, at::kFloat);
 
   const auto other_id = identity_for(*other, data, 16);
   ASSERT_NE(other_id.model_checksum, id.model_checksum);
@@ -230,11 +244,11 @@ TEST(FeatureCache, ACacheOfAnotherModelContextOrDataIsRefused) {
 // Datasets a cache writer of ours cannot produce (found missing by the feature_cache fuzz target's design): each an
 // Error naming the file, the field and what was expected, before any value reaches training.
 TEST(FeatureCache, MalformedDatasetsAndValuesAreRefusedNamingTheField) {
-  auto target = testing::tiny_model();
-  const TextDataset data = random_dataset(4);
-  const auto id = identity_for(*target, data, 16);
-  const std::string path = fresh("malformed.h5");
-  FeatureCache::build(path, *target, data, id, 1, at::kFloat);
+  const BuiltCache built = built_cache("malformed.h5", 4, false, 1, at::kFloat);
+  const auto& target = built.target;
+  const auto& data = built.data;
+  const auto& id = built.id;
+  const auto& path = built.path;
   const hsize_t N = static_cast<hsize_t>(id.batch), T = 17, d = static_cast<hsize_t>(id.width());
   const std::string n = std::to_string(N), nT = "[" + n + ", 17", nTd = nT + ", " + std::to_string(d);
   // A copy of the cache, changed by `edit`.
