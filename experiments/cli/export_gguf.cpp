@@ -93,7 +93,8 @@ int run_export_gguf(int argc, char** argv) {
        "llama.cpp expects")
       ("head", po::value(&head_path),
        "a draft head of --model (a folder): write it instead, as the GGUF llama.cpp's speculative decoding reads "
-       "(EAGLE-3 heads: architecture eagle3, for --spec-type draft-eagle3), with the model's tokenizer")
+       "(EAGLE-3 heads: architecture eagle3, for --spec-type draft-eagle3; DFlash drafts: architecture dflash, "
+       "for --spec-type draft-dflash), with the model's tokenizer")
       ("name", po::value(&name), "general.name (default: the model's, or the head's, file or folder name)");
   po::variables_map vm;
   if (!parse_command_line(desc, argc, argv, "export-gguf", vm)) return 0;

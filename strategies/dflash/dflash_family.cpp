@@ -9,6 +9,7 @@
 
 #include "core/base/error.h"
 #include "core/decoding/drafted_token.h"
+#include "strategies/dflash/dflash_gguf.h"
 #include "strategies/dflash/dflash_head.h"
 #include "strategies/dflash/dflash_training.h"
 #include "strategies/registry.h"
@@ -41,7 +42,12 @@ class DFlashStrategy : public SequenceStrategy {
     if (!in_step_ || context_.length != n - 1) return {};
     const int64_t depth = std::min<int64_t>({block_ - 1, request.tokens_wanted, request.max_nodes, capacity_ - n});
     if (depth < 1) return {};
-    const at::Tensor logits = head_->draft(context_, request.sequence.back(), depth + 1).to(at::kCPU);  // [depth, V]
+    // The whole block whenever its positions fit, even when fewer slots are wanted: the slots attend to each other,
+    // so a shorter block would change every slot's distribution from the one trained (and llama.cpp's, which runs
+    // [last, mask x min(--draft-max, B - 1)] to the end).
+    const int64_t block = std::min<int64_t>(block_, capacity_ - n + 1);
+    const at::Tensor logits =
+        head_->draft(context_, request.sequence.back(), block).to(at::kCPU).narrow(0, 0, depth);  // [depth, V]
     return tree_nodes_ > 0 ? ddtree(logits, std::min<int64_t>(tree_nodes_, request.max_nodes))
                            : chain(logits, request.sampler);
   }
@@ -168,6 +174,10 @@ const HeadFamily& dflash_heads() {
         number_option("gamma", 4, 0.01, 1000, "slot k's loss weighs exp(-(k - 1) / gamma) (the paper's 7 for B 16)"),
         integer_option("mask-token", -1, -1, 1 << 30, "the mask id (-1: the highest id absent from the data)")};
     f.train = train;
+    f.export_gguf = [](const std::string& head, const LlamaModel& target, const Tokenizer& tokenizer,
+                       const std::string& out, GgmlType type, const std::string& name) {
+      export_dflash_gguf(*DFlashHead::load(head, target), tokenizer, out, type, name);
+    };
     return f;
   }();
   return f;

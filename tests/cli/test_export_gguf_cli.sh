@@ -143,45 +143,59 @@ else
   if [ "${DRAFTLAB_REQUIRE_PEER:-0}" = 1 ]; then bad "$msg, but DRAFTLAB_REQUIRE_PEER=1"; else skip_part "$msg"; fi
 fi
 
-# 4. An EAGLE-3 head as llama.cpp's eagle3 GGUF (issue 42), run by llama.cpp 2026's speculative decoding
-#    (spec-peer, $LLAMA_CPP_2026_BIN, default where ../shared/peers/build_llama_cpp_2026.sh /tmp/llama2026 puts it):
-#    float16, its draft-eagle3 drafts equal draftlab's eagle3 chain (top_k 1, depth 8) step by step from the same
-#    loop start (--prefill-first) on README's three prompts, and both print the same text; q8_0 (target and head),
-#    llama.cpp's output with the head equals its plain decoding (lossless there) and it accepts drafts.
+# 4. Heads as llama.cpp's draft GGUFs (issue 42), run by llama.cpp 2026's speculative decoding (spec-peer,
+#    $LLAMA_CPP_2026_BIN, default where ../shared/peers/build_llama_cpp_2026.sh /tmp/llama2026 puts it), on README's
+#    three prompts from the same loop start (--prefill-first): with the float16 export, llama.cpp's drafts equal
+#    draftlab's step by step and both print the same text; with the q8_0 export (target and head), llama.cpp's
+#    output equals its plain decoding (lossless there) and it accepts drafts.
+#    - EAGLE-3 (architecture eagle3, --spec-type draft-eagle3): draftlab's eagle3 chain (top_k 1, depth 8);
+#    - DFlash (architecture dflash, --spec-type draft-dflash): draftlab's dflash chain; llama.cpp's block is
+#      [last, mask x min(--draft-max, B - 1)], so --draft-max 15 is the head's B 16 and 7 is block_size=8.
 SPEC=${LLAMA_CPP_2026_BIN:-/tmp/llama2026/build/bin}/spec-peer
-HEAD3=$SRC/data/models/ts-target-eagle3-head
-if [ -x "$SPEC" ]; then
-  TARGET=$SRC/data/models/ts-target
+# peer_drafts NAME HEAD SPEC_TYPE DRAFT_MAX STRATEGY OPTION...: the checks above for one head and draft length.
+peer_drafts() {
+  local name=$1 head=$2 spec_type=$3 draft_max=$4 strategy=$5
+  shift 5
+  local opts=() o
+  for o in "$@"; do opts+=(-o "$o"); done
   for type in f16 q8_0; do
-    "$BIN" export-gguf --model "$TARGET" --out "$TMP/e3-target-$type.gguf" --type $type 2>/dev/null &&
-      "$BIN" export-gguf --model "$TARGET" --head "$HEAD3" --out "$TMP/e3-head-$type.gguf" --type $type \
-        2>"$TMP/e3.err" || { bad "export-gguf --head ($type): $(tail -3 "$TMP/e3.err")"; continue; }
+    [ -f "$TMP/peer-target-$type.gguf" ] ||
+      "$BIN" export-gguf --model "$TARGET" --out "$TMP/peer-target-$type.gguf" --type $type 2>/dev/null
+    "$BIN" export-gguf --model "$TARGET" --head "$head" --out "$TMP/$name-head-$type.gguf" --type $type \
+      2>"$TMP/$name.err" || { bad "export-gguf --head $head ($type): $(tail -3 "$TMP/$name.err")"; continue; }
     for i in 1 2 3; do
+      local prompt peer=$TMP/$name-peer-$type-$i
       prompt=$(sed -n "s/^    --prompt \"\(.*\)\" \\\\$/\1/p" "$SRC/README.md" | sed -n "${i}p")
-      SPEC_PEER_TRACE=1 "$SPEC" -m "$TMP/e3-target-$type.gguf" -md "$TMP/e3-head-$type.gguf" --spec-type draft-eagle3 \
-        --draft-max 8 --prefill-first -n 48 -t 1 "$prompt" >"$TMP/e3-peer-$type-$i.txt" 2>"$TMP/e3-peer-$type-$i.err" ||
-        { bad "spec-peer draft-eagle3 ($type, prompt $i): $(tail -3 "$TMP/e3-peer-$type-$i.err")"; continue; }
+      SPEC_PEER_TRACE=1 "$SPEC" -m "$TMP/peer-target-$type.gguf" -md "$TMP/$name-head-$type.gguf" \
+        --spec-type $spec_type --draft-max $draft_max --prefill-first -n 48 -t 1 "$prompt" >"$peer.txt" 2>"$peer.err" ||
+        { bad "spec-peer $spec_type ($name, $type, prompt $i): $(tail -3 "$peer.err")"; continue; }
       if [ $type = f16 ]; then
-        "$BIN" generate --model "$TARGET" --weights float16 --threads 1 -n 48 -p "$prompt" --trace-drafts -s eagle3 \
-          -o head="$HEAD3" -o top_k=1 -o depth=8 >"$TMP/e3-ours-$i.txt" 2>"$TMP/e3-ours-$i.err" ||
-          { bad "draftlab eagle3 (prompt $i): $(tail -3 "$TMP/e3-ours-$i.err")"; continue; }
-        python3 "$(dirname "$0")/same_drafts.py" "$TMP/e3-peer-$type-$i.err" "$TMP/e3-ours-$i.err" \
-          "$TMP/e3-peer-$type-$i.txt" "$TMP/e3-ours-$i.txt" >"$TMP/same.txt" &&
-          ok "llama.cpp draft-eagle3 (f16 export) drafts as draftlab's eagle3 chain, prompt $i ($(tail -1 "$TMP/same.txt"))" ||
-          bad "llama.cpp draft-eagle3 and draftlab's eagle3 differ, prompt $i: $(tail -4 "$TMP/same.txt")"
+        "$BIN" generate --model "$TARGET" --weights float16 --threads 1 -n 48 -p "$prompt" --trace-drafts \
+          -s $strategy -o head="$head" "${opts[@]}" >"$TMP/$name-ours-$i.txt" 2>"$TMP/$name-ours-$i.err" ||
+          { bad "draftlab $strategy (prompt $i): $(tail -3 "$TMP/$name-ours-$i.err")"; continue; }
+        python3 "$(dirname "$0")/same_drafts.py" "$peer.err" "$TMP/$name-ours-$i.err" "$peer.txt" \
+          "$TMP/$name-ours-$i.txt" >"$TMP/same.txt" &&
+          ok "llama.cpp $spec_type (f16 export) drafts as draftlab's $name, prompt $i ($(tail -1 "$TMP/same.txt"))" ||
+          bad "llama.cpp $spec_type and draftlab's $name differ, prompt $i: $(tail -4 "$TMP/same.txt")"
       else
-        "$SPEC" -m "$TMP/e3-target-$type.gguf" --spec-type none --prefill-first -n 48 -t 1 "$prompt" \
-          >"$TMP/e3-plain-$i.txt" 2>/dev/null
-        accepted=$(sed -n 's/^RESULT .* accepted=\([0-9]*\).*/\1/p' "$TMP/e3-peer-$type-$i.txt")
-        if [ "$(grep -v '^\[spec-peer\]\|^RESULT' "$TMP/e3-peer-$type-$i.txt")" = \
-             "$(grep -v '^\[spec-peer\]\|^RESULT' "$TMP/e3-plain-$i.txt")" ] && [ "${accepted:-0}" -gt 0 ]; then
-          ok "llama.cpp draft-eagle3 with the q8_0 export: its plain text, $accepted drafts accepted (prompt $i)"
+        "$SPEC" -m "$TMP/peer-target-$type.gguf" --spec-type none --prefill-first -n 48 -t 1 "$prompt" \
+          >"$TMP/peer-plain-$i.txt" 2>/dev/null
+        accepted=$(sed -n 's/^RESULT .* accepted=\([0-9]*\).*/\1/p' "$peer.txt")
+        if [ "$(grep -v '^\[spec-peer\]\|^RESULT' "$peer.txt")" = \
+             "$(grep -v '^\[spec-peer\]\|^RESULT' "$TMP/peer-plain-$i.txt")" ] && [ "${accepted:-0}" -gt 0 ]; then
+          ok "llama.cpp $spec_type with the q8_0 export ($name): its plain text, $accepted drafts accepted (prompt $i)"
         else
-          bad "llama.cpp draft-eagle3 (q8_0 export, prompt $i): text differs from its plain decoding or nothing accepted"
+          bad "llama.cpp $spec_type (q8_0 export, $name, prompt $i): text differs from its plain decoding or nothing accepted"
         fi
       fi
     done
   done
+}
+if [ -x "$SPEC" ]; then
+  TARGET=$SRC/data/models/ts-target
+  peer_drafts eagle3 "$SRC/data/models/ts-target-eagle3-head" draft-eagle3 8 eagle3 top_k=1 depth=8
+  peer_drafts dflash "$SRC/data/models/ts-target-dflash-head" draft-dflash 15 dflash
+  peer_drafts dflash8 "$SRC/data/models/ts-target-dflash-head" draft-dflash 7 dflash block_size=8
   # --quant-dot int8 against llama.cpp's own q8_0 / q4_0 arithmetic (ggml quantizes the activations to Q8_0 as
   # draftlab does): the same greedy ids on ts-target and ts-moe, but for near-ties in draftlab's own logits
   # (int8_vs_llama_cpp.py; the Python module computes them).
