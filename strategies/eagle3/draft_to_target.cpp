@@ -6,6 +6,7 @@
 
 #include "core/base/error.h"
 #include "core/model/checkpoint_tensor.h"
+#include "core/model/torch_checkpoint.h"
 
 namespace draftlab {
 
@@ -81,6 +82,36 @@ void check_target_to_draft(const SafetensorsCollection& tensors, const at::Tenso
                                     (bytes[v] ? "in" : "out of") + " the draft vocabulary, but d2t says " +
                                     (marked[v] ? "in" : "out"));
   }
+}
+
+at::Tensor read_vocabulary_mapping(const std::string& path, int64_t V) {
+  at::Tensor d2t, t2d;
+  for (auto& [name, t] : read_torch_state_dict(path)) {
+    if (name == "d2t") d2t = t;
+    else if (name == "t2d") t2d = t;
+    else throw Error::at(path, "unexpected entry '" + name + "' (a vocabulary mapping holds d2t and t2d)");
+  }
+  if (!d2t.defined()) throw Error::at(path, "no entry 'd2t' (the draft-to-target offsets, int64 [draft vocabulary])");
+  if (d2t.dim() != 1 || (d2t.scalar_type() != at::kLong && d2t.scalar_type() != at::kInt))
+    throw Error::at(path, "entry 'd2t': expected a 1-D int64 tensor, got " + std::string(c10::toString(d2t.scalar_type())) +
+                              " " + shape_string(d2t.sizes().vec()));
+  const at::Tensor ids = at::arange(d2t.size(0), at::kLong) + d2t.to(at::kLong);
+  const std::string problem = draft_ids_problem(ids, V);
+  if (!problem.empty()) throw Error::at(path, "entry 'd2t' (offsets: target id = i + d2t[i]): " + problem);
+  if (t2d.defined()) {
+    if (t2d.dim() != 1 || t2d.size(0) != V || t2d.scalar_type() != at::kBool)
+      throw Error::at(path, "entry 't2d': expected bool " + shape_string({V}) + " (the target's vocabulary), got " +
+                                std::string(c10::toString(t2d.scalar_type())) + " " + shape_string(t2d.sizes().vec()));
+    const at::Tensor marked = at::zeros({V}, at::kBool).index_fill_(0, ids, true);
+    const at::Tensor differ = marked.ne(t2d).nonzero();
+    if (differ.numel() > 0) {
+      const int64_t v = differ[0][0].item<int64_t>();
+      throw Error::at(path, "entry 't2d': target id " + std::to_string(v) + " is marked " +
+                                (t2d[v].item<bool>() ? "in" : "out of") + " the draft vocabulary, but d2t says " +
+                                (marked[v].item<bool>() ? "in" : "out"));
+    }
+  }
+  return ids;
 }
 
 std::pair<at::Tensor, at::Tensor> draft_to_target_tensors(const at::Tensor& ids, int64_t Vd, int64_t V) {

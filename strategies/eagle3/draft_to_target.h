@@ -24,6 +24,10 @@ at::Tensor read_draft_ids(const SafetensorsCollection& tensors, int64_t Vd, int6
 // naming the first id that disagrees.
 void check_target_to_draft(const SafetensorsCollection& tensors, const at::Tensor& ids, int64_t Vd, int64_t V);
 
+// A SpecForge vocabulary-mapping file (torch.save of a dict {"d2t": int64 [Vd] offsets, "t2d": bool [V]}, what its
+// data preparation writes) as target ids [Vd], checked as above. Throws Error naming the file and the entry.
+at::Tensor read_vocabulary_mapping(const std::string& path, int64_t V);
+
 // The (d2t [Vd] int64, t2d [V] bool) tensors of target ids (undefined: the full vocabulary, Vd = V), on the CPU.
 std::pair<at::Tensor, at::Tensor> draft_to_target_tensors(const at::Tensor& ids, int64_t Vd, int64_t V);
 

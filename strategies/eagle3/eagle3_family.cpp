@@ -37,6 +37,9 @@ void check_options(const StrategyOptions& o) {
   const double decay = o.get_double("ttt-decay");
   check(decay > 0, "--ttt-decay: expected a number in (0, 1], got " + o.get_string("ttt-decay"));
   parse_feature_layers(o.get_string("feature-layers"), 0);
+  check(o.get_string("vocab-mapping").empty() || o.get_int("draft-vocab") == 0,
+        "--vocab-mapping: the draft vocabulary comes from the file; --draft-vocab " + o.get_string("draft-vocab") +
+            " cannot be given with it");
 }
 
 HeadTrainingResult train(const HeadTrainingRun& run) {
@@ -47,6 +50,8 @@ HeadTrainingResult train(const HeadTrainingRun& run) {
   o.decay = run.options.get_double("ttt-decay");
   o.feature_layers = parse_feature_layers(run.options.get_string("feature-layers"),
                                           run.target.config().num_hidden_layers);
+  o.eagle31 = run.options.get_string("variant") == "eagle3.1";
+  o.vocab_mapping = run.options.get_string("vocab-mapping");
   return train_eagle3_head(run.target, o, run.data);
 }
 
@@ -65,9 +70,12 @@ const HeadFamily& eagle3_heads() {
       return std::shared_ptr<const FeatureHead>(Eagle3Head::load(path, target));
     };
     f.random_feature_head = [](const LlamaModel& target, const StrategyOptions& o) {
-      return std::shared_ptr<const FeatureHead>(
-          Eagle3Head::random(target, static_cast<uint64_t>(o.get_int("head_seed")), o.get_int("draft_vocab")));
+      return std::shared_ptr<const FeatureHead>(Eagle3Head::random(target, static_cast<uint64_t>(o.get_int("head_seed")),
+                                                                   o.get_int("draft_vocab"), {}, {},
+                                                                   o.get_string("head_variant") == "eagle3.1"));
     };
+    f.random_head_options = {choice_option("head_variant", {"eagle3", "eagle3.1"},
+                                           "the random head's variant (eagle3.1: fc_norm, norm_output)")};
     f.training_options = {
         integer_option("draft-vocab", 0, 0, 100000000,
                        "K > 0: the head's own LM head of K rows, the K most frequent tokens predicted under the loss "
@@ -78,12 +86,22 @@ const HeadFamily& eagle3_heads() {
         text_option("feature-layers", "",
                     "the three target layers whose inputs the head reads, comma-separated (0-based layer indices, L = "
                     "the last layer's output; default: the official 2, L/2, L-3), or top: L three times (EAGLE-3 "
-                    "Table 2's TTT without fusion)")};
+                    "Table 2's TTT without fusion)"),
+        choice_option("variant", {"eagle3", "eagle3.1"},
+                      "eagle3.1: EAGLE-3.1's head (an RMSNorm per target feature before fc, the normed output fed "
+                      "back; config.json fc_norm / norm_output)"),
+        path_option("vocab-mapping", false,
+                    "a SpecForge vocabulary-mapping file (torch.save of d2t and t2d): its draft vocabulary instead of "
+                    "one counted from the data")};
     f.check_training_options = check_options;
     f.train = train;
     f.export_gguf = [](const std::string& head, const LlamaModel& target, const Tokenizer& tokenizer,
                        const std::string& out, GgmlType type, const std::string& name) {
-      export_eagle3_gguf(*Eagle3Head::load(head, target), tokenizer, out, type, name);
+      const auto loaded = Eagle3Head::load(head, target);
+      if (loaded->is_eagle31())
+        throw Error("--head " + head + ": an EAGLE-3.1 head (fc_norm / norm_output): llama.cpp b10256's eagle3 "
+                    "architecture has neither (only norm_before_fc, one norm over all three features); nothing written");
+      export_eagle3_gguf(*loaded, tokenizer, out, type, name);
     };
     return f;
   }();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,8 @@ namespace {
 using nlohmann::json;
 
 const char* const kLayersKey = "draftlab_feature_layers";
+const char* const kFcNorm = "fc_norm";          // EAGLE-3.1 flags (Eagle3HeadWeights)
+const char* const kNormOutput = "norm_output";
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -48,7 +51,29 @@ struct Eagle3Config {
   ModelConfig model;
   int64_t draft_vocab = 0;
   std::vector<int64_t> input_layers;
+  bool fc_norm = false, norm_output = false;  // EAGLE-3.1
 };
+
+// An optional boolean key: absent or null is false.
+bool flag(const json& j, const char* key, const std::string& config_path) {
+  if (!j.contains(key) || j.at(key).is_null()) return false;
+  if (!j.at(key).is_boolean()) throw Error::in_file(config_path, key, "true or false", j.at(key).dump());
+  return j.at(key).get<bool>();
+}
+
+// Three target layer indices in [lo, lo + L - 1] from a config value, as the input layers (value + shift).
+std::vector<int64_t> layer_list(const json& v, int64_t shift, int64_t L, const std::string& config_path,
+                                const std::string& key) {
+  bool ok = v.is_array() && v.size() == 3;
+  for (size_t i = 0; ok && i < 3; ++i)
+    ok = v[i].is_number_integer() && v[i].get<int64_t>() + shift >= 1 && v[i].get<int64_t>() + shift <= L;
+  if (!ok)
+    throw Error::in_file(config_path, key,
+                         "three target layer indices in [" + std::to_string(1 - shift) + ", " +
+                             std::to_string(L - shift) + "]",
+                         v.dump());
+  return {v[0].get<int64_t>() + shift, v[1].get<int64_t>() + shift, v[2].get<int64_t>() + shift};
+}
 
 Eagle3Config read_eagle3_config(const std::string& head_path, const ModelConfig& tc) {
   const std::string config_path = head_config_path(head_path);
@@ -75,21 +100,30 @@ Eagle3Config read_eagle3_config(const std::string& head_path, const ModelConfig&
   if (Vd < 1 || Vd > V)
     throw Error::in_file(config_path, "draft_vocab_size", "an integer in [1, vocab_size " + std::to_string(V) + "]",
                          std::to_string(Vd));
+  // Which layers: draftlab's key (input layers), else SpecForge's / SGLang's (layers whose outputs are captured).
   std::vector<int64_t> layers = eagle3_input_layers(tc.num_hidden_layers);
-  if (j.contains(kLayersKey)) {
-    const json& v = j.at(kLayersKey);
-    bool ok = v.is_array() && v.size() == 3;
-    for (size_t i = 0; ok && i < 3; ++i) ok = v[i].is_number_integer() && v[i].get<int64_t>() >= 1 &&
-                                              v[i].get<int64_t>() <= tc.num_hidden_layers;
-    if (!ok)
-      throw Error::in_file(config_path, kLayersKey,
-                           "three target layer indices in [1, " + std::to_string(tc.num_hidden_layers) + "]", v.dump());
-    layers = {v[0].get<int64_t>(), v[1].get<int64_t>(), v[2].get<int64_t>()};
-  }
-  return {config_path, std::move(config), Vd, layers};
+  const char* const aux = "eagle_aux_hidden_state_layer_ids";
+  if (j.contains(kLayersKey))
+    layers = layer_list(j.at(kLayersKey), 0, tc.num_hidden_layers, config_path, kLayersKey);
+  else if (j.contains("eagle_config") && j.at("eagle_config").is_object() && j.at("eagle_config").contains(aux))
+    layers = layer_list(j.at("eagle_config").at(aux), 1, tc.num_hidden_layers, config_path,
+                        std::string("eagle_config.") + aux);
+  return {config_path, std::move(config), Vd, layers, flag(j, kFcNorm, config_path), flag(j, kNormOutput, config_path)};
 }
 
 }  // namespace
+
+at::Tensor eagle3_fc_input(const at::Tensor& G, const Eagle3HeadWeights& w, double eps) {
+  if (w.fc_norm.empty()) return G;
+  const int64_t d = G.size(-1) / 3;
+  std::vector<at::Tensor> parts;
+  for (int64_t k = 0; k < 3; ++k) {
+    const auto x = G.narrow(-1, k * d, d);
+    const auto xf = x.to(x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+    parts.push_back((xf * at::rsqrt(xf.pow(2).mean(-1, true) + eps)).to(x.scalar_type()) * w.fc_norm[k]);
+  }
+  return at::cat(parts, -1);
+}
 
 std::vector<int64_t> eagle3_input_layers(int64_t L) {
   if (L >= 7) return {2, L / 2, L - 3};
@@ -128,6 +162,8 @@ Eagle3Head::Eagle3Head(ModelConfig config, Eagle3HeadWeights weights, const Llam
   expect(weights_.hidden_norm, {d}, "hidden_norm");
   expect(weights_.layer.wqkv, {(H + 2 * KVH) * hd, 2 * d}, "q/k/v (fused)");
   expect(weights_.norm, {d}, "norm");
+  check(weights_.fc_norm.empty() || weights_.fc_norm.size() == 3, "Eagle3Head: fc_norm must be three norms or none");
+  for (const auto& g : weights_.fc_norm) expect(g, {d}, "fc_norm");
   check(weights_.lm_head.dim() == 2 && weights_.lm_head.size(1) == d, "Eagle3Head: lm_head must be [V_d, d]");
   const int64_t Vd = weights_.lm_head.size(0);
   if (draft_ids.defined()) {
@@ -162,6 +198,7 @@ Eagle3Head::Eagle3Head(ModelConfig config, Eagle3HeadWeights weights, const Llam
     native_->input_norm = float_vector(weights_.input_norm);
     native_->hidden_norm = float_vector(weights_.hidden_norm);
     native_->norm = float_vector(weights_.norm);
+    for (const auto& g : weights_.fc_norm) native_->fc_norm.push_back(float_vector(g));
   }
 }
 
@@ -198,22 +235,35 @@ std::unique_ptr<Eagle3Head> Eagle3Head::load(const std::string& path, const Llam
   const int64_t Vd = c.draft_vocab, V = target.config().vocab_size;
   SafetensorsCollection tensors(path);
   const std::string& source = tensors.description();
-  const auto keys = checkpoint_keys();
+  auto keys = checkpoint_keys();
+  if (c.fc_norm)
+    for (int k = 0; k < 3; ++k) keys.push_back("fc_norm." + std::to_string(k) + ".weight");
   const std::set<std::string> known(keys.begin(), keys.end());
+  // Each official name -> the file's: other writers prefix "model." or spell the layer "layers.0.".
+  std::map<std::string, std::string> file_name;
   for (const auto& name : tensors.names()) {
-    if (known.count(name) || name == "embed_tokens.weight" || ends_with(name, "rotary_emb.inv_freq")) continue;
-    throw Error::at(source, "unexpected tensor '" + name + "' (an EAGLE-3 head has: " +
-                                "fc.weight, midlayer.*, norm.weight, lm_head.weight, d2t, t2d; fc_norm or "
-                                "norm_before_fc belong to other variants, layers.0.* to an EAGLE-1/2 head)");
+    std::string official = name.rfind("model.", 0) == 0 ? name.substr(6) : name;
+    if (official.rfind("layers.0.", 0) == 0) official = "midlayer." + official.substr(9);
+    if (known.count(official)) {
+      if (!file_name.emplace(official, name).second)
+        throw Error::at(source, "tensors '" + file_name[official] + "' and '" + name + "' are both " + official);
+      continue;
+    }
+    if (official == "embed_tokens.weight" || ends_with(name, "rotary_emb.inv_freq")) continue;
+    throw Error::at(source, "unexpected tensor '" + name + "' (an EAGLE-3 head has: fc.weight, midlayer.*, " +
+                                "norm.weight, lm_head.weight, d2t, t2d, and fc_norm.{0,1,2}.weight when " +
+                                c.path + " says \"fc_norm\": true (EAGLE-3.1); norm_before_fc belongs to other " +
+                                "variants, layers.N.* beyond layer 0 to an EAGLE-1/2 head)");
   }
   const ComputeOptions& o = target.options();
   const int64_t d = config.hidden_size, hd = config.head_dim, H = config.num_attention_heads;
   const int64_t KVH = config.num_key_value_heads, I = config.intermediate_size;
   const std::string why = " (from " + c.path + ")";
   auto get = [&](const std::string& name, const std::vector<int64_t>& expected) {
-    const TensorEntry* e = tensors.find(name);
-    if (!e) throw Error::at(source, "tensor '" + name + "' not found (expected shape " + shape_string(expected) + ")");
-    return checkpoint_tensor(*e, expected, o, why);
+    const auto it = file_name.find(name);
+    if (it == file_name.end())
+      throw Error::at(source, "tensor '" + name + "' not found (expected shape " + shape_string(expected) + ")");
+    return checkpoint_tensor(*tensors.find(it->second), expected, o, why);
   };
   Eagle3HeadWeights w;
   const std::string m = "midlayer.";
@@ -230,11 +280,14 @@ std::unique_ptr<Eagle3Head> Eagle3Head::load(const std::string& path, const Llam
   w.layer.w_down = get(m + "mlp.down_proj.weight", {d, I});
   w.norm = get("norm.weight", {d});
   w.lm_head = get("lm_head.weight", {Vd, d});
+  if (c.fc_norm)
+    for (int k = 0; k < 3; ++k) w.fc_norm.push_back(get("fc_norm." + std::to_string(k) + ".weight", {d}));
+  w.norm_output = c.norm_output;
 
   const at::Tensor ids = read_draft_ids(tensors, Vd, V);
   check_target_to_draft(tensors, ids, Vd, V);
   return std::make_unique<Eagle3Head>(std::move(config), std::move(w), target, ids, c.input_layers,
-                                      checkpoint_storage(tensors.find("fc.weight")));
+                                      checkpoint_storage(tensors.find(file_name.at("fc.weight"))));
 }
 
 ModelConfig Eagle3Head::config_for(const ModelConfig& target) {
@@ -248,7 +301,7 @@ ModelConfig Eagle3Head::config_for(const ModelConfig& target) {
 }
 
 std::unique_ptr<Eagle3Head> Eagle3Head::random(const LlamaModel& target, uint64_t seed, int64_t draft_vocab,
-                                               at::Tensor draft_ids, std::vector<int64_t> input_layers) {
+                                               at::Tensor draft_ids, std::vector<int64_t> input_layers, bool eagle31) {
   ModelConfig c = config_for(target.config());
   const ComputeOptions& o = target.options();
   const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, KVH = c.num_key_value_heads;
@@ -274,6 +327,10 @@ std::unique_ptr<Eagle3Head> Eagle3Head::random(const LlamaModel& target, uint64_
   w.layer.w_down = normal({d, I});
   w.norm = at::ones({d}, o.tensor_options());
   w.lm_head = normal({Vd, d});
+  if (eagle31) {
+    for (int k = 0; k < 3; ++k) w.fc_norm.push_back(at::ones({d}, o.tensor_options()));
+    w.norm_output = true;
+  }
   at::Tensor ids = draft_ids;
   if (!ids.defined() && Vd < V)
     ids = std::get<0>(at::randperm(V, gen, at::TensorOptions().dtype(at::kLong)).narrow(0, 0, Vd).sort());
@@ -309,6 +366,12 @@ void Eagle3Head::save(const std::string& dir, at::ScalarType file_dtype) const {
   std::vector<TensorToWrite> entries;
   for (size_t i = 0; i < values.size(); ++i)
     entries.push_back({keys[i], st, values[i].sizes().vec(), values[i].data_ptr(), static_cast<size_t>(values[i].nbytes())});
+  std::vector<at::Tensor> fc_norm;
+  for (size_t k = 0; k < weights_.fc_norm.size(); ++k) {
+    fc_norm.push_back(out_t(weights_.fc_norm[k]));
+    entries.push_back({"fc_norm." + std::to_string(k) + ".weight", st, {fc_norm.back().size(0)},
+                       fc_norm.back().data_ptr(), static_cast<size_t>(fc_norm.back().nbytes())});
+  }
   const auto [d2t, t2d] = draft_to_target_tensors(draft_ids_, Vd, V);
   entries.push_back({"d2t", DType::I64, {Vd}, d2t.data_ptr(), static_cast<size_t>(d2t.nbytes())});
   entries.push_back({"t2d", DType::BOOL, {V}, t2d.data_ptr(), static_cast<size_t>(t2d.nbytes())});
@@ -318,6 +381,13 @@ void Eagle3Head::save(const std::string& dir, at::ScalarType file_dtype) const {
   j["architectures"] = json::array({"LlamaForCausalLMEagle3"});
   j["draft_vocab_size"] = Vd;
   j[kLayersKey] = input_layers_;
+  std::vector<int64_t> captured;  // SpecForge / SGLang: the layers whose outputs are captured
+  for (int64_t l : input_layers_) captured.push_back(l - 1);
+  j["eagle_config"] = {{"eagle_aux_hidden_state_layer_ids", captured}, {"use_aux_hidden_state", true}};
+  if (is_eagle31()) {
+    j[kFcNorm] = !weights_.fc_norm.empty();
+    j[kNormOutput] = weights_.norm_output;
+  }
   write_file_atomically(dir + "/config.json", j.dump(2) + "\n");
 }
 
@@ -325,7 +395,7 @@ int64_t Eagle3Head::num_parameters() const {
   const LlamaLayerWeights& L = weights_.layer;
   return weights_.fc.numel() + weights_.input_norm.numel() + weights_.hidden_norm.numel() + L.wqkv.numel() +
          L.wo.numel() + L.mlp_norm.numel() + L.w_gate_up.numel() + L.w_down.numel() + weights_.norm.numel() +
-         weights_.lm_head.numel();
+         weights_.lm_head.numel() + static_cast<int64_t>(weights_.fc_norm.size()) * config_.hidden_size;
 }
 
 KvCache Eagle3Head::make_cache(int64_t capacity) const {
@@ -392,7 +462,8 @@ at::Tensor Eagle3Head::reference_run(const Rows& r) const {
     mask = attention_mask({}, start, n, o);
   const auto [cos, sin] = rope_.at_positions(r.positions.to(o.device));
   const auto features = r.features.to(o.device, o.dtype);
-  const auto u = features.size(1) == d ? features : project(features, weights_.fc);  // fc on target features only
+  const auto u = features.size(1) == d ? features  // fc on target features only
+                                       : project(eagle3_fc_input(features, weights_, c.rms_norm_eps), weights_.fc);
   const auto e = at::embedding(target_.embedding(), r.tokens.to(o.device));
   const auto attention_in = at::cat({rms_norm(e, weights_.input_norm, c.rms_norm_eps),
                                      rms_norm(u, weights_.hidden_norm, c.rms_norm_eps)},
@@ -400,7 +471,7 @@ at::Tensor Eagle3Head::reference_run(const Rows& r) const {
   auto out = llama_decoder_layer(u, weights_.layer, c, cache, /*layer=*/0, start, cos, sin, mask,
                                  /*input_norm=*/false, nullptr, attention_in);
   cache.advance_to(start + n);
-  return out;
+  return weights_.norm_output ? rms_norm(out, weights_.norm, c.rms_norm_eps) : out;
 }
 
 std::vector<at::Tensor> Eagle3Head::native_run(const std::vector<Rows>& sequences) const {
@@ -443,6 +514,9 @@ std::vector<at::Tensor> Eagle3Head::native_run(const std::vector<Rows>& sequence
     row += rows;
   }
   if (fc_rows > 0) {  // (into ws.normed, free until the layer runs)
+    float* in = native_->fc_in.data();
+    for (size_t k = 0; k < native_->fc_norm.size(); ++k)  // EAGLE-3.1: each feature its own norm, in place
+      rms_norm_rows(in + k * d, 3 * d, fc_rows, d, native_->fc_norm[k].data(), c.rms_norm_eps, in + k * d, 3 * d);
     float* fused = ws.normed;
     parallel_multiply(native_->fc, native_->fc_in.data(), 3 * d, fc_rows, fused, d);
     for (int64_t k = 0; k < fc_rows; ++k)
@@ -453,6 +527,7 @@ std::vector<at::Tensor> Eagle3Head::native_run(const std::vector<Rows>& sequence
   rms_norm_rows(native_->embedded.data(), d, n, d, native_->input_norm.data(), c.rms_norm_eps, attention_in, 2 * d);
   rms_norm_rows(ws.h, d, n, d, native_->hidden_norm.data(), c.rms_norm_eps, attention_in + d, 2 * d);
   native_decoder_layer(native_->layer, c, ws.segments, /*layer=*/0, ws, nullptr, attention_in);
+  if (weights_.norm_output) rms_norm_rows(ws.h, d, n, d, native_->norm.data(), c.rms_norm_eps, ws.h, d);
 
   std::vector<at::Tensor> outs;
   for (const RowSegment& s : ws.segments) {
@@ -471,17 +546,24 @@ at::Tensor Eagle3Head::draft_logits(const at::Tensor& states) const {
     return "Eagle3Head::logits: states must be [n, " + std::to_string(d) + "], got " +
            shape_string(states.sizes().vec());
   });
+  // EAGLE-3.1's norm_output states are already normed: the LM head reads them as they are.
   if (native_ && !(at::GradMode::is_enabled() && states.requires_grad())) {
     const auto s = to_host(states, at::kFloat);
     const int64_t rows = s.size(0);
-    std::vector<float> normed(static_cast<size_t>(rows * d));
-    rms_norm_rows(s.data_ptr<float>(), d, rows, d, native_->norm.data(), config_.rms_norm_eps, normed.data(), d);
+    std::vector<float> normed;
+    const float* in = s.data_ptr<float>();
+    if (!weights_.norm_output) {
+      normed.resize(static_cast<size_t>(rows * d));
+      rms_norm_rows(in, d, rows, d, native_->norm.data(), config_.rms_norm_eps, normed.data(), d);
+      in = normed.data();
+    }
     auto logits = at::empty({rows, native_->lm_head.out()}, at::TensorOptions().dtype(at::kFloat));
-    parallel_multiply(native_->lm_head, normed.data(), d, rows, logits.data_ptr<float>(), native_->lm_head.out());
+    parallel_multiply(native_->lm_head, in, d, rows, logits.data_ptr<float>(), native_->lm_head.out());
     return logits;
   }
   const auto o = target_.options();
-  return project(rms_norm(states.to(o.device, o.dtype), weights_.norm, config_.rms_norm_eps), weights_.lm_head)
+  const auto x = states.to(o.device, o.dtype);
+  return project(weights_.norm_output ? x : rms_norm(x, weights_.norm, config_.rms_norm_eps), weights_.lm_head)
       .to(at::kFloat);
 }
 

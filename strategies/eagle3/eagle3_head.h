@@ -20,14 +20,22 @@
 // config.json as "draftlab_feature_layers" (input-layer indices) for every head it writes; a head folder without
 // that key gets eagle3_input_layers(L).
 //
+// EAGLE-3.1 (Eagle3HeadWeights::fc_norm, norm_output) is the same head with two changes, switched on by config.json.
+//
 // On disk (the official layout, spec 2.1): config.json (a Llama config with draft_vocab_size; num_hidden_layers is
 // ignored, as the official code ignores it) and model.safetensors with exactly
 //   fc.weight [d, 3d], midlayer.hidden_norm.weight, midlayer.input_layernorm.weight,
 //   midlayer.post_attention_layernorm.weight, midlayer.self_attn.{q,k,v,o}_proj.weight (q/k/v over 2d),
 //   midlayer.mlp.{gate,up,down}_proj.weight, norm.weight, lm_head.weight [V_d, d], d2t [V_d] int64, t2d [V] bool
+// and, when config.json says "fc_norm": true (EAGLE-3.1), fc_norm.{0,1,2}.weight [d].
 // Also accepted and ignored: embed_tokens.weight, *rotary_emb.inv_freq. d2t and t2d may be absent when V_d = V (the
-// official loader deletes them then). Any other key is refused by name (e.g. an "Eagle 3.1" fc_norm). Published
-// heads ship pytorch_model.bin: `draftlab convert-head` turns one into this folder.
+// official loader deletes them then). Any other key is refused by name. Published heads ship pytorch_model.bin:
+// `draftlab convert-head` turns one into this folder.
+// Other writers' spellings, read too: SpecForge's export (architectures ["LlamaForCausalLMEagle3"], the feature
+// layers as eagle_config.eagle_aux_hidden_state_layer_ids = the input layers - 1), tensor names with a leading
+// "model." (vLLM, NeMo) or "layers.0." for "midlayer." (tools that save the layer as a list). save() writes the
+// official names, both feature-layer keys and, for EAGLE-3.1, both flags explicitly (SpecForge before its PR 879
+// read an absent norm_output as true).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -57,7 +65,17 @@ struct Eagle3HeadWeights {
   LlamaLayerWeights layer;
   at::Tensor norm;     // [d] final norm
   at::Tensor lm_head;  // [V_d, d]
+  // EAGLE-3.1 (config.json "fc_norm": true / "norm_output": true; vLLM's and SpecForge's meaning, after its PR 879):
+  // fc_norm: three [d] RMSNorms, one per target feature (low, middle, high), applied before fc; empty for EAGLE-3.
+  // norm_output: the state a row hands on (fed back as the next depth's u) is norm(out), the vector the LM head
+  // reads, instead of the raw out; the LM head then reads it as it is (no second norm).
+  std::vector<at::Tensor> fc_norm;
+  bool norm_output = false;
 };
+
+// The fc input of target features G [..., 3d]: G itself, or with fc_norm each d-wide feature RMS-normed by its own
+// weight (float32 arithmetic; the reference path and the trainer).
+at::Tensor eagle3_fc_input(const at::Tensor& features, const Eagle3HeadWeights& weights, double eps);
 
 // The official layer choice as input-layer indices {2, L/2, L-3} for L >= 7; {1, L/2, L-1} (at least 1) below.
 std::vector<int64_t> eagle3_input_layers(int64_t target_layers);
@@ -84,10 +102,13 @@ class Eagle3Head : public FeatureHead {
   // A random head: projections normal(0, 0.02), norms 1. draft_vocab 0: the full vocabulary; else that many
   // distinct target ids drawn from the seed, or draft_ids when given (ascending target ids). input_layers: the
   // three target layers whose inputs it reads (empty: eagle3_input_layers). Deterministic in seed.
+  // eagle31: an EAGLE-3.1 head (fc_norm weights 1, norm_output).
   static std::unique_ptr<Eagle3Head> random(const LlamaModel& target, uint64_t seed, int64_t draft_vocab = 0,
-                                            at::Tensor draft_ids = {}, std::vector<int64_t> input_layers = {});
+                                            at::Tensor draft_ids = {}, std::vector<int64_t> input_layers = {},
+                                            bool eagle31 = false);
 
-  // Writes config.json and model.safetensors (the official 15 keys) in file_dtype (float32/float16/bfloat16).
+  // Writes config.json and model.safetensors (the official 15 keys, and fc_norm.* for EAGLE-3.1) in file_dtype
+  // (float32/float16/bfloat16).
   void save(const std::string& dir, at::ScalarType file_dtype = at::kFloat) const;
   // The tensor names of a head file, in file order.
   static std::vector<std::string> checkpoint_keys();
@@ -109,6 +130,8 @@ class Eagle3Head : public FeatureHead {
   const at::Tensor& draft_ids() const { return draft_ids_; }
   int64_t draft_vocab_size() const { return weights_.lm_head.size(0); }
   int64_t num_parameters() const;
+  // EAGLE-3.1: fc_norm or norm_output.
+  bool is_eagle31() const { return !weights_.fc_norm.empty() || weights_.norm_output; }
 
  private:
   at::Tensor reference_run(const Rows& rows) const;
@@ -118,6 +141,7 @@ class Eagle3Head : public FeatureHead {
   struct Native {
     PackedMatrix fc, lm_head;
     std::vector<float> input_norm, hidden_norm, norm;
+    std::vector<std::vector<float>> fc_norm;
     NativeLayerWeights layer;
     std::mutex mutex;  // one forward at a time: the buffers are shared
     NativeWorkspace ws;

@@ -19,7 +19,9 @@ const StrategyDescriptor& eagle3_strategy() {
                        // A random head's one drafted token has a small target probability at T 1.5: the wrong
                        // rule's bias p(x) (1 - p(x)) shows only on a flatter p (T 8).
                        with_control_temperature({"eagle3_chain", {"top_k=1", "depth=5"}}, 8.0),
-                       {"eagle3_draft_vocab", {"total_tokens=16", "depth=4", "top_k=4", "draft_vocab=6"}}};
+                       {"eagle3_draft_vocab", {"total_tokens=16", "depth=4", "top_k=4", "draft_vocab=6"}},
+                       // EAGLE-3.1: fc_norm, normed states fed back.
+                       with_control_temperature({"eagle31_chain", {"top_k=1", "depth=5", "head_variant=eagle3.1"}}, 8.0)};
     return d;
   }();
   return d;

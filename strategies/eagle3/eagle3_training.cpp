@@ -6,6 +6,7 @@
 #include "core/base/error.h"
 #include "core/model/training_forward.h"
 #include "core/training/draft_vocabulary.h"
+#include "strategies/eagle3/draft_to_target.h"
 
 namespace draftlab {
 
@@ -27,6 +28,8 @@ Eagle3HeadWeights map_weights(const Eagle3HeadWeights& w, F f) {
   out.layer.w_down = f(w.layer.w_down);
   out.norm = f(w.norm);
   out.lm_head = f(w.lm_head);
+  for (const auto& g : w.fc_norm) out.fc_norm.push_back(f(g));
+  out.norm_output = w.norm_output;
   return out;
 }
 
@@ -50,7 +53,7 @@ at::Tensor shift_up(const at::Tensor& x, int64_t k) {
 }  // namespace
 
 Eagle3TrainingModel::Eagle3TrainingModel(const LlamaModel& target, uint64_t seed, at::Tensor draft_ids, int steps,
-                                         double decay, std::vector<int64_t> input_layers)
+                                         double decay, std::vector<int64_t> input_layers, bool eagle31)
     : target_(target),
       config_(Eagle3Head::config_for(target.config())),
       rope_(config_, target.options()),
@@ -58,23 +61,25 @@ Eagle3TrainingModel::Eagle3TrainingModel(const LlamaModel& target, uint64_t seed
       decay_(decay) {
   check(steps >= 1, "--ttt-steps: expected 1 or more, got " + std::to_string(steps));
   check(decay > 0 && decay <= 1, "--ttt-decay: expected a number in (0, 1], got " + std::to_string(decay));
-  const auto head = Eagle3Head::random(target, seed, 0, draft_ids, std::move(input_layers));  // checks them
+  const auto head = Eagle3Head::random(target, seed, 0, draft_ids, std::move(input_layers), eagle31);  // checks them
   w_ = map_weights(head->weights(), leaf);
   draft_ids_ = head->draft_ids();
   input_layers_ = head->input_layers();
 }
 
 std::vector<std::pair<std::string, at::Tensor>> Eagle3TrainingModel::parameters() const {
-  return {{"fc", w_.fc},
-          {"input_norm", w_.input_norm},
-          {"hidden_norm", w_.hidden_norm},
-          {"layer.wqkv", w_.layer.wqkv},
-          {"layer.wo", w_.layer.wo},
-          {"layer.mlp_norm", w_.layer.mlp_norm},
-          {"layer.w_gate_up", w_.layer.w_gate_up},
-          {"layer.w_down", w_.layer.w_down},
-          {"norm", w_.norm},
-          {"lm_head", w_.lm_head}};
+  std::vector<std::pair<std::string, at::Tensor>> p{{"fc", w_.fc},
+                                                    {"input_norm", w_.input_norm},
+                                                    {"hidden_norm", w_.hidden_norm},
+                                                    {"layer.wqkv", w_.layer.wqkv},
+                                                    {"layer.wo", w_.layer.wo},
+                                                    {"layer.mlp_norm", w_.layer.mlp_norm},
+                                                    {"layer.w_gate_up", w_.layer.w_gate_up},
+                                                    {"layer.w_down", w_.layer.w_down},
+                                                    {"norm", w_.norm},
+                                                    {"lm_head", w_.lm_head}};
+  for (size_t k = 0; k < w_.fc_norm.size(); ++k) p.emplace_back("fc_norm." + std::to_string(k), w_.fc_norm[k]);
+  return p;
 }
 
 std::map<std::string, std::string> Eagle3TrainingModel::identity() const {
@@ -86,7 +91,8 @@ std::map<std::string, std::string> Eagle3TrainingModel::identity() const {
           {"draft_vocab", std::to_string(w_.lm_head.size(0))},
           {"feature_layers", layers},
           {"ttt_steps", std::to_string(steps_)},
-          {"ttt_decay", decay}};
+          {"ttt_decay", decay},
+          {"variant", w_.fc_norm.empty() && !w_.norm_output ? "eagle3" : "eagle3.1"}};
 }
 
 std::vector<int64_t> Eagle3TrainingModel::feature_layers() const {
@@ -142,7 +148,8 @@ Eagle3TrainingModel::Unrolled Eagle3TrainingModel::unroll(const at::Tensor& wind
             shape_string(layer_features.sizes().vec()));
   check(T + steps <= rope_.max_positions(), "EAGLE-3 training: window plus steps exceeds max_position_embeddings");
   const auto windows = windows_in.to(w_.fc.device());
-  auto hidden = at::matmul(layer_features.narrow(1, 0, T).to(w_.fc.device(), w_.fc.scalar_type()), w_.fc.t());
+  const auto G = layer_features.narrow(1, 0, T).to(w_.fc.device(), w_.fc.scalar_type());
+  auto hidden = at::matmul(eagle3_fc_input(G, w_, config_.rms_norm_eps), w_.fc.t());
   std::vector<at::Tensor> keys, values;
   Unrolled u;
   for (int k = 0; k < steps; ++k) {
@@ -151,8 +158,11 @@ Eagle3TrainingModel::Unrolled Eagle3TrainingModel::unroll(const at::Tensor& wind
     const int64_t valid = std::max<int64_t>(0, T - k);
     if (valid > 0) tokens.narrow(1, 0, valid).copy_(windows.narrow(1, 1 + k, valid));
     hidden = step(hidden, tokens, k, keys, values);
+    // EAGLE-3.1's norm_output: the normed vector is both what the LM head reads and what the next step gets.
+    const auto normed = rms(hidden, w_.norm, config_.rms_norm_eps);
+    if (w_.norm_output) hidden = normed;
     u.outputs.push_back(hidden);
-    u.logits.push_back(at::matmul(rms(hidden, w_.norm, config_.rms_norm_eps), w_.lm_head.t()).to(accumulate(hidden)));
+    u.logits.push_back(at::matmul(normed, w_.lm_head.t()).to(accumulate(hidden)));
   }
   return u;
 }
@@ -250,9 +260,11 @@ void Eagle3TrainingModel::save(const std::string& dir, at::ScalarType file_dtype
 }
 
 HeadTrainingResult train_eagle3_head(const LlamaModel& target, const Eagle3TrainingOptions& o, const TextDataset& data) {
-  const at::Tensor ids = training_draft_vocabulary(data, o, target.config().vocab_size, o.draft_vocab,
-                                                   DraftVocabularyCount::PredictedTokens);
-  Eagle3TrainingModel model(target, o.seed, ids, o.steps, o.decay, o.feature_layers);
+  const int64_t V = target.config().vocab_size;
+  const at::Tensor ids = !o.vocab_mapping.empty()
+                             ? read_vocabulary_mapping(o.vocab_mapping, V)
+                             : training_draft_vocabulary(data, o, V, o.draft_vocab, DraftVocabularyCount::PredictedTokens);
+  Eagle3TrainingModel model(target, o.seed, ids, o.steps, o.decay, o.feature_layers, o.eagle31);
   return train_draft_head(target, model, o, data);
 }
 

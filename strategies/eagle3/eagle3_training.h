@@ -50,11 +50,12 @@ class Eagle3TrainingModel : public TrainableHead {
   // Starts from Eagle3Head::random(target, seed, 0, draft_ids, input_layers) (undefined draft_ids: the full
   // vocabulary; empty input_layers: eagle3_input_layers). steps: the unrolled TTT steps K (>= 1); decay: the step
   // weight base.
+  // eagle31: train an EAGLE-3.1 head (fc_norm before fc, normed states fed back: eagle3_head.h).
   Eagle3TrainingModel(const LlamaModel& target, uint64_t seed, at::Tensor draft_ids = {}, int steps = 7,
-                      double decay = 0.8, std::vector<int64_t> input_layers = {});
+                      double decay = 0.8, std::vector<int64_t> input_layers = {}, bool eagle31 = false);
 
   struct Unrolled {
-    std::vector<at::Tensor> outputs;  // per step: the raw outputs [B, T, d]
+    std::vector<at::Tensor> outputs;  // per step: the states handed on [B, T, d] (raw; EAGLE-3.1: normed)
     std::vector<at::Tensor> logits;   // per step: draft logits [B, T, V_d]
   };
   // The unrolled forward of `steps` steps over windows [B, T + 1] and layer features G [B, T + 1, 3d] (rows
@@ -111,6 +112,10 @@ struct Eagle3TrainingOptions : HeadTrainingOptions {
   // the top-layer feature only" is {L, L, L}: fc over three copies of the last layer's output is a d -> d map
   // (the sum of its three blocks), the fusion removed and everything else kept.
   std::vector<int64_t> feature_layers;
+  bool eagle31 = false;     // train an EAGLE-3.1 head (--variant eagle3.1)
+  // A SpecForge vocabulary-mapping file (torch.save of {"d2t", "t2d"}): the draft vocabulary it holds instead of
+  // one counted from the data.
+  std::string vocab_mapping;
 };
 
 HeadTrainingResult train_eagle3_head(const LlamaModel& target, const Eagle3TrainingOptions& options,

@@ -249,6 +249,12 @@ expect_error "unwritable output" "$TMP/no/dir/out.gguf" "$TMP/no/dir/out.gguf" \
 expect_error "an EAGLE-1/2 head has no llama.cpp architecture" "llama.cpp has no GGUF architecture for this family (EAGLE head" "$TMP/eagle2.gguf" \
   "$BIN" export-gguf --model "$SRC/data/models/ts-target" --head "$SRC/data/models/ts-target-eagle-head" \
   --out "$TMP/eagle2.gguf"
+# An EAGLE-3.1 head (here the committed EAGLE-3 head with "norm_output": true): llama.cpp's eagle3 cannot run it.
+cp -r "$SRC/data/models/ts-target-eagle3-head" "$TMP/eagle31-head"
+python3 -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); c['norm_output'] = True; json.dump(c, open(p, 'w'))" \
+  "$TMP/eagle31-head/config.json"
+expect_error "an EAGLE-3.1 head has no llama.cpp architecture" "an EAGLE-3.1 head (fc_norm / norm_output)" "$TMP/eagle31.gguf" \
+  "$BIN" export-gguf --model "$SRC/data/models/ts-target" --head "$TMP/eagle31-head" --out "$TMP/eagle31.gguf"
 if [ -f "$TMP/tiny-default.gguf" ]; then
   head -c 30000 "$TMP/tiny-default.gguf" >"$TMP/cut.gguf"
   expect_error "truncated .gguf" "cut.gguf" "$TMP/cut.gguf.none" \

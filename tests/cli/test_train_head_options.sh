@@ -35,6 +35,9 @@ refused "eagle3 ttt decay zero" "--ttt-decay: expected a number in (0, 1], got 0
 refused "eagle3 ttt decay above one" "--ttt-decay: expected 0..1 (number) (--kind eagle3), got '1.5'" --kind eagle3 --ttt-decay 1.5
 refused "eagle3 feature layers count" "--feature-layers: expected three layers, got '2,3'" --kind eagle3 --feature-layers 2,3
 refused "eagle3 feature layers form" "--feature-layers: expected three layer indices >= 1 or top, got '0,1,2'" --kind eagle3 --feature-layers 0,1,2
+refused "eagle3 variant" "--variant: expected eagle3|eagle3.1 (--kind eagle3), got 'eagle4'" --kind eagle3 --variant eagle4
+refused "eagle3 mapping and draft vocabulary" "--vocab-mapping: the draft vocabulary comes from the file; --draft-vocab 64" \
+  --kind eagle3 --vocab-mapping "$TMP/mapping.pt" --draft-vocab 64
 refused "medusa decay" "--decay: expected a number in (0, 1], got 0" --kind medusa --decay 0
 refused "medusa heads" "--medusa-heads: expected 1..64 (--kind medusa), got '0'" --kind medusa --medusa-heads 0
 refused "medusa lm head" "--medusa-lm-head: expected shared|own (--kind medusa), got 'mine'" --kind medusa --medusa-lm-head mine
@@ -53,7 +56,7 @@ refused "validation split" "--validation-every: expected 2 or more, got 1" --val
 refused "misspelled flag" "unrecognised option '--ttt-stps'" --kind eagle3 --ttt-stps 3
 
 # Controls: well-formed flags of each family reach the load, which names the missing model.
-for args in "--kind eagle --input feature_only --recipe official" "--kind eagle3 --ttt-steps 3 --feature-layers top" \
+for args in "--kind eagle --input feature_only --recipe official" "--kind eagle3 --ttt-steps 3 --feature-layers top" "--kind eagle3 --variant eagle3.1" \
             "--kind medusa --teacher --medusa-heads 2" "--kind hydra --recipe official --hydra-layers 2"; do
   # shellcheck disable=SC2086
   expect_error "reaches the load: $args" "no_model" "$BIN" train-head -m "$TMP/no_model" --corpus "$TMP/no_corpus" \

@@ -18,6 +18,7 @@
 
 #include "core/decoding/speculative_decoder.h"
 #include "core/io/safetensors.h"
+#include "strategies/eagle3/draft_to_target.h"
 #include "strategies/eagle3/eagle3_head.h"
 #include "strategies/head_family.h"
 #include "core/model/torch_checkpoint.h"
@@ -374,43 +375,132 @@ TEST_F(Eagle3Checkpoint, EveryMismatchIsAClearError) {
   EXPECT_NE(make_strategy("eagle3", {*target}, StrategyOptions::parse({"head=" + eagle3})), nullptr);
 }
 
-// The independent truth for the layout: a head written the official way (torch.save of the state dict, float16)
-// by tests/model/write_eagle3_head.py, whose plain-PyTorch forward the loaded head must reproduce.
-TEST(Eagle3OfficialLayout, AHeadWrittenInPythonLoadsAndGivesItsLogits) {
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch): the independent writer cannot run";
-  auto target = tiny_model();
-  const ModelConfig& c = target->config();
+// The independent truth for the layouts: a head written by tests/model/write_eagle3_head.py, whose plain-PyTorch
+// forward the loaded head must reproduce: n pairs of target features, then one draft row fed the last pair's state.
+struct PythonHead {
+  std::string dir;  // head/ (the folder or pytorch_model.bin), expected.json, vocab_mapping.pt (specforge31)
+  at::Tensor features;
+  std::vector<int64_t> tokens;
+  nlohmann::json expected;
+};
+
+PythonHead write_python_head(const LlamaModel& target, const std::string& layout, const std::string& dir) {
+  const ModelConfig& c = target.config();
   const int64_t d = c.hidden_size, V = c.vocab_size, n = 5;
-  const std::string dir = fresh_dir("eagle3_python");
-  const auto embed = target->weights().embed.to(at::kFloat).contiguous();
+  PythonHead h{dir, normal({n, 3 * d}, 1.0, 15), {4, 50, 7, 96, 1}, {}};
+  const auto embed = target.weights().embed.to(at::kFloat).contiguous();
   std::ofstream(dir + "/embed.f32", std::ios::binary)
       .write(reinterpret_cast<const char*>(embed.data_ptr<float>()), embed.nbytes());
-  const auto G = normal({n, 3 * d}, 1.0, 15);
-  const std::vector<int64_t> tokens{4, 50, 7, 96, 1};
   nlohmann::json in{{"hidden_size", d}, {"intermediate_size", c.intermediate_size}, {"vocab_size", V},
                     {"draft_vocab_size", 30}, {"num_attention_heads", c.num_attention_heads},
                     {"num_key_value_heads", c.num_key_value_heads}, {"rms_norm_eps", c.rms_norm_eps},
-                    {"seed", 3}, {"tokens", tokens}, {"draft_token", 12},
-                    {"features", std::vector<float>(G.data_ptr<float>(), G.data_ptr<float>() + G.numel())}};
+                    {"seed", 3}, {"tokens", h.tokens}, {"draft_token", 12}, {"layout", layout},
+                    {"aux_layer_ids", {1, 0, 1}},
+                    {"features", std::vector<float>(h.features.data_ptr<float>(),
+                                                    h.features.data_ptr<float>() + h.features.numel())}};
   std::ofstream(dir + "/inputs.json") << in.dump();
   const std::string cmd = "/usr/bin/python3 " + source_path("tests/model/write_eagle3_head.py") + " " + dir;
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  if (std::system(cmd.c_str()) != 0) throw Error("failed: " + cmd);
+  h.expected = nlohmann::json::parse(std::ifstream(dir + "/expected.json"));
+  return h;
+}
 
-  convert_torch_checkpoint(dir + "/head/pytorch_model.bin", dir + "/converted");
-  EXPECT_EQ(head_family_of(dir + "/converted").name, "eagle3");
-  auto head = Eagle3Head::load(dir + "/converted", *target);
-  KvCache cache = head->make_cache(8);
-  const auto pairs = head->forward(cache, long_tensor(tokens), G, at::arange(n, at::kLong));
-  const auto draft = head->forward(cache, long_tensor({12}), pairs.narrow(0, n - 1, 1), long_tensor({n}));
+// The loaded head's draft logits and their argmax target ids against Python's.
+void expect_python_logits(const Eagle3Head& head, const PythonHead& py, double tolerance) {
+  const auto n = static_cast<int64_t>(py.tokens.size());
+  KvCache cache = head.make_cache(8);
+  const auto pairs = head.forward(cache, long_tensor(py.tokens), py.features, at::arange(n, at::kLong));
+  const auto draft = head.forward(cache, long_tensor({12}), pairs.narrow(0, n - 1, 1), long_tensor({n}));
   const auto states = at::cat({pairs, draft}, 0);
-  const auto expected = nlohmann::json::parse(std::ifstream(dir + "/expected.json"));
-  const auto want = at::tensor(expected["draft_logits"].get<std::vector<float>>()).view({n + 1, 30});
-  EXPECT_LT(rel_diff(head->draft_logits(states), want), 1e-4);
+  const auto want = at::tensor(py.expected["draft_logits"].get<std::vector<float>>()).view({n + 1, 30});
+  EXPECT_LT(rel_diff(head.draft_logits(states), want), tolerance);
   // Through d2t: the argmax of the spread logits is the target id Python mapped.
-  const auto top = head->logits(states).argmax(1);
-  const auto ids = expected["argmax_target_ids"].get<std::vector<int64_t>>();
+  const auto top = head.logits(states).argmax(1);
+  const auto ids = py.expected["argmax_target_ids"].get<std::vector<int64_t>>();
   for (int64_t r = 0; r <= n; ++r) EXPECT_EQ(top[r].item<int64_t>(), ids[r]) << "row " << r;
+}
+
+bool python_has_torch() { return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0; }
+
+TEST(Eagle3OfficialLayout, AHeadWrittenInPythonLoadsAndGivesItsLogits) {
+  if (!python_has_torch())
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch): the independent writer cannot run";
+  auto target = tiny_model();
+  const PythonHead py = write_python_head(*target, "official", fresh_dir("eagle3_python"));
+  convert_torch_checkpoint(py.dir + "/head/pytorch_model.bin", py.dir + "/converted");
+  EXPECT_EQ(head_family_of(py.dir + "/converted").name, "eagle3");
+  expect_python_logits(*Eagle3Head::load(py.dir + "/converted", *target), py, 1e-4);
+}
+
+// EAGLE-3.1 as SpecForge exports it (bfloat16 safetensors, eagle_config's layer ids, rope_theta, fc_norm and
+// norm_output), on both CPU paths; its vocabulary-mapping file; draftlab's own save of it; and the GGUF refusal.
+TEST(Eagle3OfficialLayout, ASpecForgeEagle31HeadLoadsAndGivesItsLogits) {
+  if (!python_has_torch())
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch): the independent writer cannot run";
+  // One Python run (the two paths' targets have the same weights).
+  const PythonHead py = write_python_head(*tiny_model(), "specforge31", fresh_dir("eagle31_python"));
+  const std::string folder = py.dir + "/head";
+  for (CpuPath path : {CpuPath::Native, CpuPath::Reference}) {
+    auto target = tiny_model(at::kFloat, 2, 7, false, 97, path);
+    EXPECT_EQ(head_family_of(folder).name, "eagle3");
+    const auto head = Eagle3Head::load(folder, *target);
+    EXPECT_TRUE(head->is_eagle31());
+    EXPECT_EQ(head->weights().fc_norm.size(), 3u);
+    EXPECT_TRUE(head->weights().norm_output);
+    // eagle_config's ids name the layers whose OUTPUTS are read: the inputs of the next ones.
+    EXPECT_EQ(head->input_layers(), (std::vector<int64_t>{2, 1, 2}));
+    EXPECT_EQ(head->config().rope_theta, 500000.0);
+    expect_python_logits(*head, py, 1e-4);
+
+    // The vocabulary-mapping file holds the head's draft vocabulary.
+    EXPECT_TRUE(at::equal(read_vocabulary_mapping(py.dir + "/vocab_mapping.pt", 97), head->draft_ids()));
+
+    // draftlab's own file of it: both flags written, both layer keys, the same logits.
+    const std::string mine = fresh_dir("eagle31_saved");
+    head->save(mine);
+    const auto config = nlohmann::json::parse(std::ifstream(mine + "/config.json"));
+    EXPECT_EQ(config.at("fc_norm"), true);
+    EXPECT_EQ(config.at("norm_output"), true);
+    EXPECT_EQ(config.at("eagle_config").at("eagle_aux_hidden_state_layer_ids"), nlohmann::json({1, 0, 1}));
+    expect_python_logits(*Eagle3Head::load(mine, *target), py, 1e-4);
+  }
+  // Without "fc_norm": true in config.json, fc_norm tensors are refused by name.
+  auto target = tiny_model();
+  auto j = nlohmann::json::parse(std::ifstream(folder + "/config.json"));
+  j.erase("fc_norm");
+  std::ofstream(folder + "/config.json") << j.dump();
+  expect_error([&] { Eagle3Head::load(folder, *target); }, {"unexpected tensor 'fc_norm.0.weight'", "fc_norm"});
+  j["fc_norm"] = "yes";
+  std::ofstream(folder + "/config.json") << j.dump();
+  expect_error([&] { Eagle3Head::load(folder, *target); }, {"config.json", "fc_norm", "true or false", "yes"});
+}
+
+// What a vocabulary-mapping file may hold, each mistake named.
+TEST(Eagle3OfficialLayout, AVocabularyMappingFileIsCheckedEntryByEntry) {
+  if (!python_has_torch())
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch): the independent writer cannot run";
+  const std::string dir = fresh_dir("vocab_mapping");
+  // One Python process writes every file (importing torch takes seconds).
+  const std::string script =
+      "import sys, torch\n"
+      "d = sys.argv[1]\n"
+      "t2d = torch.zeros(10, dtype=torch.bool)\n"
+      "t2d[[0, 2, 7]] = True\n"
+      "torch.save({'d2t': torch.tensor([0, 1, 5]), 't2d': t2d}, d + '/good.pt')\n"
+      "torch.save({'d2t': torch.tensor([0, 1, 50])}, d + '/range.pt')\n"
+      "torch.save({'d2t': torch.tensor([0, 0]), 't2d': torch.ones(10, dtype=torch.bool)}, d + '/t2d.pt')\n"
+      "torch.save({'d2t': torch.tensor([0]), 'extra': torch.tensor([1])}, d + '/other.pt')\n"
+      "torch.save({'t2d': torch.ones(10, dtype=torch.bool)}, d + '/none.pt')\n";
+  std::ofstream(dir + "/write.py") << script;
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + dir + "/write.py " + dir).c_str()), 0);
+  const std::string good = dir + "/good.pt", range = dir + "/range.pt", t2d = dir + "/t2d.pt";
+  const std::string other = dir + "/other.pt", none = dir + "/none.pt";
+  EXPECT_TRUE(at::equal(read_vocabulary_mapping(good, 10), long_tensor({0, 2, 7})));
+  expect_error([&] { read_vocabulary_mapping(good, 8); }, {"good.pt", "t2d", "[8]"});
+  expect_error([&] { read_vocabulary_mapping(range, 10); }, {"range.pt", "d2t", "outside [0, 10)"});
+  expect_error([&] { read_vocabulary_mapping(t2d, 10); }, {"t2d.pt", "t2d", "target id 2", "d2t says out"});
+  expect_error([&] { read_vocabulary_mapping(other, 10); }, {"other.pt", "unexpected entry 'extra'"});
+  expect_error([&] { read_vocabulary_mapping(none, 10); }, {"none.pt", "no entry 'd2t'"});
 }
 
 // Any strategy's begin() and observe() get the target features it asks for: with feature layers, the residual

@@ -159,23 +159,30 @@ TEST(Eagle3Training, GradientsMatchCentralFiniteDifferencesInFloat64) {
   const auto windows = random_windows(2, 7, 13, 4);
   auto mask = at::ones({2, 7}, at::kFloat);
   mask[1][3] = 0;
-  for (bool reduced : {false, true}) {
-    SCOPED_TRACE(reduced ? "reduced vocabulary" : "full vocabulary");
-    Eagle3TrainingModel model(target, 1, reduced ? long_tensor({0, 2, 3, 7, 11}) : at::Tensor(), /*steps=*/3);
-    liven(model, 2);
-    const HeadBatch batch = batch_of(target, model, windows, mask);
-    EXPECT_EQ(testing::expect_gradients_match_central_differences(model.parameters(),
-                                                                  [&] { return model.ttt_loss(batch).loss; }),
-              30);
-  }
+  for (bool eagle31 : {false, true})
+    for (bool reduced : {false, true}) {
+      SCOPED_TRACE(std::string(reduced ? "reduced vocabulary" : "full vocabulary") + (eagle31 ? ", EAGLE-3.1" : ""));
+      Eagle3TrainingModel model(target, 1, reduced ? long_tensor({0, 2, 3, 7, 11}) : at::Tensor(), /*steps=*/3, 0.8,
+                                {}, eagle31);
+      liven(model, 2);
+      const HeadBatch batch = batch_of(target, model, windows, mask);
+      // Three elements of each parameter: 10 tensors, 13 with EAGLE-3.1's three fc norms.
+      EXPECT_EQ(testing::expect_gradients_match_central_differences(model.parameters(),
+                                                                    [&] { return model.ttt_loss(batch).loss; }),
+                eagle31 ? 39 : 30);
+    }
 }
 
 // The unrolled masked forward is K sequential forwards of the inference head: the window's T pairs committed to
-// its KV cache (step 0), then for each start row j a chain of draft rows fed back the previous raw output, each
-// seeing the committed rows 0..j and its own chain (the inference tree's visibility).
-TEST(Eagle3Training, UnrolledMaskedForwardEqualsSequentialInferenceForwards) {
-  auto target = small_target(at::kFloat, CpuPath::Reference);
-  Eagle3TrainingModel model(*target, 3, long_tensor({1, 4, 9, 20, 33, 50, 70, 96}), /*steps=*/4);
+// its KV cache (step 0), then for each start row j a chain of draft rows fed back the previous output (raw; EAGLE-3.1:
+// normed), each seeing the committed rows 0..j and its own chain (the inference tree's visibility). Both variants,
+// both CPU paths of the inference head.
+class Eagle3TrainingVariant : public ::testing::TestWithParam<std::tuple<bool, CpuPath>> {};
+
+TEST_P(Eagle3TrainingVariant, UnrolledMaskedForwardEqualsSequentialInferenceForwards) {
+  const auto [eagle31, path] = GetParam();
+  auto target = small_target(at::kFloat, path);
+  Eagle3TrainingModel model(*target, 3, long_tensor({1, 4, 9, 20, 33, 50, 70, 96}), /*steps=*/4, 0.8, {}, eagle31);
   liven(model, 4);
   const int64_t T = 6, K = 4, d = target->config().hidden_size;
   const auto windows = random_windows(1, T + 1, 97, 5);
@@ -199,7 +206,15 @@ TEST(Eagle3Training, UnrolledMaskedForwardEqualsSequentialInferenceForwards) {
       EXPECT_LT(rel_diff(head->draft_logits(prev)[0], unrolled.logits[k][0][j]), 1e-4) << "row " << j << " step " << k;
     }
   }
+  EXPECT_EQ(head->is_eagle31(), eagle31);
 }
+
+INSTANTIATE_TEST_SUITE_P(Variants, Eagle3TrainingVariant,
+                         ::testing::Combine(::testing::Bool(), ::testing::Values(CpuPath::Reference, CpuPath::Native)),
+                         [](const ::testing::TestParamInfo<std::tuple<bool, CpuPath>>& info) {
+                           return std::string(std::get<0>(info.param) ? "eagle31_" : "eagle3_") +
+                                  (std::get<1>(info.param) == CpuPath::Native ? "native" : "reference");
+                         });
 
 TEST(Eagle3Training, ATinyHeadOverfitsOneBatch) {
   auto target = small_target();
