@@ -23,7 +23,9 @@ What it does:
        speculative against   llama.cpp 2026's own speculative decoding (spec-peer, ../shared/peers/
        speculative           build_llama_cpp_2026.sh; --prefill-first, draftlab's loop start): draft-simple (ts-draft)
                              vs chain, draft-eagle3 with the EAGLE-3 head draftlab exports vs eagle3 chains of 4 and 8
-                             and draftlab's best EAGLE tree, ngram-simple vs pld; llama.cpp's texts with drafts must
+                             and draftlab's best EAGLE tree, draft-dflash with the DFlash draft draftlab exports vs
+                             dflash at the same block (--draft-max 3 = block_size=4: the same drafts, tested in
+                             cli.export_gguf), ngram-simple vs pld; llama.cpp's texts with drafts must
                              equal its plain decoding's (checked, not assumed; draftlab's compare checks its own);
        peak memory           RSS of draftlab generate (vanilla) vs llama-simple, the same prompt and length;
   4. prints medians over the rounds and the ratios, one table per ISA x dtype x threads and a summary table of the
@@ -152,6 +154,7 @@ def main():
     ap.add_argument("--medusa", default=os.path.join(ROOT, "data/models/ts-target-medusa"))
     ap.add_argument("--hydra", default=os.path.join(ROOT, "data/models/ts-target-hydra"))
     ap.add_argument("--eagle3-head", default=os.path.join(ROOT, "data/models/ts-target-eagle3-head"))
+    ap.add_argument("--dflash-head", default=os.path.join(ROOT, "data/models/ts-target-dflash-head"))
     ap.add_argument("--spec-peer", default="/tmp/llama2026",
                     help="where ../shared/peers/build_llama_cpp_2026.sh builds llama.cpp 2026 (reused when built)")
     ap.add_argument("--isas", default="native",
@@ -202,6 +205,9 @@ def main():
         out = os.path.join(work, f"eagle3-{dt}.gguf")
         run([draftlab, "export-gguf", "-m", a.model, "--head", a.eagle3_head, "-o", out, "--type", dt])
         gguf[("eagle3", dt)] = out
+        out = os.path.join(work, f"dflash-{dt}.gguf")
+        run([draftlab, "export-gguf", "-m", a.model, "--head", a.dflash_head, "-o", out, "--type", dt])
+        gguf[("dflash", dt)] = out
 
     strategies = {
         "eagle2 (4/4/1)": f"eagle2:head={a.head},total_tokens=4,depth=4,top_k=1",
@@ -213,6 +219,7 @@ def main():
         "eagle3 (4/4/1)": f"eagle3:head={a.eagle3_head},total_tokens=4,depth=4,top_k=1",
         "eagle3 chain (4)": f"eagle3:head={a.eagle3_head},top_k=1,depth=4",
         "eagle3 chain (8)": f"eagle3:head={a.eagle3_head},top_k=1,depth=8",
+        "dflash (B 4)": f"dflash:head={a.dflash_head},block_size=4",
         "chain (ts-draft)": f"chain:draft={a.draft},gamma=4",
         "pld": "pld",
         "lookahead": "lookahead",
@@ -254,6 +261,7 @@ def main():
             for label, kind, draft, k in (("draft-simple 4", "draft-simple", gguf[("draft", gt)], 4),
                                           ("draft-eagle3 4", "draft-eagle3", gguf[("eagle3", gt)], 4),
                                           ("draft-eagle3 8", "draft-eagle3", gguf[("eagle3", gt)], 8),
+                                          ("draft-dflash 3", "draft-dflash", gguf[("dflash", gt)], 3),
                                           ("ngram-simple", "ngram-simple", None, 4)):
                 rate, tau, texts = spec_peer(sd, target, threads, a.n, kind, draft, k)
                 if texts != plain_texts:
@@ -321,6 +329,7 @@ def main():
         print("|---|---|---|---|---|---|---|")
         for ours, theirs in (("chain (ts-draft)", "draft-simple 4"), ("eagle3 chain (4)", "draft-eagle3 4"),
                              ("eagle3 chain (8)", "draft-eagle3 8"), (best_tree, "draft-eagle3 4"),
+                             ("dflash (B 4)", "draft-dflash 3"),
                              ("pld", "ngram-simple")):
             rate, tau = sp26[theirs]
             print(f"| {ours} | {dl[ours]:.0f} | {dl[ours] / plain26:.2f}x | {theirs} | {rate:.0f} ({tau:.2f}) | "
