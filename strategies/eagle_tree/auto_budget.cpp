@@ -13,6 +13,7 @@ bool AutoBudget::drafts_this_cycle() {
   if (!skipping_.drafts_this_cycle()) {
     predicted_ = 0.0;
     expand_seconds_ = 0.0;
+    expansion_limit_ = kProbeLimit;  // the next draft is a probe
     return false;
   }
   return true;
@@ -33,6 +34,7 @@ std::vector<int32_t> AutoBudget::choose(const DraftTree& tree, std::vector<int32
   skipping_.chose(drafting_pays(m, rate, cost));
   // Next cycle expands only nodes near or above this cycle's cut-off; none when the budget was not binding.
   prune_below_ = (m > 0 && m < static_cast<int32_t>(values.size())) ? kPruneSlack * values[m - 1] : 0.0f;
+  expansion_limit_ = m + 1;
   kept.resize(m);
   predicted_ = std::accumulate(values.begin(), values.begin() + m, 0.0);
   std::sort(kept.begin(), kept.end());

@@ -30,6 +30,11 @@ class AutoBudget {
 
   // A node valued below this need not be expanded: last cycle's cut-off with a margin (0: no cut-off).
   float prune_below() const { return prune_below_; }
+  // The most levels and children per node this cycle's expansion needs: a budget of m nodes never uses more than m
+  // of either, so the expansion follows the budget chosen last (m + 1: room to grow by one a cycle) instead of
+  // paying the full depth x top_k every cycle; a probe after skipped cycles expands kProbeLimit; unlimited (0)
+  // before the first choice.
+  int32_t expansion_limit() const { return expansion_limit_; }
 
   // Of `kept` (reranked nodes of `tree`), the prefix in value order that maximises expected tokens per second,
   // returned in increasing flat order; draft_seconds: this cycle's drafting time so far.
@@ -49,6 +54,8 @@ class AutoBudget {
   DraftSkipping skipping_;
   static constexpr float kPruneSlack = 0.75f;  // margin for the next context being easier than this one
   float prune_below_ = 0.0f;
+  static constexpr int32_t kProbeLimit = 2;
+  int32_t expansion_limit_ = 0;
 };
 
 }  // namespace draftlab

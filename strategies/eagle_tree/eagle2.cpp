@@ -53,8 +53,8 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // level's best top_k by value (confidence with rank_by=confidence), top_k children each, up to `depth` levels.
 class Eagle2Policy : public TreePolicy {
  public:
-  Eagle2Policy(const Eagle2Options& o, int32_t budget, int32_t depth, bool sampled, float prune_below)
-      : o_(o), budget_(budget), depth_(depth), sampled_(sampled), prune_below_(prune_below) {}
+  Eagle2Policy(const Eagle2Options& o, int32_t budget, int32_t depth, int32_t top_k, bool sampled, float prune_below)
+      : o_(o), budget_(budget), depth_(depth), top_k_(top_k), sampled_(sampled), prune_below_(prune_below) {}
 
   std::vector<int32_t> next_frontier(const DraftTree&) override {
     if (levels_ >= depth_ || frontier_.empty()) return {};
@@ -77,13 +77,13 @@ class Eagle2Policy : public TreePolicy {
  private:
   // One level: the frontier's top_k children each, then the next frontier (the level's best top_k by value).
   void grow_top_k(DraftTree& tree, const at::Tensor& logits) {
-    const auto candidates = top_candidates(logits, o_.top_k);
+    const auto candidates = top_candidates(logits, top_k_);
     std::vector<int32_t> level;
     for (size_t f = 0; f < frontier_.size(); ++f) {
       const Candidates& c = candidates[f];
       for (size_t r = 0; r < c.tokens.size(); ++r) level.push_back(tree.add(c.tokens[r], frontier_[f], c.probs[r]));
     }
-    frontier_ = eagle2_select(tree, level, o_.top_k, o_.rank_by_value);
+    frontier_ = eagle2_select(tree, level, top_k_, o_.rank_by_value);
     if (prune_below_ > 0.0f) {
       // total_tokens=auto: a node valued below last cycle's cut-off would not be verified, nor would its children
       // (a child's value never exceeds its parent's): expanding it only costs drafting time.
@@ -112,14 +112,14 @@ class Eagle2Policy : public TreePolicy {
     for (size_t f = 0; f < F; ++f) {
       q[f] = sampler.distribution(logits[static_cast<int64_t>(f)]);
       const float parent = frontier_[f] == EagleDrafter::kRoot ? 1.0f : tree.node(frontier_[f]).value;
-      const at::Tensor top = std::get<0>(q[f].topk(std::min<int64_t>(o_.top_k, q[f].numel())));
+      const at::Tensor top = std::get<0>(q[f].topk(std::min<int64_t>(top_k_, q[f].numel())));
       for (int64_t r = 0; r < top.numel(); ++r) {
         const float qr = top.data_ptr<float>()[r];
         if (qr > 0.0f) slots.push_back({(o_.rank_by_value ? parent : 1.0f) * qr, f, r});
       }
     }
     const auto take = static_cast<size_t>(
-        std::clamp<int64_t>(std::min(o_.top_k, budget_ - tree.size()), 0, static_cast<int64_t>(slots.size())));
+        std::clamp<int64_t>(std::min(top_k_, budget_ - tree.size()), 0, static_cast<int64_t>(slots.size())));
     std::partial_sort(slots.begin(), slots.begin() + static_cast<std::ptrdiff_t>(take), slots.end(),
                       [](const Slot& a, const Slot& b) {
                         if (a.prior != b.prior) return a.prior > b.prior;
@@ -138,6 +138,7 @@ class Eagle2Policy : public TreePolicy {
 
   const Eagle2Options& o_;
   int32_t budget_, depth_;  // drafted nodes (the root excluded); levels
+  int32_t top_k_;           // children per expanded node and nodes expanded per level (o_.top_k, or less under auto)
   bool sampled_;            // sample_tree at T > 0
   float prune_below_;       // total_tokens=auto: nodes valued below are not expanded (0: none)
   int32_t levels_ = 0;
@@ -180,9 +181,12 @@ class Eagle2Strategy : public EagleTreeStrategy {
       const int32_t cap = s.o_.auto_budget ? s.o_.max_auto_tokens - 1 : s.o_.total_tokens - 1;
       const int32_t budget = std::min(cap, requests[i].max_nodes);  // drafted nodes (the root excluded)
       // A kept node needs all its ancestors kept, so levels deeper than the budget could never be verified.
-      const int32_t depth = std::min({s.o_.depth, requests[i].tokens_wanted, budget});
+      int32_t depth = std::min({s.o_.depth, requests[i].tokens_wanted, budget});
+      const int32_t limit = s.o_.auto_budget ? s.auto_.expansion_limit() : 0;  // total_tokens=auto: near its budget
+      if (limit > 0) depth = std::min(depth, limit);
       const bool sampled = s.o_.sample_tree && !requests[i].sampler.params().greedy();
-      policies[i].emplace(s.o_, budget, depth, sampled, s.o_.auto_budget ? s.auto_.prune_below() : 0.0f);
+      policies[i].emplace(s.o_, budget, depth, limit > 0 ? std::min(s.o_.top_k, limit) : s.o_.top_k, sampled,
+                          s.o_.auto_budget ? s.auto_.prune_below() : 0.0f);
       grown.back() = &*policies[i];
     }
     std::vector<DraftTree> trees = grow_trees(drafters, requests, grown);

@@ -14,7 +14,9 @@
 //                    the observed acceptance (core/decoding/verify_cost.h), up to max_auto_tokens; in a batch
 //                    (DraftRequest::batch_size) from the curve of that batch size, so the budget shrinks as it grows;
 //                    depth and top_k become caps: a node valued below 3/4 of last cycle's cut-off is not expanded,
-//                    so the tree is as deep and wide as the context earns.
+//                    and the expansion is at most m + 1 levels of m + 1 children for last cycle's budget m (two for a
+//                    probe), so the tree is as deep and wide as the context earns and drafting costs what the
+//                    budget uses.
 //   depth            layers of the tree (the paper's "depth 6"; the official code's depth=5 plus the root layer);
 //                    depth - 1 head forwards per cycle, the first layer coming from the sync forward.
 //   top_k            nodes expanded per layer and children per expanded node.

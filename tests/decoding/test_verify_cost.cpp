@@ -67,6 +67,30 @@ TEST(AutoBudget, VerifiesAPaidDraftButStopsDraftingWhenDraftingLoses) {
   }
 }
 
+// The expansion follows the budget: unlimited before the first choice, m + 1 after choosing m nodes, the probe's
+// 2 after skipped cycles (and through the probe cycle itself).
+TEST(AutoBudget, TheExpansionFollowsTheBudgetItChose) {
+  VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
+  DraftTree tree;
+  for (float confidence : {0.9f, 0.5f, 0.1f}) tree.add(7, -1, confidence);
+  AutoBudget free_drafts(0.0);
+  EXPECT_EQ(free_drafts.expansion_limit(), 0);
+  ASSERT_TRUE(free_drafts.drafts_this_cycle());
+  ASSERT_EQ(free_drafts.choose(tree, {0, 1, 2}, c, 0.0).size(), 2u);  // BestBudgetHandComputed's m = 2
+  EXPECT_EQ(free_drafts.expansion_limit(), 3);
+  AutoBudget costly(2.0);
+  ASSERT_TRUE(costly.drafts_this_cycle());
+  costly.choose(tree, {0, 1, 2}, c, 0.01);
+  costly.observe(1, 0.0);
+  int probes = 0;
+  for (int cycle = 0; cycle < 8; ++cycle)
+    if (costly.drafts_this_cycle()) {
+      ++probes;
+      EXPECT_EQ(costly.expansion_limit(), 2) << "a probe expands two levels of two children";
+    }
+  EXPECT_EQ(probes, 1);
+}
+
 TEST(VerifyCost, AnotherTokenMayPayBoundsEveryLongerChain) {
   // Cost 1.1 + 0.1 (n - 1), 0.05 s per drafted token, each further token worth at most the last one.
   VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
