@@ -33,6 +33,10 @@ void ChainBudget::start(int32_t room, int32_t batch_size) {
 }
 
 bool ChainBudget::another(float value) {
+  if (!values_.empty() && values_.back() > 0.0f) {
+    const double ratio = static_cast<double>(value) / values_.back();
+    confidence_ = confidence_ > 0.0 ? 0.9 * confidence_ + 0.1 * ratio : ratio;
+  }
   values_.push_back(value);
   const Clock::time_point now = Clock::now();
   if (fixed_) {
@@ -47,11 +51,13 @@ bool ChainBudget::another(float value) {
   last_token_ = now;
   const int32_t left = room_ - static_cast<int32_t>(values_.size());
   if (left <= 0) return false;
-  // A further token's value is at most the last one's; its calibration at most the largest of the deeper depths'.
+  // A further token's value is expected at the last one's times the typical confidence (at most the last one's
+  // before any is known); its calibration at most the largest of the deeper depths'.
   double scale = 0.0;
   for (size_t k = values_.size(); k < calibration_.size(); ++k) scale = std::max(scale, calibration_[k].alpha());
-  const double bound = std::min(1.0, scale * value);
-  return another_token_may_pay(expected(), bound, drafting_seconds(), token_seconds_, cost(), left);
+  const double decay = confidence_ > 0.0 ? std::min(1.0, confidence_) : 1.0;
+  const double next = std::min(1.0, scale * value * decay);
+  return another_token_may_pay(expected(), next, drafting_seconds(), token_seconds_, cost(), left, decay);
 }
 
 int32_t ChainBudget::finish(DraftTree& chain, bool may_cut) {

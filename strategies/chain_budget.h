@@ -3,6 +3,10 @@
 // per token and the chain's values (products of its confidences) calibrated against what the target accepted; and,
 // as eagle2's total_tokens=auto does, whether to draft at all (draft_skipping.h).
 //
+// A further token is expected to be worth the last one's value times the drafter's typical confidence per token
+// (learned from the chains drawn; the bound "worth as much as the last" before any), so it is drawn only when its
+// expected value can pay for its drafting and verification.
+//
 // Calibration is per depth: a draft model's confidences are often off by a factor that grows along the chain (ts-draft
 // at 0.3 a token is accepted about twice as often, so its products fall far faster than its acceptance), which one
 // factor for the whole chain (eagle2's) would turn into chains cut too short.
@@ -62,6 +66,10 @@ class ChainBudget {
   std::vector<AcceptanceCalibration> calibration_;  // per depth
   std::vector<float> expected() const;             // values_ calibrated
   std::vector<float> values_;          // this cycle's chain
+  // The drafter's typical confidence per token (a running mean of value_k / value_{k-1} over drawn tokens): a further
+  // token's expected value is the last one's times this, not the last one's (the bound, which drew a token the cut
+  // then dropped in most cycles). 0 until a second token has been drawn: the bound until then.
+  double confidence_ = 0.0;
   int32_t room_ = 0;
   Clock::time_point start_, last_token_;
   double token_seconds_ = 0.0;         // one more token's drafting time: fixed, or a running mean of measured ones

@@ -103,14 +103,17 @@ int32_t best_budget(const std::vector<float>& values, double alpha, double draft
 }
 
 bool another_token_may_pay(const std::vector<float>& expected, double next_bound, double draft_seconds,
-                           double token_seconds, const VerifyCost& cost, int32_t room) {
+                           double token_seconds, const VerifyCost& cost, int32_t room, double decay) {
   double now = 0.0;
   best_budget(expected, 1.0, draft_seconds, cost, &now);
   double tokens = 1.0;
   for (float e : expected) tokens += e;
   const auto k = static_cast<int64_t>(expected.size());
-  for (int32_t j = 1; j <= room; ++j)
-    if ((tokens + j * next_bound) / (draft_seconds + j * token_seconds + cost.seconds(k + j + 1)) > now) return true;
+  double added = 0.0, next = next_bound;
+  for (int32_t j = 1; j <= room; ++j, next *= decay) {
+    added += next;
+    if ((tokens + added) / (draft_seconds + j * token_seconds + cost.seconds(k + j + 1)) > now) return true;
+  }
   return false;
 }
 

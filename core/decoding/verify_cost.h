@@ -56,9 +56,11 @@ inline bool drafting_pays(int32_t best_m, double tokens_per_second, const Verify
 // could still raise tokens per second. expected: each drafted token's expected acceptance (its value, calibrated);
 // next_bound: at most what any further token can add; draft_seconds: the chain's drafting time so far;
 // token_seconds: what one more token costs to draft; room: how many more are allowed. When no length up to `room`
-// at next_bound per token beats the best prefix of the chain as it is, no real continuation will.
+// at next_bound per token beats the best prefix of the chain as it is, no real continuation will. decay < 1 makes
+// it an expectation instead of a bound: further token j adds next_bound decay^(j - 1) (the chain's values shrink by
+// the drafter's typical confidence per token).
 bool another_token_may_pay(const std::vector<float>& expected, double next_bound, double draft_seconds,
-                           double token_seconds, const VerifyCost& cost, int32_t room);
+                           double token_seconds, const VerifyCost& cost, int32_t room, double decay = 1.0);
 
 // Running calibration alpha = accepted / predicted, with exponential forgetting so it follows the context.
 class AcceptanceCalibration {

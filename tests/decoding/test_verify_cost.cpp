@@ -104,13 +104,18 @@ TEST(VerifyCost, AnotherTokenMayPayBoundsEveryLongerChain) {
   EXPECT_FALSE(another_token_may_pay({0.9f}, 0.9, 0.05, 0.05, c, 0));
   EXPECT_FALSE(another_token_may_pay({0.9f}, 0.9, 0.05, 5.0, c, 6));
   EXPECT_TRUE(another_token_may_pay({}, 1.0, 0.0, 0.0, c, 1));
+  // As an expectation (decay: the drafter's typical confidence per token). Next token expected at .9 x .5 = .45:
+  // (1.9 + .45) / (.1 + 1.3) = 1.679 > 1.52: draft it. At .9 x .05 = .045, decaying by .05: 1.945 / 1.4 = 1.389,
+  // then 1.947 / 1.55 = 1.256, ...: stop (the bound, next .9 and no decay, goes on: the first case above).
+  EXPECT_TRUE(another_token_may_pay({0.9f}, 0.45, 0.05, 0.05, c, 6, 0.5));
+  EXPECT_FALSE(another_token_may_pay({0.9f}, 0.045, 0.05, 0.05, c, 6, 0.05));
 }
 
 TEST(ChainBudget, StopsDraftingCutsAtTZeroOnlyAndSkipsWhenNothingPays) {
   auto model = draftlab::testing::tiny_model();
   const VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
-  ChainBudget budget(*model, 8, FixedCosts{c, 0.05});
   for (bool greedy : {true, false}) {
+    ChainBudget budget(*model, 8, FixedCosts{c, 0.05});  // fresh: no typical confidence known yet
     ASSERT_TRUE(budget.drafts_this_cycle());
     budget.start(8, 1);
     DraftTree chain;
@@ -122,6 +127,11 @@ TEST(ChainBudget, StopsDraftingCutsAtTZeroOnlyAndSkipsWhenNothingPays) {
     EXPECT_EQ(budget.finish(chain, greedy), greedy ? 1 : 2);
     EXPECT_EQ(chain.size(), greedy ? 1 : 2);
     budget.observe(1);
+    // It has seen a second token at .05 of the first: a next chain's second token is expected at .9 x .05 and is
+    // not drawn (the bound drew it, and the cut at T = 0 dropped it).
+    ASSERT_TRUE(budget.drafts_this_cycle());
+    budget.start(8, 1);
+    EXPECT_FALSE(budget.another(0.9f));
   }
   // Drafting at 2 s a token never beats plain decoding (1 / 1.1 per second). The first 8 chains are drafted whatever
   // they cost (the calibration is learning); after the 9th, the next cycles skip drafting, but for a probe every 8th.
