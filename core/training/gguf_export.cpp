@@ -25,17 +25,7 @@ at::ScalarType scalar_type(GgmlType type) {
 
 void add_hyperparameters(GgufWriter& w, const ModelConfig& c, const std::string& path) {
   auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
-  w.add("llama.context_length", u32(c.max_position_embeddings));
-  w.add("llama.embedding_length", u32(c.hidden_size));
-  w.add("llama.block_count", u32(c.num_hidden_layers));
-  w.add("llama.feed_forward_length", u32(c.intermediate_size));
-  w.add("llama.attention.head_count", u32(c.num_attention_heads));
-  w.add("llama.attention.head_count_kv", u32(c.num_key_value_heads));
-  w.add("llama.attention.key_length", u32(c.head_dim));
-  w.add("llama.attention.value_length", u32(c.head_dim));
-  w.add("llama.attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
-  w.add("llama.rope.freq_base", static_cast<float>(c.rope_theta));
-  w.add("llama.rope.dimension_count", u32(c.head_dim));
+  add_gguf_layer_shape(w, "llama", c, c.max_position_embeddings, c.num_hidden_layers);
   w.add("llama.vocab_size", u32(c.vocab_size));
   if (c.mixture_of_experts()) {
     w.add("llama.expert_count", u32(c.num_local_experts));
@@ -109,6 +99,28 @@ uint32_t gguf_file_type(GgmlType type) {
   }
 }
 
+void add_gguf_header(GgufWriter& w, const std::string& arch, const std::string& name, GgmlType type) {
+  w.add_string("general.architecture", arch);
+  if (!name.empty()) w.add_string("general.name", name);
+  w.add("general.file_type", gguf_file_type(type));
+}
+
+void add_gguf_layer_shape(GgufWriter& w, const std::string& arch, const ModelConfig& c, int64_t context_length,
+                          int64_t block_count) {
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  w.add(arch + ".context_length", u32(context_length));
+  w.add(arch + ".embedding_length", u32(c.hidden_size));
+  w.add(arch + ".block_count", u32(block_count));
+  w.add(arch + ".feed_forward_length", u32(c.intermediate_size));
+  w.add(arch + ".attention.head_count", u32(c.num_attention_heads));
+  w.add(arch + ".attention.head_count_kv", u32(c.num_key_value_heads));
+  w.add(arch + ".attention.key_length", u32(c.head_dim));
+  w.add(arch + ".attention.value_length", u32(c.head_dim));
+  w.add(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  w.add(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
+  w.add(arch + ".rope.dimension_count", u32(c.head_dim));
+}
+
 void add_gguf_vocabulary(GgufWriter& w, const Tokenizer& tokenizer, const ModelConfig& c, const std::string& path) {
   GgufVocabulary vocab = tokenizer.gguf_vocabulary();
   vocab.pad_to(c.vocab_size);
@@ -141,9 +153,7 @@ void export_gguf(const LlamaModel& model, const Tokenizer& tokenizer, const std:
                  const std::string& name) {
   const ModelConfig& c = model.config();
   GgufWriter w;
-  w.add_string("general.architecture", "llama");
-  if (!name.empty()) w.add_string("general.name", name);
-  w.add("general.file_type", gguf_file_type(type));
+  add_gguf_header(w, "llama", name, type);
   add_hyperparameters(w, c, path);
   add_gguf_vocabulary(w, tokenizer, c, path);
 

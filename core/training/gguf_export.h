@@ -25,7 +25,14 @@ namespace draftlab {
 void export_gguf(const LlamaModel& model, const Tokenizer& tokenizer, const std::string& path, GgmlType type,
                  const std::string& name);
 
-// The pieces a draft head's exporter shares with the model's (strategies/eagle3/eagle3_gguf.h).
+// The pieces a draft head's exporter shares with the model's (strategies/eagle3/eagle3_gguf.h, dflash/dflash_gguf.h).
+// general.architecture = arch, general.name (unless empty), general.file_type for matrices of `type`.
+void add_gguf_header(GgufWriter& w, const std::string& arch, const std::string& name, GgmlType type);
+// ARCH.{context_length, embedding_length, block_count, feed_forward_length, attention.{head_count, head_count_kv,
+// key_length, value_length, layer_norm_rms_epsilon}, rope.{freq_base, dimension_count}} of decoder layers shaped as
+// `layers` (its head_dim, rms_norm_eps, rope_theta), `block_count` of them.
+void add_gguf_layer_shape(GgufWriter& w, const std::string& arch, const ModelConfig& layers, int64_t context_length,
+                          int64_t block_count);
 // q/k rows [heads hd, in] from the halves RoPE layout to llama.cpp's consecutive pairs (its converter's permute).
 at::Tensor rope_halves_to_pairs(const at::Tensor& w, int64_t heads, int64_t head_dim);
 // general.file_type's value (llama.cpp's LlamaFileType) for matrices of `type`.

@@ -15,21 +15,9 @@ void export_dflash_gguf(const DFlashHead& head, const Tokenizer& tokenizer, cons
   auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
 
   GgufWriter w;
-  w.add_string("general.architecture", "dflash");
-  if (!name.empty()) w.add_string("general.name", name);
-  w.add("general.file_type", gguf_file_type(type));
-  w.add("dflash.context_length", u32(c.max_position_embeddings));
-  w.add("dflash.embedding_length", u32(c.hidden_size));
-  w.add("dflash.block_count", u32(c.num_hidden_layers));
-  w.add("dflash.feed_forward_length", u32(c.intermediate_size));
-  w.add("dflash.attention.head_count", u32(c.num_attention_heads));
-  w.add("dflash.attention.head_count_kv", u32(c.num_key_value_heads));
-  w.add("dflash.attention.key_length", u32(c.head_dim));
-  w.add("dflash.attention.value_length", u32(c.head_dim));
-  w.add("dflash.attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  add_gguf_header(w, "dflash", name, type);
+  add_gguf_layer_shape(w, "dflash", c, c.max_position_embeddings, c.num_hidden_layers);
   w.add("dflash.attention.causal", false);
-  w.add("dflash.rope.freq_base", static_cast<float>(c.rope_theta));
-  w.add("dflash.rope.dimension_count", u32(c.head_dim));
   std::vector<int32_t> inputs;  // the input of layer l + 1 is the output of layer l
   for (int64_t l : config.target_layer_ids) inputs.push_back(static_cast<int32_t>(l + 1));
   w.add_array("dflash.target_layers", inputs);

@@ -22,7 +22,7 @@ at::Tensor read_draft_ids(const SafetensorsCollection& tensors, int64_t Vd, int6
 
 // t2d, when present, must mark exactly the ids d2t maps to (it is what training masks the teacher with). Throws Error
 // naming the first id that disagrees.
-void check_target_to_draft(const SafetensorsCollection& tensors, const at::Tensor& ids, int64_t Vd, int64_t V);
+void check_target_to_draft(const SafetensorsCollection& tensors, const at::Tensor& ids, int64_t V);
 
 // A SpecForge vocabulary-mapping file (torch.save of a dict {"d2t": int64 [Vd] offsets, "t2d": bool [V]}, what its
 // data preparation writes) as target ids [Vd], checked as above. Throws Error naming the file and the entry.

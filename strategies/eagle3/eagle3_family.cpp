@@ -97,11 +97,7 @@ const HeadFamily& eagle3_heads() {
     f.train = train;
     f.export_gguf = [](const std::string& head, const LlamaModel& target, const Tokenizer& tokenizer,
                        const std::string& out, GgmlType type, const std::string& name) {
-      const auto loaded = Eagle3Head::load(head, target);
-      if (loaded->is_eagle31())
-        throw Error("--head " + head + ": an EAGLE-3.1 head (fc_norm / norm_output): llama.cpp b10256's eagle3 "
-                    "architecture has neither (only norm_before_fc, one norm over all three features); nothing written");
-      export_eagle3_gguf(*loaded, tokenizer, out, type, name);
+      export_eagle3_gguf(*Eagle3Head::load(head, target), tokenizer, out, type, name);
     };
     return f;
   }();

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "core/base/error.h"
 #include "core/io/gguf_writer.h"
 #include "core/training/gguf_export.h"
 
@@ -9,6 +10,9 @@ namespace draftlab {
 
 void export_eagle3_gguf(const Eagle3Head& head, const Tokenizer& tokenizer, const std::string& path, GgmlType type,
                         const std::string& name) {
+  if (head.is_eagle31())
+    throw Error("cannot write " + path + ": an EAGLE-3.1 head (fc_norm / norm_output): llama.cpp b10256's eagle3 "
+                "architecture has neither (only norm_before_fc, one norm over all three features); nothing written");
   const ModelConfig& c = head.config();
   const ModelConfig& t = head.target().config();
   const Eagle3HeadWeights& hw = head.weights();
@@ -16,20 +20,8 @@ void export_eagle3_gguf(const Eagle3Head& head, const Tokenizer& tokenizer, cons
   auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
 
   GgufWriter w;
-  w.add_string("general.architecture", "eagle3");
-  if (!name.empty()) w.add_string("general.name", name);
-  w.add("general.file_type", gguf_file_type(type));
-  w.add("eagle3.context_length", u32(t.max_position_embeddings));
-  w.add("eagle3.embedding_length", u32(c.hidden_size));
-  w.add("eagle3.block_count", u32(1));
-  w.add("eagle3.feed_forward_length", u32(I));
-  w.add("eagle3.attention.head_count", u32(H));
-  w.add("eagle3.attention.head_count_kv", u32(KVH));
-  w.add("eagle3.attention.key_length", u32(hd));
-  w.add("eagle3.attention.value_length", u32(hd));
-  w.add("eagle3.attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
-  w.add("eagle3.rope.freq_base", static_cast<float>(c.rope_theta));
-  w.add("eagle3.rope.dimension_count", u32(hd));
+  add_gguf_header(w, "eagle3", name, type);
+  add_gguf_layer_shape(w, "eagle3", c, t.max_position_embeddings, 1);
   w.add("eagle3.vocab_size", u32(t.vocab_size));
   std::vector<int32_t> layers;
   for (int64_t l : head.input_layers()) layers.push_back(static_cast<int32_t>(l));

@@ -16,7 +16,8 @@
 
 namespace draftlab {
 
-// Writes `path` atomically. Matrices as `type` (F32, F16, BF16, Q8_0, Q4_0), norms F32.
+// Writes `path` atomically. Matrices as `type` (F32, F16, BF16, Q8_0, Q4_0), norms F32. Throws Error, writing
+// nothing, for an EAGLE-3.1 head (the architecture has no fc_norm or norm_output).
 void export_eagle3_gguf(const Eagle3Head& head, const Tokenizer& tokenizer, const std::string& path, GgmlType type,
                         const std::string& name);
 

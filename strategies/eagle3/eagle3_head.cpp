@@ -117,11 +117,7 @@ at::Tensor eagle3_fc_input(const at::Tensor& G, const Eagle3HeadWeights& w, doub
   if (w.fc_norm.empty()) return G;
   const int64_t d = G.size(-1) / 3;
   std::vector<at::Tensor> parts;
-  for (int64_t k = 0; k < 3; ++k) {
-    const auto x = G.narrow(-1, k * d, d);
-    const auto xf = x.to(x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
-    parts.push_back((xf * at::rsqrt(xf.pow(2).mean(-1, true) + eps)).to(x.scalar_type()) * w.fc_norm[k]);
-  }
+  for (int64_t k = 0; k < 3; ++k) parts.push_back(rms_norm(G.narrow(-1, k * d, d), w.fc_norm[k], eps));
   return at::cat(parts, -1);
 }
 
@@ -285,7 +281,7 @@ std::unique_ptr<Eagle3Head> Eagle3Head::load(const std::string& path, const Llam
   w.norm_output = c.norm_output;
 
   const at::Tensor ids = read_draft_ids(tensors, Vd, V);
-  check_target_to_draft(tensors, ids, Vd, V);
+  check_target_to_draft(tensors, ids, V);
   return std::make_unique<Eagle3Head>(std::move(config), std::move(w), target, ids, c.input_layers,
                                       checkpoint_storage(tensors.find(file_name.at("fc.weight"))));
 }

@@ -74,7 +74,7 @@ struct Eagle3HeadWeights {
 };
 
 // The fc input of target features G [..., 3d]: G itself, or with fc_norm each d-wide feature RMS-normed by its own
-// weight (float32 arithmetic; the reference path and the trainer).
+// weight (rms_norm's arithmetic; the reference path and the trainer).
 at::Tensor eagle3_fc_input(const at::Tensor& features, const Eagle3HeadWeights& weights, double eps);
 
 // The official layer choice as input-layer indices {2, L/2, L-3} for L >= 7; {1, L/2, L-1} (at least 1) below.

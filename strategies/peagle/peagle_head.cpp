@@ -262,7 +262,7 @@ std::unique_ptr<PEagleHead> PEagleHead::load(const std::string& path, const Llam
       throw Error::at(folder.weights, "unexpected tensor '" + name + "' (a P-EAGLE draft of " +
                                           std::to_string(c.layers.num_hidden_layers) + " layers)");
   const at::Tensor ids = read_draft_ids(file, Vd, V);
-  check_target_to_draft(file, ids, Vd, V);
+  check_target_to_draft(file, ids, V);
   return std::make_unique<PEagleHead>(std::move(c), std::move(w), ids, target);
 }
 

@@ -64,6 +64,15 @@ std::string fresh(const std::string& name) {
   return p;
 }
 
+// A copy of the cache at `path`, at temp_dir()/name, changed by `edit`.
+std::string edited_copy(const std::string& path, const std::string& name, const std::function<void(H5::H5File&)>& edit) {
+  const std::string copy = fresh(name);
+  std::filesystem::copy_file(path, copy);
+  H5::H5File file(copy, H5F_ACC_RDWR);
+  edit(file);
+  return copy;
+}
+
 // The tiny target, random data (random_dataset(seed, masked)) and a cache of `steps` steps of context 16 built from
 // them at temp_dir()/name.
 struct BuiltCache {
@@ -220,17 +229,14 @@ TEST(FeatureCache, ACacheOfAnotherModelContextOrDataIsRefused) {
   tok.tokenizer = "another";
   testing::expect_error([&] { FeatureCache::open(path, *target, tok); }, {path, "tokenizer", "'another'", "'tok'"});
   // An identity attribute of many values (what overran the results reader's stack, found by fuzzing): an Error.
-  const std::string many = fresh("many_values.h5");
-  std::filesystem::copy_file(path, many);
-  {
-    H5::H5File file(many, H5F_ACC_RDWR);
+  const std::string many = edited_copy(path, "many_values.h5", [](H5::H5File& file) {
     H5::Group root = file.openGroup("/");
     root.removeAttr("context");
     H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
     const std::vector<const char*> values(64, "16");
     const hsize_t n[1] = {64};
     root.createAttribute("context", t, H5::DataSpace(1, n)).write(t, values.data());
-  }
+  });
   testing::expect_error([&] { FeatureCache::open(many, *target, id); }, {many, "attribute context", "an attribute of 64 values"});
   // Not a cache at all, and a cache that cannot be written: an Error, no file left behind.
   const std::string junk = testing::temp_dir() + "/junk.h5";
@@ -251,14 +257,9 @@ TEST(FeatureCache, MalformedDatasetsAndValuesAreRefusedNamingTheField) {
   const auto& path = built.path;
   const hsize_t N = static_cast<hsize_t>(id.batch), T = 17, d = static_cast<hsize_t>(id.width());
   const std::string n = std::to_string(N), nT = "[" + n + ", 17", nTd = nT + ", " + std::to_string(d);
-  // A copy of the cache, changed by `edit`.
   int copies = 0;
   auto edited = [&](const std::function<void(H5::H5File&)>& edit) {
-    const std::string copy = fresh("malformed_" + std::to_string(copies++) + ".h5");
-    std::filesystem::copy_file(path, copy);
-    H5::H5File file(copy, H5F_ACC_RDWR);
-    edit(file);
-    return copy;
+    return edited_copy(path, "malformed_" + std::to_string(copies++) + ".h5", edit);
   };
   auto set_attribute = [](H5::H5File& file, const std::string& key, const std::string& value) {
     H5::Group root = file.openGroup("/");
