@@ -42,6 +42,20 @@ mkdir -p "$OUT"
 # a fixed number of tokens (--ignore-eos), as serving benchmarks do.
 SETTINGS=(--questions "$Q" -n "$N" --ignore-eos --threads "$THREADS")
 COMMON=(-m "$MODEL" "${SETTINGS[@]}")
+SETS=mt_bench,humaneval,gsm8k,alpaca,sum,qa
+MODELS=(--model "$MODEL" --head "$HEAD" --eagle3-head "$EAGLE3_HEAD" --dflash-head "$DFLASH_HEAD" --peagle-head "$PEAGLE_HEAD"
+        --pard-draft "$PARD_DRAFT" --draft "$DRAFT" --medusa "$MEDUSA" --hydra "$HYDRA")
+
+# The table's methods beside llama.cpp's plain decoding and own speculative types (llama.cpp 2026 spec-peer, builds
+# both peers when absent) on the same weights (float16 GGUF), the same first turns of the six sets and tokens, both
+# ISAs, interleaved: bench/vs_llama_cpp.py --methods $2, written to OUT/$1-llama-cpp.{md,json}. Answers end at EOS in
+# both engines (llama.cpp's --ignore-eos bans EOS instead of decoding past it: another text).
+beside_llama_cpp() {
+  python3 bench/vs_llama_cpp.py "${MODELS[@]}" --methods "$2" --bench "$SETS" --num-prompts "$Q" -n "$N" \
+    --isas native,avx2 --dtypes f16 --threads "$THREADS" --rounds 3 --out "$OUT/$1-llama-cpp.json" >"$OUT/$1-llama-cpp.md.tmp"
+  mv "$OUT/$1-llama-cpp.md.tmp" "$OUT/$1-llama-cpp.md"
+  echo "wrote $OUT/$1-llama-cpp.md, $OUT/$1-llama-cpp.json"
+}
 
 for name in "${NAMES[@]}"; do
   case $name in
@@ -51,10 +65,12 @@ for name in "${NAMES[@]}"; do
       for h in "$MEDUSA" "$HYDRA"; do [ -d "$h" ] && parallel+=(--head "$h"); done
       $DL exp speed "${COMMON[@]}" --head "$HEAD" "${parallel[@]}" --draft "$DRAFT" \
         -s "eagle2:label=eagle2 (tt=4 d=4 k=1),total_tokens=4,depth=4,top_k=1" \
-        -o "$OUT/speed.h5" --jsonl "$OUT/spec-bench" ;;
+        -o "$OUT/speed.h5" --jsonl "$OUT/spec-bench"
+      beside_llama_cpp speed table1 ;;
     drafters)  # the 2026 drafters (issue 41): P-EAGLE, PARD, DFlash B 4 / 8 / 16, DDTree, suffix beside EAGLE-2 / EAGLE-3 4 / 4 / 1
       $DL exp drafters "${COMMON[@]}" --head "$HEAD" --head "$EAGLE3_HEAD" --head "$PEAGLE_HEAD" --head "$DFLASH_HEAD" \
-        --draft "$DRAFT" --parallel-draft "$PARD_DRAFT" -o "$OUT/drafters.h5" ;;
+        --draft "$DRAFT" --parallel-draft "$PARD_DRAFT" -o "$OUT/drafters.h5"
+      beside_llama_cpp drafters drafters ;;
     eagle3)  # EAGLE-3 Table 1: eagle2 with the EAGLE head beside eagle3 with the EAGLE-3 head, same tree settings
       $DL exp eagle3 "${COMMON[@]}" --head "$HEAD" --head "$EAGLE3_HEAD" -o "$OUT/eagle3.h5" ;;
     eagle3-alpha)  # EAGLE-3 Figure 7: n-alpha of 8-token chains, EAGLE-2 head vs EAGLE-3 head
@@ -89,11 +105,11 @@ for name in "${NAMES[@]}"; do
             # three full batches of 8)
       $DL exp batch -m "$MODEL" --questions "${BATCH_QUESTIONS:-24}" -n "$N" --ignore-eos --threads "$THREADS" \
         --head "$HEAD" -o "$OUT/batch.h5" ;;
-    quantized)  # EAGLE Table 4: vanilla and EAGLE-2 on f32 / f16 / q8_0 / q4_0 weights (q8_0 / q4_0 also with int8 dot
-                # products, --quant-dot int8) beside llama.cpp on the same
-                # GGUF files (builds the llama.cpp peer), with AVX-512 where the CPU has it and AVX2; one thread
-      python3 bench/vs_llama_cpp.py --model "$MODEL" --head "$HEAD" --eagle3-head "$EAGLE3_HEAD" --draft "$DRAFT" --isas native,avx2 \
-        --dtypes f32,f16,q8_0,q8_0+int8,q4_0,q4_0+int8 --threads 1 --rounds 3 --out "$OUT/quantized.json" >"$OUT/quantized.md.tmp"
+    quantized)  # EAGLE Table 4: every method on f32 / f16 / q8_0 / q4_0 weights (q8_0 / q4_0 also with int8 dot
+                # products, --quant-dot int8) beside llama.cpp's plain decoding and own speculative types on the same
+                # GGUF files (builds both peers), with AVX-512 where the CPU has it and AVX2; one and two threads
+      python3 bench/vs_llama_cpp.py "${MODELS[@]}" --isas native,avx2 \
+        --dtypes f32,f16,q8_0,q8_0+int8,q4_0,q4_0+int8 --threads 1,2 --rounds 3 --out "$OUT/quantized.json" >"$OUT/quantized.md.tmp"
       mv "$OUT/quantized.md.tmp" "$OUT/quantized.md"
       echo "wrote $OUT/quantized.json, $OUT/quantized.md (a benchmark: no HDF5 results file)"
       continue ;;

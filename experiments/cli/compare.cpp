@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/bounds_report.h"
+#include "analysis/run_metrics.h"
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
 #include "core/base/platform.h"
@@ -23,10 +24,25 @@ namespace draftlab::cli {
 
 namespace {
 
-// The summary rows and the environment as JSON (bench/vs_llama_cpp.py reads it).
-nlohmann::json summary_json(const ResultsFile& results) {
+// The bounds of a method's run under the cost model (--bounds): its decode speedup, the speedup the model predicts
+// for its trees, Sequoia's bound for its acceptance and the perfect-drafter ceiling (analysis/bounds_report.h).
+nlohmann::json bounds_json(const ResultsFile& results, const SummaryRow& row, const analysis::BoundsOptions& options) {
+  for (const RunRecord& run : results.runs) {
+    if (run.method != row.method || run.dataset != row.dataset || run.temperature != row.temperature) continue;
+    if (analysis::is_baseline(run)) return nullptr;
+    const analysis::RunBounds b = analysis::run_bounds(results, run, options);
+    return {{"decode_speedup", b.decode_speedup}, {"predicted_speedup", b.predicted_speedup},
+            {"sequoia_bound_speedup", b.sequoia_speedup}, {"sequoia_bound_nodes", b.best_nodes},
+            {"ceiling_speedup", b.ceiling_speedup}, {"ceiling_nodes", b.ceiling_nodes}};
+  }
+  return nullptr;
+}
+
+// The summary rows and the environment as JSON (bench/vs_llama_cpp.py reads it); with `bounds` (--bounds), each
+// method's bounds beside.
+nlohmann::json summary_json(const ResultsFile& results, const analysis::BoundsOptions* bounds) {
   nlohmann::json rows = nlohmann::json::array();
-  for (const SummaryRow& r : summary_rows(results))
+  for (const SummaryRow& r : summary_rows(results)) {
     rows.push_back({{"method", r.method},
                     {"dataset", r.dataset},
                     {"temperature", r.temperature},
@@ -38,6 +54,8 @@ nlohmann::json summary_json(const ResultsFile& results) {
                     {"verify_share", r.verify_share},
                     {"identical_to_baseline", r.checked ? nlohmann::json(r.identical) : nlohmann::json(nullptr)},
                     {"compared", r.checked}});
+    if (bounds) rows.back()["bounds"] = bounds_json(results, r, *bounds);
+  }
   nlohmann::json j = {{"command", "compare"}, {"threads", results.threads}, {"methods", rows}};
   for (const char* key : {"command_line", "date", "cpu", "blas", "forward", "dtype", "models", "settings"})
     if (results.attributes.count(key)) j[key] = results.attributes.at(key);
@@ -135,10 +153,11 @@ int run_compare(int argc, char** argv) {
   const bool identical = all_identical(results);
   if (greedy) std::printf("\noutput identical to vanilla: %s\n", identical ? "yes, every method, every prompt" : "NO");
 
+  analysis::CostModel cost;
+  analysis::BoundsOptions options;
   if (with_bounds) {
     // The cost model of this very process (model, weights, threads, ISA): forwards after the shortest prompt and
     // after the longest prompt plus its answer, clamped to the context.
-    analysis::CostModel cost;
     cost.source = "measured in process";
     cost.description = forward + ", " + std::to_string(threads) + " thread(s)";
     const QuestionRows& q = results.runs.front().questions;
@@ -151,12 +170,11 @@ int run_compare(int argc, char** argv) {
     for (int64_t cached : {std::min(shortest, room), std::min(longest, room)})
       if (cost.curves.empty() || cached > cost.curves.back().cached)
         cost.curves.push_back({cached, VerifyCost::measure(target, 64, cached, 5).points()});
-    analysis::BoundsOptions options;
     options.cost = &cost;
     std::printf("\n%s", analysis::render_text(analysis::bounds_report(results, "compare", options)).c_str());
   }
   if (!out_path.empty()) write_results(out_path, results);
-  if (!json_path.empty()) write_file_atomically(json_path, summary_json(results).dump(2) + "\n");
+  if (!json_path.empty()) write_file_atomically(json_path, summary_json(results, with_bounds ? &options : nullptr).dump(2) + "\n");
   // A lossless method that changes greedy output is a bug: make it visible to scripts.
   return greedy && !identical ? 3 : 0;
 }
