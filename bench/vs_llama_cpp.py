@@ -103,11 +103,12 @@ def llama_bench(bin_dir, gguf, threads, prompt=0, gen=0, reps=3):
     return rows[0]["avg_ts"]
 
 
-def llama_spec_tool(tool, args, threads, n):
+def llama_spec_tool(tool, args, threads, n, ignore_eos=False):
     """tokens/s of llama-speculative or llama-lookup over the prompts: total decoded tokens / total decode time."""
     tokens = seconds = 0.0
     for p in PROMPTS:
-        r = run(tool + ["-p", p, "-n", str(n), "-t", str(threads), "--temp", "0", "-s", "1"] + args)
+        r = run(tool + ["-p", p, "-n", str(n), "-t", str(threads), "--temp", "0", "-s", "1"] + args +
+                (["--ignore-eos"] if ignore_eos else []))
         m = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds", r.stderr + r.stdout)
         if not m:
             sys.exit(f"vs_llama_cpp: no 'decoded ... tokens in ... seconds' line from {tool[0]}")
@@ -116,7 +117,7 @@ def llama_spec_tool(tool, args, threads, n):
     return tokens / seconds
 
 
-def spec_peer(bin_dir, target, threads, n, spec_type="none", draft=None, draft_max=4, extra=()):
+def spec_peer(bin_dir, target, threads, n, spec_type="none", draft=None, draft_max=4, extra=(), ignore_eos=False):
     """llama.cpp 2026's speculative loop over the prompts: decoding tokens/s (total tokens / total decode time),
     tau (tokens per target step over all prompts), draft ms per decoded token, and the texts."""
     tokens = seconds = steps = draft_ms = 0.0
@@ -124,18 +125,23 @@ def spec_peer(bin_dir, target, threads, n, spec_type="none", draft=None, draft_m
     for p in PROMPTS:
         cmd = [f"{bin_dir}/spec-peer", "-m", target, "--spec-type", spec_type, "--draft-max", str(draft_max),
                "-n", str(n), "-t", str(threads), "--temp", "0", "--prefill-first"] + (["-md", draft] if draft else [])
-        out = run(cmd + list(extra) + [p]).stdout
+        out = run(cmd + list(extra) + (["--ignore-eos"] if ignore_eos else []) + [p]).stdout
         m = re.search(r"^RESULT (.*)$", out, re.M)
         t = re.search(r"time: target [\d.]+ ms, draft ([\d.]+) ms", out)
         if not m or not t:
             sys.exit(f"vs_llama_cpp: no RESULT or time line from spec-peer --spec-type {spec_type}")
         fields = dict(kv.split("=", 1) for kv in m.group(1).split())
-        decoded = float(fields["tok_s"]) * float(fields["decode_s"])
+        decoded = float(re.search(r"decode: (\d+) tokens", out).group(1))
+        if decoded == 0:  # the answer ended at its first token
+            texts.append("\n".join(l for l in out.splitlines() if not l.startswith(("[spec-peer]", "RESULT"))))
+            continue
         tokens += decoded
-        seconds += float(fields["decode_s"])
-        steps += decoded / float(fields["tau"])
+        seconds += decoded / float(fields["tok_s"])  # decode_s has four decimals: too few for a short answer
+        steps += decoded / float(fields["tau"]) if float(fields["tau"]) > 0 else 0.0  # an answer of one token
         draft_ms += float(t.group(1))
         texts.append("\n".join(l for l in out.splitlines() if not l.startswith(("[spec-peer]", "RESULT"))))
+    if tokens == 0:  # every answer ended at once (text checks)
+        return {"tok_s": float("nan"), "tau": float("nan"), "draft_ms_per_token": float("nan")}, texts
     return {"tok_s": tokens / seconds, "tau": tokens / steps, "draft_ms_per_token": draft_ms / tokens}, texts
 
 
@@ -170,10 +176,11 @@ def quant_dot(dt):
     return dt.split("+")[1] if "+" in dt else "float"
 
 
-def draftlab_compare(draftlab, model, weights, dot, threads, n, strategies):
+def draftlab_compare(draftlab, model, weights, dot, threads, n, strategies, ignore_eos=False):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [draftlab, "compare", "--model", model, "--weights", weights, "--quant-dot", dot, "--threads", str(threads),
-               "-n", str(n), "--repeats", "1", "--warmup", "1", "--bounds", "--json", f.name]
+               "-n", str(n), "--repeats", "1", "--warmup", "1", "--bounds", "--json", f.name] + \
+              (["--ignore-eos"] if ignore_eos else [])
         for p in PROMPTS:
             cmd += ["--prompt", p]
         for spec in strategies.values():
@@ -285,6 +292,11 @@ def main():
     ap.add_argument("--bench", help="comma-separated bench sets (mt_bench, gsm8k, ...) or .jsonl files: the first turn "
                                     "of --num-prompts questions each, instead of README's three prompts")
     ap.add_argument("--num-prompts", type=int, default=3)
+    ap.add_argument("--ignore-eos", action="store_true",
+                    help="time -n tokens per prompt past end of sequence (a story model ends chat questions at once); "
+                         "the engines differ there: draftlab decodes through EOS, llama.cpp bans it, so the texts are "
+                         "checked equal up to the first EOS (plain decoding without the flag) and the timed texts differ "
+                         "after it")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-n", type=int, default=128, help="tokens to generate per prompt / llama-bench tg")
     ap.add_argument("--max-n", type=int, default=64, help="largest forward batch (powers of two from 1)")
@@ -347,15 +359,17 @@ def main():
         cell = {"isa": isa, "dtype": dt, "threads": threads, "rounds": []}
         # Once per cell: the texts of both engines' plain decoding, and the ngram types' tuning.
         print(f"{isa} {dt} {threads} thread(s): texts and ngram tuning", file=sys.stderr, flush=True)
-        _, plain_texts = spec_peer(sd, target, threads, a.n)
+        _, eos_texts = spec_peer(sd, target, threads, a.n)
         cell["texts_differ"] = first_difference(draftlab_texts(draftlab, a.model, weights_name[gt], dot, threads, a.n),
-                                                plain_texts)
+                                                eos_texts)
+        _, plain_texts = spec_peer(sd, target, threads, a.n, ignore_eos=a.ignore_eos)
         if cell["texts_differ"]:
             print(f"vs_llama_cpp: draftlab's plain text differs from llama.cpp's ({isa} {dt}): "
                   f"{cell['texts_differ']}", file=sys.stderr)
         cell["ngram_tuned"] = {}
         for kind, grid in NGRAM_GRID.items():
-            tried = [(spec_peer(sd, target, threads, a.n, kind, None, k, extra)[0]["tok_s"], extra, k) for extra, k in grid]
+            tried = [(spec_peer(sd, target, threads, a.n, kind, None, k, extra, a.ignore_eos)[0]["tok_s"], extra, k)
+                     for extra, k in grid]
             rate, extra, k = max(tried, key=lambda x: x[0])
             cell["ngram_tuned"][kind] = {"args": extra, "draft_max": k, "tuning_tok_s": rate}
         for r in range(a.rounds):
@@ -363,7 +377,8 @@ def main():
             rd = {}
             # Alternate the engines within each measurement.
             rd["llama_tg"] = llama_bench(bin_dir, target, threads, gen=a.n)
-            rd["draftlab"], _ = draftlab_compare(draftlab, a.model, weights_name[gt], dot, threads, a.n, strategies)
+            rd["draftlab"], _ = draftlab_compare(draftlab, a.model, weights_name[gt], dot, threads, a.n, strategies,
+                                                 a.ignore_eos)
             rd["llama_pp_ms"] = {}
             for n in ns:
                 rd["llama_pp_ms"][n] = 1000.0 * n / llama_bench(bin_dir, target, threads, prompt=n)
@@ -371,15 +386,15 @@ def main():
                                                                        threads, a.max_n)
             rd["llama_speculative"] = llama_spec_tool(
                 [f"{bin_dir}/llama-speculative", "-m", target, "-md", gguf[("draft", gt)]],
-                ["--draft-max", "4", "--draft-min", "0"], threads, a.n)
+                ["--draft-max", "4", "--draft-min", "0"], threads, a.n, a.ignore_eos)
             rd["llama_lookup"] = llama_spec_tool([f"{bin_dir}/llama-lookup", "-m", target],
-                                                 ["--draft-max", "4"], threads, a.n)
+                                                 ["--draft-max", "4"], threads, a.n, a.ignore_eos)
             rd["spec_peer"] = {}
-            rd["spec_peer"]["plain"], texts = spec_peer(sd, target, threads, a.n)
+            rd["spec_peer"]["plain"], texts = spec_peer(sd, target, threads, a.n, ignore_eos=a.ignore_eos)
             runs = [(label, kind, gguf[(role, gt)], k, []) for label, kind, role, k, _ in peer_types]
             runs += [(kind, kind, None, t["draft_max"], t["args"]) for kind, t in cell["ngram_tuned"].items()]
             for label, kind, draft, k, extra in runs:
-                rd["spec_peer"][label], texts = spec_peer(sd, target, threads, a.n, kind, draft, k, extra)
+                rd["spec_peer"][label], texts = spec_peer(sd, target, threads, a.n, kind, draft, k, extra, a.ignore_eos)
                 if texts != plain_texts:
                     sys.exit(f"vs_llama_cpp: llama.cpp's {label} text differs from its plain decoding ({dt})")
             rd["draftlab_rss_mb"] = peak_rss_mb(
@@ -403,7 +418,8 @@ def main():
     print(f"llama.cpp c392e509: {', '.join(f'{k}: {v}' for k, v in bin_dirs.items())}; llama.cpp 2026 (b10256, "
           f"spec-peer --prefill-first --temp 0): {', '.join(f'{k}: {v}' for k, v in spec_dirs.items())}")
     print(f"{a.rounds} rounds, medians; prompts: {a.bench + f' (first turns, {a.num_prompts} each)' if a.bench else 'README main job'}"
-          f" ({len(PROMPTS)}), -n {a.n}; methods: {a.methods}\n")
+          f" ({len(PROMPTS)}), -n {a.n}{' --ignore-eos (texts checked up to the first EOS)' if a.ignore_eos else ''}; "
+          f"methods: {a.methods}\n")
     summary, targets = [], []
     for cell in results:
         rounds = cell["rounds"]

@@ -48,10 +48,11 @@ MODELS=(--model "$MODEL" --head "$HEAD" --eagle3-head "$EAGLE3_HEAD" --dflash-he
 
 # The table's methods beside llama.cpp's plain decoding and own speculative types (llama.cpp 2026 spec-peer, builds
 # both peers when absent) on the same weights (float16 GGUF), the same first turns of the six sets and tokens, both
-# ISAs, interleaved: bench/vs_llama_cpp.py --methods $2, written to OUT/$1-llama-cpp.{md,json}. Answers end at EOS in
-# both engines (llama.cpp's --ignore-eos bans EOS instead of decoding past it: another text).
+# ISAs, interleaved: bench/vs_llama_cpp.py --methods $2, written to OUT/$1-llama-cpp.{md,json}. N tokens per answer
+# (--ignore-eos): past the first EOS the engines decode different texts (llama.cpp bans EOS, draftlab decodes
+# through it), so the texts are checked equal up to the first EOS.
 beside_llama_cpp() {
-  python3 bench/vs_llama_cpp.py "${MODELS[@]}" --methods "$2" --bench "$SETS" --num-prompts "$Q" -n "$N" \
+  python3 bench/vs_llama_cpp.py "${MODELS[@]}" --methods "$2" --bench "$SETS" --num-prompts "$Q" -n "$N" --ignore-eos \
     --isas native,avx2 --dtypes f16 --threads "$THREADS" --rounds 3 --out "$OUT/$1-llama-cpp.json" >"$OUT/$1-llama-cpp.md.tmp"
   mv "$OUT/$1-llama-cpp.md.tmp" "$OUT/$1-llama-cpp.md"
   echo "wrote $OUT/$1-llama-cpp.md, $OUT/$1-llama-cpp.json"
