@@ -1,6 +1,7 @@
 // draftlab train-lm: pretrain a small Llama from scratch on a text corpus (stories separated by blank lines), or
 // fine-tune one (--init), and write a Hugging Face folder that `draftlab generate --model DIR` runs. --parallel K
-// trains PARD's parallel draft (strategies/pard). --resume continues a run exactly.
+// trains PARD's parallel draft (strategies/pard); with --teacher, PARD-2's loss against the target it will serve.
+// --resume continues a run exactly.
 #include <ATen/Parallel.h>
 #include <boost/program_options.hpp>
 
@@ -25,6 +26,8 @@ namespace draftlab::cli {
 int run_train_lm(int argc, char** argv) {
   keep_freed_memory_for_training();  // large activations reused each step, not mapped anew (platform.h)
   std::string corpus, tokenizer_path, dtype = "float32", device = "cpu", init_path, cod = "0.7,0.2", mask_token = "auto";
+  std::string teacher_path, loss_weights = "0.1,1.0";
+  bool no_cat = false;
   int64_t parallel_k = 1;
   int64_t dim = 64, layers = 4, heads = 4, kv_heads = 0, hidden = 0, experts = 0, experts_per_token = 2;
   double router_aux_loss_coef = 0.01;
@@ -66,7 +69,14 @@ int run_train_lm(int argc, char** argv) {
        "with --parallel: conditional drop-off r,r_min (mask copy i keeps max(r^i, r_min) of the positions; 1,1 = all)")
       ("mask-token", po::value(&mask_token)->default_value(mask_token),
        "with --parallel: the mask id, or auto = the highest id absent from the corpus (recorded as config.json "
-       "pard_token)");
+       "pard_token)")
+      ("teacher", po::value(&teacher_path),
+       "with --parallel: PARD-2's loss against this target (the model the draft will serve; same vocabulary): "
+       "cross-entropy plus the KL divergence from the target's distribution, rows weighted by the target's "
+       "probability of the tokens before them (CAT)")
+      ("loss-weights", po::value(&loss_weights)->default_value(loss_weights),
+       "with --teacher: ce,kd, the weights of the cross-entropy and of the KL divergence (PARD-2's 0.1,1.0)")
+      ("no-cat", po::bool_switch(&no_cat), "with --teacher: every row weighs 1 (PARD-2 without its CAT weights)");
 
   add_training_run_options(desc, o, run_flags, "windows per step", "training window and max_position_embeddings");
   add_data_parallel_options(desc, dist);
@@ -140,13 +150,32 @@ int run_train_lm(int argc, char** argv) {
     pard.mask_token = static_cast<int32_t>(id);  // auto: chosen once the corpus is read
     check_parallel_draft_options(pard, c.vocab_size);
   }
+  // --teacher (PARD-2's loss), loaded before the corpus: a wrong path or vocabulary fails at once.
+  std::shared_ptr<ParallelDraftTeacher> teacher;
+  if (!teacher_path.empty()) {
+    check(parallel_k != 1, "--teacher: only with --parallel K (PARD-2's loss for a parallel draft)");
+    teacher = std::make_shared<ParallelDraftTeacher>();
+    teacher->path = teacher_path;
+    teacher->cat = !no_cat;
+    const auto comma = loss_weights.find(',');
+    check(comma != std::string::npos && parse_option_number(loss_weights.substr(0, comma), &teacher->ce_weight) &&
+              parse_option_number(loss_weights.substr(comma + 1), &teacher->kd_weight),
+          "--loss-weights: expected ce,kd (e.g. 0.1,1.0), got \"" + loss_weights + "\"");
+    ComputeOptions reading = o.compute;
+    reading.cpu_path = CpuPath::Reference;  // training_forward reads its float32 tensors
+    check_parallel_draft_teacher(*teacher, 0);  // the weights, before the model loads
+    teacher->target = LlamaModel::load(teacher_path, reading);
+    check_parallel_draft_teacher(*teacher, c.vocab_size);
+  } else {
+    check(vm["loss-weights"].defaulted() && !no_cat, "--loss-weights and --no-cat: only with --teacher");
+  }
   check_lm_training_options(o);  // before the corpus loads
 
   const TextDataset data(corpus, *tokenizer, run_flags.validation_every);
   if (parallel_k != 1) {
     if (mask_token == "auto") pard.mask_token = unused_token(data.token_counts(c.vocab_size));
     c.pard_token = pard.mask_token;
-    o.objective = std::make_shared<ParallelDraftObjective>(pard);
+    o.objective = std::make_shared<ParallelDraftObjective>(pard, teacher);
   }
   o.parallel = join_data_parallel(dist, o.compute.device);
   const bool main_rank = !o.parallel || o.parallel->is_main();  // the others train in silence

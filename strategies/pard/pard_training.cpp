@@ -81,10 +81,50 @@ at::Tensor parallel_draft_logits(const ModelConfig& c, const LlamaWeights& w, co
   return training_forward_masked(c, w, rope, tokens, index, parallel_draft_mask(rows));
 }
 
+at::Tensor teacher_logits(const ParallelDraftTeacher& t, const at::Tensor& windows) {
+  at::NoGradGuard no_grad;
+  const LlamaModel& target = *t.target;
+  const RotaryEmbedding rope(target.config(), target.options());
+  const int64_t L = windows.size(1) - 1;
+  return training_forward(target.config(), target.weights(), rope, windows.narrow(1, 0, L)).to(at::kFloat);
+}
+
+at::Tensor cat_row_weights(const at::Tensor& teacher_logits, const at::Tensor& windows, const ParallelDraftRows& rows) {
+  const int64_t B = windows.size(0), L = windows.size(1) - 1;
+  const at::Tensor tokens = windows.narrow(1, 1, L).to(teacher_logits.device());
+  // gold[:, t] = log p(x_t | x_0 .. x_{t-1}) for t = 1 .. L; column 0 (x_0) is 0. Its running sum S gives the
+  // product over x_{j-i+1} .. x_j as exp(S[j] - S[j - i]).
+  const at::Tensor gold = teacher_logits.log_softmax(-1).gather(2, tokens.unsqueeze(-1)).squeeze(-1);
+  const at::Tensor sums = at::cat({at::zeros({B, 1}, gold.options()), gold}, 1).cumsum(1);
+  const at::Tensor last = at::tensor(rows.position, at::kLong).to(sums.device());
+  const at::Tensor first = last - at::tensor(rows.copy, at::kLong).to(sums.device());
+  return (sums.index_select(1, last) - sums.index_select(1, first)).exp();
+}
+
+void check_parallel_draft_teacher(const ParallelDraftTeacher& t, int64_t vocab_size) {
+  check(t.ce_weight >= 0 && t.kd_weight >= 0 && t.ce_weight + t.kd_weight > 0,
+        "--loss-weights: expected ce,kd >= 0, not both 0, got " + std::to_string(t.ce_weight) + "," +
+            std::to_string(t.kd_weight));
+  if (vocab_size <= 0) return;
+  check(t.target != nullptr, "--teacher " + t.path + ": no model");
+  const int64_t v = t.target->config().vocab_size;
+  check(v == vocab_size, "--teacher " + t.path + ": vocab_size " + std::to_string(v) + ", expected the draft's " +
+                             std::to_string(vocab_size) + " (a parallel draft shares its target's vocabulary)");
+}
+
+ParallelDraftObjective::ParallelDraftObjective(ParallelDraftOptions options,
+                                               std::shared_ptr<const ParallelDraftTeacher> teacher)
+    : options_(options), teacher_(std::move(teacher)) {
+  if (teacher_) check_parallel_draft_teacher(*teacher_, 0);
+}
+
 std::string ParallelDraftObjective::describe() const {
   std::ostringstream s;
   s << "parallel draft (PARD): k " << options_.k << ", COD r " << options_.cod_ratio << " r_min "
     << options_.cod_min_ratio << ", mask token " << options_.mask_token;
+  if (teacher_)
+    s << "; teacher " << teacher_->path << " (PARD-2): " << teacher_->ce_weight << " CE + " << teacher_->kd_weight
+      << " KL" << (teacher_->cat ? ", CAT-weighted rows" : ", rows unweighted");
   return s.str();
 }
 
@@ -94,7 +134,17 @@ at::Tensor ParallelDraftObjective::loss(const ModelConfig& c, const LlamaWeights
   const ParallelDraftRows rows = parallel_draft_rows(L, options_, seed);
   const at::Tensor logits = parallel_draft_logits(c, w, rope, windows, rows, options_.mask_token);
   const at::Tensor targets = windows.index_select(1, at::tensor(rows.position, at::kLong) + 1).to(logits.device());
-  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  const int64_t V = logits.size(-1);
+  if (!teacher_) return at::cross_entropy_loss(logits.reshape({-1, V}), targets.reshape({-1}));
+  check_parallel_draft_teacher(*teacher_, c.vocab_size);
+  const at::Tensor taught = teacher_logits(*teacher_, windows).to(logits.device());
+  const at::Tensor ce = at::cross_entropy_loss(logits.reshape({-1, V}), targets.reshape({-1}), {}, at::Reduction::None)
+                            .view(targets.sizes());
+  // Row (i, j) is taught the target's distribution after x_0 .. x_j: its logits at input j.
+  const at::Tensor log_p = taught.index_select(1, at::tensor(rows.position, at::kLong).to(taught.device())).log_softmax(-1);
+  const at::Tensor kl = (log_p.exp() * (log_p - logits.log_softmax(-1))).sum(-1);
+  const at::Tensor weight = teacher_->cat ? cat_row_weights(taught, windows, rows) : at::ones_like(ce);
+  return ((teacher_->ce_weight * ce + teacher_->kd_weight * kl) * weight).sum() / weight.sum().clamp_min(1e-6);
 }
 
 int32_t unused_token(const std::vector<int64_t>& counts) {

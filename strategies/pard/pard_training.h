@@ -5,14 +5,18 @@
 // the real prefix x_0 .. x_{j-i}. Every row (i, j) predicts x_{j+1}.
 // Conditional drop-off (COD) keeps copy 0 whole and, in copy i, floor(L max(r^i, r_min)) rows drawn among the
 // successors (i, j + 1) of copy i - 1's kept rows, so a kept row's whole mask chain is kept.
+// With a teacher (PARD-2's loss, pard/pard2_train.py; arXiv 2605.08632) the rows learn the target's distribution
+// too, each weighted by how often the slot is reached (CAT).
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/model/llama_model.h"
 #include "core/training/language_model_training.h"
 
 namespace draftlab {
@@ -44,10 +48,35 @@ at::Tensor parallel_draft_mask(const ParallelDraftRows& rows);
 at::Tensor parallel_draft_logits(const ModelConfig& config, const LlamaWeights& weights, const RotaryEmbedding& rope,
                                  const at::Tensor& windows, const ParallelDraftRows& rows, int32_t mask_token);
 
-// train-lm's objective for --parallel: mean cross-entropy of every kept row (i, j) against x_{j+1}.
+// PARD-2's loss against the target the draft will serve (train-lm --teacher): per row (i, j),
+//   ce_weight * CE(x_{j+1}) + kd_weight * KL(target's distribution after x_0 .. x_j || the row's),
+// weighted by CAT = the target's probability of x_{j-i+1} .. x_j, the tokens the earlier slots must have drafted
+// (and verification accepted) for slot i's draft to count: prod_t p(x_t | x_<t); the loss is the weighted mean.
+// PARD-2's KL is at temperature 1; its ce_alpha 0.1, kd_alpha 1.0 are the defaults here.
+struct ParallelDraftTeacher {
+  std::shared_ptr<const LlamaModel> target;  // on the reference path (training_forward reads its float32 tensors)
+  std::string path;                          // recorded by describe()
+  bool cat = true;
+  double ce_weight = 0.1, kd_weight = 1.0;
+};
+
+// Throws Error naming --loss-weights (both >= 0, not both 0) and, when vocab_size > 0, --teacher (a model of the
+// draft's vocabulary).
+void check_parallel_draft_teacher(const ParallelDraftTeacher& teacher, int64_t vocab_size);
+
+// The teacher's logits at a batch's inputs, windows [B, L + 1] -> [B, L, vocab] float32, without a graph.
+at::Tensor teacher_logits(const ParallelDraftTeacher& teacher, const at::Tensor& windows);
+
+// CAT's weight of each row, [B, R]: exp of the teacher's log-probabilities of x_{j-i+1} .. x_j summed, from its
+// logits [B, L, vocab] at the windows' inputs.
+at::Tensor cat_row_weights(const at::Tensor& teacher_logits, const at::Tensor& windows, const ParallelDraftRows& rows);
+
+// train-lm's objective for --parallel: mean cross-entropy of every kept row (i, j) against x_{j+1}; with a teacher,
+// PARD-2's CAT-weighted cross-entropy and KL (above).
 class ParallelDraftObjective : public LmObjective {
  public:
-  explicit ParallelDraftObjective(ParallelDraftOptions options) : options_(options) {}
+  // check_parallel_draft_teacher at once, and against the draft's vocabulary at each loss.
+  explicit ParallelDraftObjective(ParallelDraftOptions options, std::shared_ptr<const ParallelDraftTeacher> teacher = nullptr);
   std::string describe() const override;
   at::Tensor loss(const ModelConfig& config, const LlamaWeights& weights, const RotaryEmbedding& rope,
                   const at::Tensor& windows, uint64_t seed) const override;
@@ -55,6 +84,7 @@ class ParallelDraftObjective : public LmObjective {
 
  private:
   ParallelDraftOptions options_;
+  std::shared_ptr<const ParallelDraftTeacher> teacher_;
 };
 
 // The mask id train-lm --mask-token auto picks: the highest id that never occurs in the corpus (token_counts:

@@ -5,6 +5,7 @@
 #   usage: test_generate_cli.sh DRAFTLAB_BINARY SHARED_DIR
 set -u
 BIN=$1
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SHARED=${DRAFTLAB_SHARED:-$2}
 source "$(dirname "$0")/../test_lib.sh"
 
@@ -102,8 +103,20 @@ plain_ids=$(ids); pard_ids=$(ids -s pard -o draft="$TMP/lm-pard" -o k=3)
   bad "pard's ids differ from vanilla's: '$pard_ids' vs '$plain_ids'"
 expect_error "pard refuses a draft without pard_token" "pard_token" "$BIN" generate --model "$TMP/lm" -p once -n 4 \
   -s pard -o draft="$TMP/lm"
+# PARD-2's loss (--teacher: the model the draft serves, here the one it starts from): the log names it.
+if "$BIN" train-lm --init "$TMP/lm" --corpus "$TMP/small.txt" --tokenizer "$TMP/tok/tokenizer.json" \
+     --out "$TMP/lm-pard2" --parallel 3 --teacher "$TMP/lm" --steps 2 --batch 2 --context 32 --eval-every 2 -q \
+     >/dev/null 2>"$TMP/pard2.err" && grep -q "teacher $TMP/lm (PARD-2): 0.1 CE + 1 KL, CAT-weighted rows" "$TMP/pard2.err"; then
+  ok "train-lm --parallel --teacher trains with PARD-2's loss"
+else
+  bad "train-lm --parallel --teacher: $(cat "$TMP/pard2.err")"
+fi
 for args in "--parallel 3 --cod 0.7|--cod" "--parallel 3 --cod 2,0.1|--cod" "--parallel 0|--parallel" \
-            "--parallel 3 --mask-token 300|--mask-token" "--dim 48|--dim: the model's shape comes from --init"; do
+            "--parallel 3 --mask-token 300|--mask-token" "--dim 48|--dim: the model's shape comes from --init" \
+            "--teacher $TMP/lm|--teacher: only with --parallel" "--no-cat|--no-cat: only with --teacher" \
+            "--parallel 3 --teacher $TMP/lm --loss-weights 0.1|--loss-weights: expected ce,kd" \
+            "--parallel 3 --teacher $TMP/lm --loss-weights 0,0|--loss-weights: expected ce,kd >= 0, not both 0" \
+            "--parallel 3 --teacher $SRC/data/models/ts-tiny|vocab_size 1024, expected the draft's 300"; do
   # shellcheck disable=SC2086
   expect_error "train-lm --init refuses ${args%%|*} before the corpus loads" "${args##*|}" "$BIN" train-lm \
     --init "$TMP/lm" --corpus "$TMP/does-not-exist" --tokenizer "$TMP/tok/tokenizer.json" --out "$TMP/lm-refused" \

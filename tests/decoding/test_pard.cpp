@@ -203,6 +203,72 @@ TEST(ParallelDraftTraining, TheObjectiveLearnsToPredictSeveralTokensAhead) {
   std::filesystem::remove_all(o.out_dir);
 }
 
+// PARD-2's loss (train-lm --teacher) written out row by row in double precision: the teacher's distributions from
+// its inference forward (KV cache), CAT's product of its probabilities of x_{j-i+1} .. x_j, CE and KL per row, the
+// weighted mean. Without CAT and with CE alone it is PARD's own objective.
+TEST(ParallelDraftTraining, TeacherLossIsTheCatWeightedCrossEntropyAndKlOfEveryRow) {
+  const ModelConfig c = draftlab::testing::tiny_config(2, /*tied=*/true);
+  const LlamaWeights w = draftlab::testing::scaled_test_weights(c, 3, at::kFloat);
+  ComputeOptions reference;
+  reference.cpu_path = CpuPath::Reference;
+  auto teacher = std::make_shared<ParallelDraftTeacher>();
+  teacher->target = std::make_shared<LlamaModel>(
+      c, inference_weights(c, draftlab::testing::scaled_test_weights(c, 11, at::kFloat)), reference);
+  teacher->path = "test teacher";
+  const int64_t L = 10, B = 2;
+  const int32_t mask = 5;
+  at::manual_seed(1);
+  const at::Tensor windows = at::randint(0, c.vocab_size, {B, L + 1}, at::kLong);
+  const ParallelDraftOptions o = options(3, 0.7, 0.2, mask);
+  const uint64_t seed = 4;
+  const RotaryEmbedding rope(c, reference);
+  const double got = ParallelDraftObjective(o, teacher).loss(c, w, rope, windows, seed).item<double>();
+
+  const auto rows = parallel_draft_rows(L, o, seed);
+  ASSERT_GT(rows.size(), L + 4);  // mask rows of both copies
+  const at::Tensor draft = parallel_draft_logits(c, w, rope, windows, rows, mask).to(at::kDouble).log_softmax(-1);
+  double num = 0, den = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<int64_t> x;
+    for (int64_t t = 0; t <= L; ++t) x.push_back(windows[b][t].item<int64_t>());
+    KvCache cache = teacher->target->make_cache(L);
+    // after[j]: the teacher's log-distribution of the token after x_0 .. x_j.
+    const at::Tensor after =
+        teacher->target->forward_chain(cache, {x.begin(), x.begin() + L}, {}).logits.to(at::kDouble).log_softmax(-1);
+    for (int64_t a = 0; a < rows.size(); ++a) {
+      const int64_t i = rows.copy[a], j = rows.position[a];
+      double weight = 1;
+      for (int64_t t = j - i + 1; t <= j; ++t) weight *= std::exp(after[t - 1][x[t]].item<double>());
+      const at::Tensor lq = draft[b][a], lp = after[j];
+      const double ce = -lq[x[j + 1]].item<double>();
+      const double kl = (lp.exp() * (lp - lq)).sum().item<double>();
+      num += weight * (0.1 * ce + 1.0 * kl);
+      den += weight;
+    }
+  }
+  EXPECT_NEAR(got, num / den, 1e-4 * std::abs(num / den));
+
+  auto plain = std::make_shared<ParallelDraftTeacher>(*teacher);
+  plain->cat = false;
+  plain->ce_weight = 1;
+  plain->kd_weight = 0;
+  EXPECT_NEAR(ParallelDraftObjective(o, plain).loss(c, w, rope, windows, seed).item<double>(),
+              ParallelDraftObjective(o).loss(c, w, rope, windows, seed).item<double>(), 1e-5);
+
+  // A teacher of another vocabulary is refused, naming it.
+  auto other = std::make_shared<ParallelDraftTeacher>(*teacher);
+  const ModelConfig c50 = draftlab::testing::tiny_config(2, true, 50);
+  other->target = std::make_shared<LlamaModel>(c50, inference_weights(c50, draftlab::testing::scaled_test_weights(c50, 1, at::kFloat)),
+                                               reference);
+  try {
+    ParallelDraftObjective(o, other).loss(c, w, rope, windows, seed);
+    ADD_FAILURE() << "a teacher of vocab_size 50 for a draft of 97 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--teacher test teacher: vocab_size 50, expected the draft's 97"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ParallelDraftTraining, UnusedTokenIsTheHighestAbsentId) {
   EXPECT_EQ(unused_token({3, 0, 5, 0, 1}), 3);
   EXPECT_EQ(unused_token({0, 2}), 0);
