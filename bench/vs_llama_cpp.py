@@ -528,6 +528,10 @@ def main():
         print(f"| {cell['isa']} | {cell['dtype']} | {cell['threads']} | {ours} ({tau:.2f}) | {rate:.0f} | {top} | "
               f"{top_rate:.0f} | {rate / top_rate:.2f}x | {e3:.2f}x | {f_d:.2f}x | {f_l:.2f}x | "
               f"{'identical' if not cell['texts_differ'] else 'differ: ' + cell['texts_differ']} |")
+    if any(cell["texts_differ"] for cell in results):
+        print("\nWhere plain texts differ: with quantized weights the engines round differently outside the integer dot "
+              "products; tests/cli/int8_vs_llama_cpp.py (cli.export_gguf) checks that each point where they part is a "
+              "near-tie of draftlab's logits. Any other difference is a bug.")
     print()
     if a.out:
         env = {"host": platform.node(), "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
