@@ -78,6 +78,19 @@ def bench_prompts(sets, count):
     return prompts
 
 
+def prompt_tokens(draftlab, model, prompt):
+    """How many tokens draftlab's tokenizer makes of the prompt (BOS included), from generate --print-ids."""
+    r = subprocess.run([draftlab, "generate", "-m", model, "-p", prompt, "-n", "1", "--print-ids"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    m = re.search(r"^prompt_ids (.*)$", r.stdout, re.M) if r.returncode == 0 else None
+    if m:
+        return len(m.group(1).split())
+    m = re.search(r"prompt has (\d+) tokens, the context holds", r.stderr)  # generate refuses a prompt too long
+    if not m:
+        sys.exit(f"vs_llama_cpp: draftlab generate failed on a prompt: {r.stderr[-500:]}")
+    return int(m.group(1))
+
+
 def run(cmd, **kw):
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, **kw)
     if r.returncode != 0:
@@ -327,6 +340,17 @@ def main():
         spec_dirs[isa] = run(["bash", os.path.join(SHARED, "peers", "build_llama_cpp_2026.sh"),
                               a.spec_peer]).stdout.strip().splitlines()[-1]
 
+    if a.bench:
+        # Both engines must read the same prompt: one that does not leave -n tokens of the context is left out, not
+        # cut (compare would cut it from the left; llama.cpp would refuse it).
+        context = json.load(open(os.path.join(a.model, "config.json")))["max_position_embeddings"]
+        fitting = [p for p in PROMPTS if prompt_tokens(draftlab, a.model, p) + a.n <= context]
+        if len(fitting) < len(PROMPTS):
+            print(f"vs_llama_cpp: {len(PROMPTS) - len(fitting)} of {len(PROMPTS)} prompts left out: longer than the "
+                  f"context ({context}) less -n {a.n}", file=sys.stderr)
+        if not fitting:
+            sys.exit("vs_llama_cpp: no prompt of --bench fits the context less -n")
+        PROMPTS = fitting
     strategies = draftlab_methods(a)
     peer_types = [t for t in PEER_TYPES if a.methods == "all" or a.methods[0] in t[4]]
     work = tempfile.mkdtemp(prefix="vs-llama-")
