@@ -16,7 +16,7 @@ const std::vector<ExperimentEntry>& experiment_catalog() {
   // name, paper item, table heading, figures, reproduce.sh's runs (run, note), what must run first, driver
   static const std::vector<ExperimentEntry> catalog = {
       {"speed", "EAGLE-2 Table 1", "speedup and average acceptance length τ per dataset", {"speed"},
-       {{"speed", "its seven methods x six datasets x T in {0, 1}"}}, ""},
+       {{"speed", "its seven methods x six datasets x T in {0, 1}; speed-llama-cpp.md: beside llama.cpp's speculative types"}}, ""},
       {"eagle3", "EAGLE-3 Table 1", "EAGLE-2 beside EAGLE-3 at the same tree settings: speedup and τ per dataset",
        {"speed"}, {{"eagle3", "EAGLE-2 beside EAGLE-3, same trees, six sets, T 0 and 1"}}, ""},
       {"eagle3-alpha", "EAGLE-3 Figure 7", "acceptance rate n-α of 8-token chains, EAGLE-2 head vs EAGLE-3 head",
@@ -43,12 +43,12 @@ const std::vector<ExperimentEntry>& experiment_catalog() {
        {"ablation"}, {{"ablate-eagle3", "EAGLE-2 head / TTT, top layer only / TTT + fusion"}}, kAblationHeads},
       {"moe", "EAGLE Table 3", "speedup, τ, n-α and experts read per verification", {"ablation"},
        {{"moe", "the mixture-of-experts ts-moe"}, {"moe-dense", "the same drafts on the dense ts-target"}}, ""},
-      {"quantized", "EAGLE Table 4", "vanilla and EAGLE-2 per weight storage beside llama.cpp on the same GGUF files",
-       {}, {{"quantized", "f32 / f16 / q8_0 / q4_0 (float and int8 dot) beside llama.cpp"}}, "", false},
+      {"quantized", "EAGLE Table 4", "every method per weight storage beside llama.cpp's plain and speculative decoding on the same GGUF files",
+       {}, {{"quantized", "f32 / f16 / q8_0 / q4_0 (float and int8 dot), 1 and 2 threads, beside llama.cpp's plain and speculative decoding"}}, "", false},
       {"batch", "EAGLE Table 7", "speedup, τ and throughput per batch size", {"batch"},
        {{"batch", "batch sizes 1-4 and 8, speedup and throughput"}}, ""},
       {"drafters", "2026 drafters", "drafters of K tokens per forward beside EAGLE-2 / EAGLE-3: speedup and τ per dataset",
-       {"speed"}, {{"drafters", "PARD, DFlash (B 4 / 8 / 16), DDTree, suffix beside EAGLE-2 / EAGLE-3 4 / 4 / 1"}}, ""},
+       {"speed"}, {{"drafters", "PARD, DFlash (B 4 / 8 / 16), DDTree, suffix beside EAGLE-2 / EAGLE-3 4 / 4 / 1; drafters-llama-cpp.md: beside llama.cpp's speculative types"}}, ""},
       {"compare", "", "speedup and average acceptance length τ of the methods compared", {"speed"}, {}, ""},
   };
   return catalog;

@@ -199,7 +199,7 @@ EXPERIMENTS = {
     "train-data": Experiment("EAGLE Table 6", "speedup and τ by the head's training data", ["ablation"], ["train-data"], True),
     "ablate-eagle3": Experiment("EAGLE-3 Table 2", "EAGLE-2 head, TTT with the top-layer feature only, TTT + fusion", ["ablation"], ["ablate-eagle3"], True),
     "moe": Experiment("EAGLE Table 3", "speedup, τ, n-α and experts read per verification", ["ablation"], ["moe", "moe-dense"], True),
-    "quantized": Experiment("EAGLE Table 4", "vanilla and EAGLE-2 per weight storage beside llama.cpp on the same GGUF files", [], ["quantized"], False),
+    "quantized": Experiment("EAGLE Table 4", "every method per weight storage beside llama.cpp's plain and speculative decoding on the same GGUF files", [], ["quantized"], False),
     "batch": Experiment("EAGLE Table 7", "speedup, τ and throughput per batch size", ["batch"], ["batch"], True),
     "drafters": Experiment("2026 drafters", "drafters of K tokens per forward beside EAGLE-2 / EAGLE-3: speedup and τ per dataset", ["speed"], ["drafters"], True),
     "compare": Experiment("", "speedup and average acceptance length τ of the methods compared", ["speed"], [], True),
