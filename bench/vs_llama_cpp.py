@@ -144,15 +144,16 @@ def spec_peer(bin_dir, target, threads, n, spec_type="none", draft=None, draft_m
         if not m or not t:
             sys.exit(f"vs_llama_cpp: no RESULT or time line from spec-peer --spec-type {spec_type}")
         fields = dict(kv.split("=", 1) for kv in m.group(1).split())
+        # The text from the prompt on: spec-peer prints the BOS piece first (whatever the vocabulary calls it).
+        text = "\n".join(l for l in out.splitlines() if not l.startswith(("[spec-peer]", "RESULT")))
+        texts.append(text[text.find(p):] if p in text else text)
         decoded = float(re.search(r"decode: (\d+) tokens", out).group(1))
         if decoded == 0:  # the answer ended at its first token
-            texts.append("\n".join(l for l in out.splitlines() if not l.startswith(("[spec-peer]", "RESULT"))))
             continue
         tokens += decoded
         seconds += decoded / float(fields["tok_s"])  # decode_s has four decimals: too few for a short answer
-        steps += decoded / float(fields["tau"]) if float(fields["tau"]) > 0 else 0.0  # an answer of one token
+        steps += decoded / float(fields["tau"])
         draft_ms += float(t.group(1))
-        texts.append("\n".join(l for l in out.splitlines() if not l.startswith(("[spec-peer]", "RESULT"))))
     if tokens == 0:  # every answer ended at once (text checks)
         return {"tok_s": float("nan"), "tau": float("nan"), "draft_ms_per_token": float("nan")}, texts
     return {"tok_s": tokens / seconds, "tau": tokens / steps, "draft_ms_per_token": draft_ms / tokens}, texts
@@ -175,8 +176,8 @@ def tuned(setting):
 
 
 def draftlab_texts(draftlab, model, weights, dot, threads, n):
-    """draftlab's plain decoding of each prompt (generate), as spec-peer prints it: BOS piece, prompt, answer."""
-    return ["<s>" + run([draftlab, "generate", "-m", model, "--weights", weights, "--quant-dot", dot, "--threads",
+    """draftlab's plain decoding of each prompt (generate): prompt and answer."""
+    return [run([draftlab, "generate", "-m", model, "--weights", weights, "--quant-dot", dot, "--threads",
                          str(threads), "-p", p, "-n", str(n)]).stdout for p in PROMPTS]
 
 
@@ -204,14 +205,18 @@ def draftlab_compare(draftlab, model, weights, dot, threads, n, strategies, igno
     # drafting share of its time over the tokens it decoded. Bounds (--bounds, under the cost model compare measures
     # in process): the decode speedup, Sequoia's bound for the method's acceptance and the perfect-drafter ceiling.
     names = ["vanilla"] + list(strategies)
+    return {name: method_figures(m) for name, m in zip(names, data["methods"])}, data
+
+
+def method_figures(m):
+    """One method of compare's JSON: tokens/s, tau, draft ms per decoded token and, from its bounds (NaN for
+    vanilla), the decode speedup, Sequoia's bound and tree size and the ceiling."""
+    b = m.get("bounds") or {}
     nan = float("nan")
-    return {name: {"tok_s": m["tokens_per_second"], "tau": m["tau"],
-                   "draft_ms_per_token": 1000.0 * m.get("draft_share", 0.0) / m["tokens_per_second"],
-                   "decode_speedup": (m.get("bounds") or {}).get("decode_speedup", nan),
-                   "bound": (m.get("bounds") or {}).get("sequoia_bound_speedup", nan),
-                   "bound_nodes": (m.get("bounds") or {}).get("sequoia_bound_nodes", nan),
-                   "ceiling": (m.get("bounds") or {}).get("ceiling_speedup", nan)}
-            for name, m in zip(names, data["methods"])}, data
+    return {"tok_s": m["tokens_per_second"], "tau": m["tau"],
+            "draft_ms_per_token": 1000.0 * m.get("draft_share", 0.0) / m["tokens_per_second"],
+            "decode_speedup": b.get("decode_speedup", nan), "bound": b.get("sequoia_bound_speedup", nan),
+            "bound_nodes": b.get("sequoia_bound_nodes", nan), "ceiling": b.get("ceiling_speedup", nan)}
 
 
 def draftlab_forward_cost(forward_cost, model, weights, dot, threads, max_n):
@@ -386,7 +391,7 @@ def main():
         _, eos_texts = spec_peer(sd, target, threads, a.n)
         cell["texts_differ"] = first_difference(draftlab_texts(draftlab, a.model, weights_name[gt], dot, threads, a.n),
                                                 eos_texts)
-        _, plain_texts = spec_peer(sd, target, threads, a.n, ignore_eos=a.ignore_eos)
+        plain_texts = spec_peer(sd, target, threads, a.n, ignore_eos=True)[1] if a.ignore_eos else eos_texts
         if cell["texts_differ"]:
             print(f"vs_llama_cpp: draftlab's plain text differs from llama.cpp's ({isa} {dt}): "
                   f"{cell['texts_differ']}", file=sys.stderr)
@@ -414,7 +419,7 @@ def main():
             rd["llama_lookup"] = llama_spec_tool([f"{bin_dir}/llama-lookup", "-m", target],
                                                  ["--draft-max", "4"], threads, a.n, a.ignore_eos)
             rd["spec_peer"] = {}
-            rd["spec_peer"]["plain"], texts = spec_peer(sd, target, threads, a.n, ignore_eos=a.ignore_eos)
+            rd["spec_peer"]["plain"], _ = spec_peer(sd, target, threads, a.n, ignore_eos=a.ignore_eos)
             runs = [(label, kind, gguf[(role, gt)], k, []) for label, kind, role, k, _ in peer_types]
             runs += [(kind, kind, None, t["draft_max"], t["args"]) for kind, t in cell["ngram_tuned"].items()]
             for label, kind, draft, k, extra in runs:

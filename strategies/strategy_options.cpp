@@ -42,6 +42,12 @@ bool parse_option_number(const std::string& text, double* out) {
   return true;
 }
 
+bool parse_option_number_pair(const std::string& text, double* a, double* b) {
+  const auto comma = text.find(',');
+  return comma != std::string::npos && parse_option_number(text.substr(0, comma), a) &&
+         parse_option_number(text.substr(comma + 1), b);
+}
+
 bool parse_option_bool(const std::string& text, bool* out) {
   if (text == "1" || text == "true" || text == "yes" || text == "on") return *out = true, true;
   if (text == "0" || text == "false" || text == "no" || text == "off") return *out = false, true;

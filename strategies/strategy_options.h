@@ -15,6 +15,7 @@ namespace draftlab {
 // is not an integer / a finite number / a boolean (1 true yes on, 0 false no off).
 bool parse_option_int(const std::string& text, int64_t* out);
 bool parse_option_number(const std::string& text, double* out);
+bool parse_option_number_pair(const std::string& text, double* a, double* b);  // "a,b" (COD's r,r_min, ...)
 bool parse_option_bool(const std::string& text, bool* out);
 
 class StrategyOptions {

@@ -139,9 +139,7 @@ int run_train_lm(int argc, char** argv) {
   ParallelDraftOptions pard;
   pard.k = parallel_k;
   if (parallel_k != 1) {
-    const auto comma = cod.find(',');
-    check(comma != std::string::npos && parse_option_number(cod.substr(0, comma), &pard.cod_ratio) &&
-              parse_option_number(cod.substr(comma + 1), &pard.cod_min_ratio),
+    check(parse_option_number_pair(cod, &pard.cod_ratio, &pard.cod_min_ratio),
           "--cod: expected r,r_min (e.g. 0.7,0.2), got \"" + cod + "\"");
     int64_t id = 0;
     check(mask_token == "auto" || (parse_option_int(mask_token, &id) && id >= 0 && id < c.vocab_size),
@@ -157,9 +155,7 @@ int run_train_lm(int argc, char** argv) {
     teacher = std::make_shared<ParallelDraftTeacher>();
     teacher->path = teacher_path;
     teacher->cat = !no_cat;
-    const auto comma = loss_weights.find(',');
-    check(comma != std::string::npos && parse_option_number(loss_weights.substr(0, comma), &teacher->ce_weight) &&
-              parse_option_number(loss_weights.substr(comma + 1), &teacher->kd_weight),
+    check(parse_option_number_pair(loss_weights, &teacher->ce_weight, &teacher->kd_weight),
           "--loss-weights: expected ce,kd (e.g. 0.1,1.0), got \"" + loss_weights + "\"");
     ComputeOptions reading = o.compute;
     reading.cpu_path = CpuPath::Reference;  // training_forward reads its float32 tensors

@@ -81,25 +81,31 @@ at::Tensor parallel_draft_logits(const ModelConfig& c, const LlamaWeights& w, co
   return training_forward_masked(c, w, rope, tokens, index, parallel_draft_mask(rows));
 }
 
-at::Tensor teacher_logits(const ParallelDraftTeacher& t, const at::Tensor& windows) {
+namespace {
+
+// The teacher's log-distributions at a batch's inputs, windows [B, L + 1] -> [B, L, vocab] float32, without a graph:
+// row j is its distribution of x_{j+1} after x_0 .. x_j.
+at::Tensor teacher_log_probs(const ParallelDraftTeacher& t, const at::Tensor& windows) {
   at::NoGradGuard no_grad;
   const LlamaModel& target = *t.target;
   const RotaryEmbedding rope(target.config(), target.options());
   const int64_t L = windows.size(1) - 1;
-  return training_forward(target.config(), target.weights(), rope, windows.narrow(1, 0, L)).to(at::kFloat);
+  return training_forward(target.config(), target.weights(), rope, windows.narrow(1, 0, L)).to(at::kFloat).log_softmax(-1);
 }
 
-at::Tensor cat_row_weights(const at::Tensor& teacher_logits, const at::Tensor& windows, const ParallelDraftRows& rows) {
+// CAT's weight of each row, [B, R]: the teacher's probability of x_{j-i+1} .. x_j. With gold[:, t] = log p(x_t | x_0
+// .. x_{t-1}) for t = 1 .. L and 0 for x_0, the product is exp(S[j] - S[j - i]) of gold's running sum S.
+at::Tensor cat_row_weights(const at::Tensor& log_probs, const at::Tensor& windows, const at::Tensor& positions,
+                           const ParallelDraftRows& rows) {
   const int64_t B = windows.size(0), L = windows.size(1) - 1;
-  const at::Tensor tokens = windows.narrow(1, 1, L).to(teacher_logits.device());
-  // gold[:, t] = log p(x_t | x_0 .. x_{t-1}) for t = 1 .. L; column 0 (x_0) is 0. Its running sum S gives the
-  // product over x_{j-i+1} .. x_j as exp(S[j] - S[j - i]).
-  const at::Tensor gold = teacher_logits.log_softmax(-1).gather(2, tokens.unsqueeze(-1)).squeeze(-1);
+  const at::Tensor tokens = windows.narrow(1, 1, L).to(log_probs.device());
+  const at::Tensor gold = log_probs.gather(2, tokens.unsqueeze(-1)).squeeze(-1);
   const at::Tensor sums = at::cat({at::zeros({B, 1}, gold.options()), gold}, 1).cumsum(1);
-  const at::Tensor last = at::tensor(rows.position, at::kLong).to(sums.device());
-  const at::Tensor first = last - at::tensor(rows.copy, at::kLong).to(sums.device());
-  return (sums.index_select(1, last) - sums.index_select(1, first)).exp();
+  const at::Tensor first = positions - at::tensor(rows.copy, at::kLong).to(positions.device());
+  return (sums.index_select(1, positions) - sums.index_select(1, first)).exp();
 }
+
+}  // namespace
 
 void check_parallel_draft_teacher(const ParallelDraftTeacher& t, int64_t vocab_size) {
   check(t.ce_weight >= 0 && t.kd_weight >= 0 && t.ce_weight + t.kd_weight > 0,
@@ -133,17 +139,18 @@ at::Tensor ParallelDraftObjective::loss(const ModelConfig& c, const LlamaWeights
   const int64_t L = windows.size(1) - 1;
   const ParallelDraftRows rows = parallel_draft_rows(L, options_, seed);
   const at::Tensor logits = parallel_draft_logits(c, w, rope, windows, rows, options_.mask_token);
-  const at::Tensor targets = windows.index_select(1, at::tensor(rows.position, at::kLong) + 1).to(logits.device());
+  const at::Tensor positions = at::tensor(rows.position, at::kLong).to(logits.device());
+  const at::Tensor targets = windows.to(logits.device()).index_select(1, positions + 1);
   const int64_t V = logits.size(-1);
   if (!teacher_) return at::cross_entropy_loss(logits.reshape({-1, V}), targets.reshape({-1}));
   check_parallel_draft_teacher(*teacher_, c.vocab_size);
-  const at::Tensor taught = teacher_logits(*teacher_, windows).to(logits.device());
+  const at::Tensor taught = teacher_log_probs(*teacher_, windows).to(logits.device());
   const at::Tensor ce = at::cross_entropy_loss(logits.reshape({-1, V}), targets.reshape({-1}), {}, at::Reduction::None)
                             .view(targets.sizes());
-  // Row (i, j) is taught the target's distribution after x_0 .. x_j: its logits at input j.
-  const at::Tensor log_p = taught.index_select(1, at::tensor(rows.position, at::kLong).to(taught.device())).log_softmax(-1);
+  // Row (i, j) is taught the target's distribution after x_0 .. x_j: its row at input j.
+  const at::Tensor log_p = taught.index_select(1, positions);
   const at::Tensor kl = (log_p.exp() * (log_p - logits.log_softmax(-1))).sum(-1);
-  const at::Tensor weight = teacher_->cat ? cat_row_weights(taught, windows, rows) : at::ones_like(ce);
+  const at::Tensor weight = teacher_->cat ? cat_row_weights(taught, windows, positions, rows) : at::ones_like(ce);
   return ((teacher_->ce_weight * ce + teacher_->kd_weight * kl) * weight).sum() / weight.sum().clamp_min(1e-6);
 }
 

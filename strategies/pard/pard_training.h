@@ -64,13 +64,6 @@ struct ParallelDraftTeacher {
 // draft's vocabulary).
 void check_parallel_draft_teacher(const ParallelDraftTeacher& teacher, int64_t vocab_size);
 
-// The teacher's logits at a batch's inputs, windows [B, L + 1] -> [B, L, vocab] float32, without a graph.
-at::Tensor teacher_logits(const ParallelDraftTeacher& teacher, const at::Tensor& windows);
-
-// CAT's weight of each row, [B, R]: exp of the teacher's log-probabilities of x_{j-i+1} .. x_j summed, from its
-// logits [B, L, vocab] at the windows' inputs.
-at::Tensor cat_row_weights(const at::Tensor& teacher_logits, const at::Tensor& windows, const ParallelDraftRows& rows);
-
 // train-lm's objective for --parallel: mean cross-entropy of every kept row (i, j) against x_{j+1}; with a teacher,
 // PARD-2's CAT-weighted cross-entropy and KL (above).
 class ParallelDraftObjective : public LmObjective {

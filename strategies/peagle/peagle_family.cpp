@@ -4,7 +4,6 @@
 // the prefix only: mask slots never read the drafted tokens), so the verifier's min(1, p / q) rule keeps the output
 // exactly the target's.
 #include <algorithm>
-#include <sstream>
 
 #include "core/base/error.h"
 #include "core/decoding/drafted_token.h"
@@ -77,19 +76,8 @@ std::shared_ptr<const PEagleHead> head_from(const StrategyContext& context, cons
 
 // --cod r,r_min.
 std::pair<double, double> parse_cod(const std::string& text) {
-  std::stringstream list(text);
-  std::string r, r_min;
-  std::getline(list, r, ',');
-  std::getline(list, r_min, ',');
   double a = 0, b = 0;
-  size_t used_a = 0, used_b = 0;
-  try {
-    a = std::stod(r, &used_a);
-    b = std::stod(r_min, &used_b);
-  } catch (const std::exception&) {
-    used_a = 0;
-  }
-  check(used_a == r.size() && used_b == r_min.size() && list.eof() && a > 0 && a <= 1 && b >= 0 && b <= a,
+  check(parse_option_number_pair(text, &a, &b) && a > 0 && a <= 1 && b >= 0 && b <= a,
         "--cod: expected r,r_min with 0 <= r_min <= r <= 1 (SpecForge's 0.8,0.2), got '" + text + "'");
   return {a, b};
 }

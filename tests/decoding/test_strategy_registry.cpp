@@ -6,7 +6,9 @@
 #include <map>
 #include <set>
 
+#include "strategies/head_family.h"
 #include "strategies/registry.h"
+#include "strategies/strategy_options.h"
 #include "test_errors.h"
 
 namespace draftlab {
@@ -121,6 +123,27 @@ TEST(StrategyRegistry, OptionsAreCheckedAgainstTheTable) {
   expect_error([&] { resolve_options(find_strategy("chain"), StrategyOptions{}); },
                {"strategy chain", "option draft is required"});
   expect_error([&] { find_strategy("eagle3000"); }, {"expected one of", "vanilla", "eagle2", "'eagle3000'"});
+}
+
+// "a,b" options (COD's r,r_min for train-lm --parallel and train-head --kind peagle, train-lm's --loss-weights): two
+// numbers and nothing else; P-EAGLE's --cod also in range.
+TEST(StrategyRegistry, NumberPairsAreTwoNumbersAndNothingElse) {
+  double a = 0, b = 0;
+  EXPECT_TRUE(parse_option_number_pair("0.7,0.2", &a, &b));
+  EXPECT_EQ(a, 0.7);
+  EXPECT_EQ(b, 0.2);
+  for (const char* bad : {"0.7", "0.7,", ",0.2", "0.7,0.2,0.1", "0.7;0.2", "r,0.2", "0.7,nan", ""})
+    EXPECT_FALSE(parse_option_number_pair(bad, &a, &b)) << "'" << bad << "'";
+  const HeadFamily& peagle = find_head_family("peagle");
+  auto cod = [&](const std::string& text) {
+    StrategyOptions o;  // as train-head --kind peagle --cod TEXT resolves its flags
+    o.set("cod", text);
+    for (const OptionSpec& spec : peagle.training_options) o.set_default(spec.key, spec.default_value);
+    peagle.check_training_options(o);
+  };
+  EXPECT_NO_THROW(cod("0.8,0.2"));
+  for (const char* bad : {"0.8", "0.2,0.8", "1.5,0.2", "0.8,0.2,0.1"})
+    expect_error([&] { cod(bad); }, {"--cod: expected r,r_min", std::string("'") + bad + "'"});
 }
 
 TEST(StrategyRegistry, HelpAndReadmeTableListEveryStrategyAndOption) {
