@@ -39,6 +39,12 @@ VerifyRows Verifier::rows(const KvCache& cache, int64_t root_token, const DraftT
   return rows;
 }
 
+std::vector<int32_t> VerifyResult::matched_nodes() const {
+  std::vector<int32_t> nodes = accepted_nodes;
+  nodes.insert(nodes.end(), beyond_commit_limit.begin(), beyond_commit_limit.end());
+  return nodes;
+}
+
 void Verifier::set_commit_limit(int32_t nodes) {
   check(nodes >= -1, "verifier: commit limit expected >= -1 (-1 = none), got " + std::to_string(nodes));
   commit_limit_ = nodes;
@@ -120,7 +126,7 @@ VerifyResult Verifier::accept(KvCache& cache, const DraftTree& tree, const Verif
   const auto path = static_cast<int32_t>(result.accepted_nodes.size());
   if (commit_limit_ >= 0 && path > commit_limit_) {
     // tokens[k] is accepted node k's token for k < path: the kept prefix, then the next accepted token.
-    result.beyond_commit_limit = path - commit_limit_;
+    result.beyond_commit_limit.assign(result.accepted_nodes.begin() + commit_limit_, result.accepted_nodes.end());
     result.accepted_nodes.resize(static_cast<size_t>(commit_limit_));
     result.tokens.resize(static_cast<size_t>(commit_limit_) + 1);
   }

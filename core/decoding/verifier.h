@@ -54,10 +54,12 @@ struct VerifyResult {
   int64_t experts_read = 0;  // ForwardOutput::experts_read of the verification forward (mixture of experts)
   // T > 0: drafted children the verifier actually tried and rejected (nodes below a rejection are never tried).
   int32_t rejections = 0;
-  // Accepted draft nodes a commit limit dropped from the path (Verifier::set_commit_limit; 0 without one).
-  int32_t beyond_commit_limit = 0;
+  // Accepted draft nodes a commit limit dropped from the path, in path order (Verifier::set_commit_limit; none
+  // without one).
+  std::vector<int32_t> beyond_commit_limit;
   // Draft nodes the target agreed with: the accepted path before any commit limit cut it.
-  int32_t matched() const { return static_cast<int32_t>(accepted_nodes.size()) + beyond_commit_limit; }
+  int32_t matched() const { return static_cast<int32_t>(accepted_nodes.size() + beyond_commit_limit.size()); }
+  std::vector<int32_t> matched_nodes() const;
 };
 
 // T > 0: the distribution the verifier continues from after rejecting draft `token` (q: the distribution it was

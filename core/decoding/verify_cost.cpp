@@ -86,13 +86,17 @@ double VerifyCost::seconds(int64_t n) const {
 }
 
 int32_t best_budget(const std::vector<float>& values, double alpha, double draft_seconds, const VerifyCost& cost,
-                    double* tokens_per_second) {
+                    double* tokens_per_second, const std::vector<int32_t>& depths, double level_seconds) {
+  check(depths.empty() || depths.size() == values.size(), "best_budget: one depth per value expected");
   int32_t best = 0;
   double best_rate = 1.0 / (draft_seconds + cost.seconds(1));
   double expected = 1.0;
+  int32_t deepest = 1;
   for (size_t m = 1; m <= values.size(); ++m) {
     expected += alpha * values[m - 1];
-    const double rate = expected / (draft_seconds + cost.seconds(static_cast<int64_t>(m) + 1));
+    if (!depths.empty()) deepest = std::max(deepest, depths[m - 1]);
+    const double drafting = draft_seconds + level_seconds * static_cast<double>(deepest - 1);
+    const double rate = expected / (drafting + cost.seconds(static_cast<int64_t>(m) + 1));
     if (rate > best_rate) {
       best_rate = rate;
       best = static_cast<int32_t>(m);

@@ -41,9 +41,12 @@ class VerifyCost {
 
 // Best number of nodes m in [0, values.size()] to verify, for nodes in verification order (values descending,
 // parents first): maximises (1 + alpha * sum_{i<m} values[i]) / (draft_seconds + cost.seconds(m + 1)). The rate it
-// reaches (tokens per second) goes to *tokens_per_second when given.
+// reaches (tokens per second) goes to *tokens_per_second when given. depths (empty, or one per value): a tree drafted
+// a level per draft forward (the first level coming with the sync) pays level_seconds for each level below the first
+// that the prefix reaches, so drafting m nodes whose deepest is at depth D costs draft_seconds + level_seconds (D - 1).
 int32_t best_budget(const std::vector<float>& values, double alpha, double draft_seconds, const VerifyCost& cost,
-                    double* tokens_per_second = nullptr);
+                    double* tokens_per_second = nullptr, const std::vector<int32_t>& depths = {},
+                    double level_seconds = 0.0);
 
 // Whether drafting pays at all: best_budget's choice m at its rate, drafting included, beats plain decoding's
 // 1 / c(1) (no draft, one token per forward). best_budget's m = 0 still pays draft_seconds, so it only says that

@@ -1,19 +1,34 @@
 #include "strategies/eagle_tree/auto_budget.h"
 
 #include <algorithm>
-#include <numeric>
-
-#include "strategies/eagle_tree/eagle_tree.h"
 
 namespace draftlab {
+
+int32_t AutoBudget::calibration_class(const DraftNode& node) {
+  const auto* bin = std::lower_bound(std::begin(kConfidenceBins), std::end(kConfidenceBins) - 1, node.confidence);
+  return 2 * static_cast<int32_t>(bin - std::begin(kConfidenceBins)) + (node.sibling_rank > 0 ? 1 : 0);
+}
+
+std::vector<AcceptanceCalibration> AutoBudget::calibrations() {
+  std::vector<AcceptanceCalibration> out;
+  float low = 0.0f;
+  for (float high : kConfidenceBins) {
+    // Two trials at the bin's middle confidence.
+    for (int rank = 0; rank < 2; ++rank) out.emplace_back(kCalibrationDecay, 2.0 * 0.5 * (low + high));
+    low = high;
+  }
+  return out;
+}
+
+double AutoBudget::conditional_acceptance(const DraftNode& node) const {
+  return std::min(1.0, calibration_[calibration_class(node)].alpha() * node.confidence);
+}
 
 bool AutoBudget::drafts_this_cycle() {
   // A weak head, or a draft as costly as the target: when the last choice was nothing, skip the expansion too, but
   // for probes (draft_skipping.h).
   if (!skipping_.drafts_this_cycle()) {
-    predicted_ = 0.0;
-    expand_seconds_ = 0.0;
-    expansion_limit_ = kProbeLimit;  // the next draft is a probe
+    expansion_depth_ = expansion_width_ = kProbeLimit;  // the next draft is a probe
     return false;
   }
   return true;
@@ -22,29 +37,88 @@ bool AutoBudget::drafts_this_cycle() {
 std::vector<int32_t> AutoBudget::choose(const DraftTree& tree, std::vector<int32_t> kept, const VerifyCost& cost,
                                         double draft_seconds) {
   expand_seconds_ = draft_seconds;
-  std::sort(kept.begin(), kept.end(), ByValue{tree});
+  chosen_ = true;
+  // Expected acceptance: calibrated conditional chances multiplied down the path (flat order puts parents first).
+  std::sort(kept.begin(), kept.end());
+  std::vector<float> expected(static_cast<size_t>(tree.size()), 0.0f);
+  for (int32_t i : kept) {
+    const DraftNode& n = tree.node(i);
+    expected[i] = static_cast<float>(conditional_acceptance(n) * (n.parent >= 0 ? expected[n.parent] : 1.0));
+  }
+  // Value order, parents before children on ties (a child's expectation never exceeds its parent's).
+  std::stable_sort(kept.begin(), kept.end(), [&](int32_t a, int32_t b) { return expected[a] > expected[b]; });
   std::vector<float> values;
-  for (int32_t i : kept) values.push_back(tree.node(i).value);
-  const double draft = fixed_draft_seconds_.value_or(draft_seconds_);
+  std::vector<int32_t> depths;
+  for (int32_t i : kept) {
+    values.push_back(expected[i]);
+    depths.push_back(tree.node(i).depth);
+  }
+  // Drafting: fixed per cycle (auto_cost), or as measured, a part per cycle and a part per level drafted. The first
+  // expansion (unlimited: top_k nodes a level) is no measure of the later ones.
+  const bool limited = expansion_depth_ > 0;
+  levels_ = tree.max_depth();
+  const double draft = fixed_draft_seconds_.value_or(cycle_seconds_);
+  const double level = fixed_draft_seconds_ ? 0.0 : level_seconds_;
   double rate = 0.0;
-  const int32_t m = best_budget(values, calibration_.alpha(), draft, cost, &rate);
+  const int32_t m = best_budget(values, 1.0, draft, cost, &rate, depths, level);
   // This cycle's draft is paid for: verify its best prefix. Whether the next cycles draft at all compares drafting,
   // its cost included, with plain decoding (drafting_pays); a draft that is worth verifying once paid for can still
   // lose to not drafting.
   skipping_.chose(drafting_pays(m, rate, cost));
-  // Next cycle expands only nodes near or above this cycle's cut-off; none when the budget was not binding.
-  prune_below_ = (m > 0 && m < static_cast<int32_t>(values.size())) ? kPruneSlack * values[m - 1] : 0.0f;
-  expansion_limit_ = m + 1;
   kept.resize(m);
-  predicted_ = std::accumulate(values.begin(), values.begin() + m, 0.0);
   std::sort(kept.begin(), kept.end());
+  // Next cycle expands only nodes whose value is near or above the least valued node kept (values, not expectations:
+  // the expansion sees values); none when the budget was not binding.
+  float least = 0.0f;
+  for (int32_t i : kept) least = least == 0.0f ? tree.node(i).value : std::min(least, tree.node(i).value);
+  prune_below_ = (m > 0 && m < static_cast<int32_t>(values.size())) ? kPruneSlack * least : 0.0f;
+  std::vector<int32_t> per_level(static_cast<size_t>(levels_) + 1, 0);
+  for (int32_t i : kept) ++per_level[tree.node(i).depth];
+  expansion_depth_ = 1, expansion_width_ = 1;
+  for (int32_t d = 1; d <= levels_; ++d)
+    if (per_level[d] > 0) {
+      expansion_depth_ = d + 1;
+      expansion_width_ = std::max(expansion_width_, per_level[d] + 1);
+    }
+  if (!limited) levels_ = 0;  // not a measure
+  verified_.clear();
+  std::vector<int32_t> subtree_index(static_cast<size_t>(tree.size()), -1);
+  for (int32_t i : kept) {
+    const DraftNode& n = tree.node(i);
+    subtree_index[i] = static_cast<int32_t>(verified_.size());
+    verified_.push_back({calibration_class(n), n.confidence, n.parent >= 0 ? subtree_index[n.parent] : -1});
+  }
   return kept;
 }
 
-void AutoBudget::observe(int64_t accepted_nodes, double sync_seconds) {
-  if (expand_seconds_ <= 0.0) return;  // skipped cycles say nothing about drafting
-  calibration_.observe(predicted_, static_cast<double>(accepted_nodes));
-  draft_seconds_ = 0.8 * draft_seconds_ + 0.2 * (expand_seconds_ + sync_seconds);
+void AutoBudget::observe(const std::vector<int32_t>& matched_nodes, double sync_seconds) {
+  if (!chosen_) return;  // a cycle without a choice (skipped) says nothing about drafting
+  chosen_ = false;
+  std::vector<bool> matched(verified_.size(), false);
+  for (int32_t i : matched_nodes)
+    if (i >= 0 && i < static_cast<int32_t>(verified_.size())) matched[i] = true;
+  // The trials: nodes whose parent was accepted (a node below a rejection says nothing about its own chance).
+  std::vector<double> predicted(calibration_.size(), 0.0), accepted(calibration_.size(), 0.0);
+  for (size_t j = 0; j < verified_.size(); ++j) {
+    const Verified& v = verified_[j];
+    if (v.parent >= 0 && !matched[v.parent]) continue;
+    predicted[v.calibration_class] += v.confidence;
+    accepted[v.calibration_class] += matched[j] ? 1.0 : 0.0;
+  }
+  // Only classes with trials learn (and forget): the others keep what they knew.
+  for (size_t c = 0; c < calibration_.size(); ++c)
+    if (predicted[c] > 0.0) calibration_[c].observe(predicted[c], accepted[c]);
+  // Each level below the first is one draft forward: expansion = a + b (levels - 1), fitted over the measured
+  // cycles (exponentially weighted least squares); the sync, a running mean.
+  if (levels_ == 0) return;
+  const double decay = 0.95, x = levels_ - 1, y = expand_seconds_;
+  for (double* sum : {&fit_.w, &fit_.x, &fit_.y, &fit_.xx, &fit_.xy, &sync_seconds_}) *sum *= decay;
+  fit_.w += 1.0, fit_.x += x, fit_.y += y, fit_.xx += x * x, fit_.xy += x * y, sync_seconds_ += sync_seconds;
+  const double spread = fit_.w * fit_.xx - fit_.x * fit_.x;
+  // Levels that hardly varied cannot split the two: then all of it is per level (at least one level).
+  level_seconds_ = spread > 0.1 * fit_.w * fit_.w ? std::max(0.0, (fit_.w * fit_.xy - fit_.x * fit_.y) / spread)
+                                                  : fit_.y / std::max(fit_.x, fit_.w);
+  cycle_seconds_ = std::max(0.0, (fit_.y - level_seconds_ * fit_.x) / fit_.w) + sync_seconds_ / fit_.w;
 }
 
 }  // namespace draftlab

@@ -3,9 +3,16 @@
 // what that choice carries to the next cycles: the calibration of values against accepted tokens, the running
 // drafting time, a value cut-off below which nodes are not even expanded, and, once no tree pays, drafting skipped
 // but for probes whose interval doubles while they keep choosing nothing.
+//
+// Calibration: a node's chance of acceptance given its parent's is its confidence times a factor learned per class
+// (first or later sibling, by confidence), from the verified nodes whose parent was accepted; its expected
+// acceptance is the product of those chances down its path. One factor for every path value (accepted / predicted
+// over whole trees) kept later siblings, whose values overestimate their acceptance, in place of deeper first
+// choices, whose values underestimate it, and accepted less than a chain of the same size.
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <vector>
 
@@ -19,7 +26,7 @@ class AutoBudget {
  public:
   // fixed_draft_seconds: drafting's cost per cycle, fixed (auto_cost=F/P/D); empty: measured as cycles go.
   explicit AutoBudget(std::optional<double> fixed_draft_seconds = std::nullopt)
-      : fixed_draft_seconds_(fixed_draft_seconds) {}
+      : fixed_draft_seconds_(fixed_draft_seconds), calibration_(calibrations()) {}
 
   // Called at the start of a cycle: false when the last choice was to verify nothing and this is not a probe
   // cycle (then the strategy drafts nothing and defers its head's sync). skipping() keeps the answer until the
@@ -30,32 +37,61 @@ class AutoBudget {
 
   // A node valued below this need not be expanded: last cycle's cut-off with a margin (0: no cut-off).
   float prune_below() const { return prune_below_; }
-  // The most levels and children per node this cycle's expansion needs: a budget of m nodes never uses more than m
-  // of either, so the expansion follows the budget chosen last (m + 1: room to grow by one a cycle) instead of
-  // paying the full depth x top_k every cycle; a probe after skipped cycles expands kProbeLimit; unlimited (0)
-  // before the first choice.
-  int32_t expansion_limit() const { return expansion_limit_; }
+  // How far this cycle's expansion needs to go: levels, and nodes expanded per level (also their children each). The
+  // tree chosen last needs one level more than its deepest node and one node more than its widest level (room to
+  // grow by one a cycle), instead of the full depth x top_k every cycle; a probe after skipped cycles expands
+  // kProbeLimit of each; 0 (unlimited) before the first choice.
+  int32_t expansion_depth() const { return expansion_depth_; }
+  int32_t expansion_width() const { return expansion_width_; }
 
   // Of `kept` (reranked nodes of `tree`), the prefix in value order that maximises expected tokens per second,
   // returned in increasing flat order; draft_seconds: this cycle's drafting time so far.
   std::vector<int32_t> choose(const DraftTree& tree, std::vector<int32_t> kept, const VerifyCost& cost,
                               double draft_seconds);
 
-  // After verification: the nodes accepted, and the seconds the head's sync took (calibration and drafting time;
-  // a skipped cycle says nothing about drafting).
-  void observe(int64_t accepted_nodes, double sync_seconds);
+  // After verification: the nodes of the verified tree (indices into the subtree of choose()'s nodes) the target
+  // agreed with, and the seconds the head's sync took (calibration and drafting time; a skipped cycle says nothing
+  // about drafting).
+  void observe(const std::vector<int32_t>& matched_nodes, double sync_seconds);
+
+  // The calibration class of a node: its confidence's bin (kConfidenceBins), first child or later sibling.
+  static int32_t calibration_class(const DraftNode& node);
+  // A node's chance of acceptance given its parent's, as calibrated so far.
+  double conditional_acceptance(const DraftNode& node) const;
 
  private:
+  static std::vector<AcceptanceCalibration> calibrations();
   std::optional<double> fixed_draft_seconds_;
-  AcceptanceCalibration calibration_;
-  double predicted_ = 0.0;       // sum of the values of the last tree's nodes
+  // Upper edges of the confidence bins (the last one 1).
+  static constexpr float kConfidenceBins[] = {0.1f, 0.2f, 0.35f, 0.5f, 0.7f, 0.85f, 1.0f};
+  static constexpr int32_t kClasses = 2 * static_cast<int32_t>(std::size(kConfidenceBins));
+  // Per class, factor = accepted / summed confidence, starting at 1 (confidence taken at its word) with the weight of
+  // two trials: enough to stop one acceptance of a 0.05 node from tripling it. A class sees about a trial a cycle, and
+  // how well a head's confidence is calibrated is a property of the head more than of the context: a long memory
+  // (0.97 a cycle made the classes noisy enough to cost tau).
+  static constexpr double kCalibrationDecay = 0.995;
+  std::vector<AcceptanceCalibration> calibration_;
+  struct Verified {
+    int32_t calibration_class;
+    float confidence;
+    int32_t parent;  // subtree index; -1 = the root
+  };
+  std::vector<Verified> verified_;  // the last tree's nodes, in subtree order
+  bool chosen_ = false;           // choose() ran since the last observe()
   double expand_seconds_ = 0.0;  // this cycle's drafting time before the budget choice
-  double draft_seconds_ = 0.0;   // running estimate of drafting time per cycle (expansion + sync)
+  // Drafting time, estimated from the measured cycles (0: none yet): per cycle (sync, first level, reranking) and per
+  // further level (one draft forward); the weighted sums they come from.
+  double cycle_seconds_ = 0.0, level_seconds_ = 0.0;
+  struct {
+    double w = 0, x = 0, y = 0, xx = 0, xy = 0;
+  } fit_;  // expansion seconds y against levels - 1 x
+  double sync_seconds_ = 0.0;  // weighted sum (weights as fit_.w)
+  int32_t levels_ = 0;  // the levels of the last expansion; 0 when it was no measure of the next ones
   DraftSkipping skipping_;
   static constexpr float kPruneSlack = 0.75f;  // margin for the next context being easier than this one
   float prune_below_ = 0.0f;
   static constexpr int32_t kProbeLimit = 2;
-  int32_t expansion_limit_ = 0;
+  int32_t expansion_depth_ = 0, expansion_width_ = 0;
 };
 
 }  // namespace draftlab

@@ -182,10 +182,12 @@ class Eagle2Strategy : public EagleTreeStrategy {
       const int32_t budget = std::min(cap, requests[i].max_nodes);  // drafted nodes (the root excluded)
       // A kept node needs all its ancestors kept, so levels deeper than the budget could never be verified.
       int32_t depth = std::min({s.o_.depth, requests[i].tokens_wanted, budget});
-      const int32_t limit = s.o_.auto_budget ? s.auto_.expansion_limit() : 0;  // total_tokens=auto: near its budget
+      // total_tokens=auto: an expansion near the tree it chose last.
+      const int32_t limit = s.o_.auto_budget ? s.auto_.expansion_depth() : 0;
+      const int32_t width = s.o_.auto_budget ? s.auto_.expansion_width() : 0;
       if (limit > 0) depth = std::min(depth, limit);
       const bool sampled = s.o_.sample_tree && !requests[i].sampler.params().greedy();
-      policies[i].emplace(s.o_, budget, depth, limit > 0 ? std::min(s.o_.top_k, limit) : s.o_.top_k, sampled,
+      policies[i].emplace(s.o_, budget, depth, width > 0 ? std::min(s.o_.top_k, width) : s.o_.top_k, sampled,
                           s.o_.auto_budget ? s.auto_.prune_below() : 0.0f);
       grown.back() = &*policies[i];
     }
@@ -220,7 +222,7 @@ class Eagle2Strategy : public EagleTreeStrategy {
       if (strategies[i]->o_.auto_budget)
         // The calibration learns how much of the draft the target agreed with, also what a commit limit
         // (--oracle) dropped.
-        strategies[i]->auto_.observe(results[i]->matched(), sync);
+        strategies[i]->auto_.observe(results[i]->matched_nodes(), sync);
   }
 
  private:

@@ -28,6 +28,14 @@ printf '%s\n' "${notebooks[@]}" | xargs -P 3 -I{} sh -c \
 for nb in "${notebooks[@]}"; do
   name=$(basename "$nb")
   out=$TMP/out/$name
+  # Kernels started side by side can race for their ports, and one dies before it says hello (jupyter_client): that is
+  # start-up, not the notebook (jupyter/nbconvert#1066), so such a notebook runs once more, alone. Any other failure
+  # counts.
+  if [ ! -s "$out" ] && grep -q "Kernel died before replying to kernel_info" "$TMP/out/$name.log"; then
+    echo "note: $name's kernel died at start-up; running it again alone"
+    jupyter-nbconvert --to notebook --execute --ExecutePreprocessor.timeout=120 --output-dir "$TMP/out" "$nb" \
+      >"$TMP/out/$name.log" 2>&1
+  fi
   if [ ! -s "$out" ]; then
     bad "$name did not execute: $(tail -5 "$TMP/out/$name.log")"
     continue

@@ -1,6 +1,7 @@
 // total_tokens=auto's arithmetic against hand-computed cases, and the measured curve's basic sanity.
 #include <gtest/gtest.h>
 
+#include "core/base/error.h"
 #include "core/decoding/draft_tree.h"
 #include "core/decoding/verify_cost.h"
 #include "strategies/chain_budget.h"
@@ -28,6 +29,19 @@ TEST(VerifyCost, BestBudgetHandComputed) {
   // m=1 0.983, m=2 0.985, m=3 (1.3/1.4) 0.929 -> 2; alpha 0.1: m=1 1.09/1.2 = .908, m=2 1.14/1.3 = .877, m=0 .909 -> 0.
   EXPECT_EQ(best_budget({0.9f, 0.5f, 0.1f}, 0.2, 0.0, c), 2);
   EXPECT_EQ(best_budget({0.9f, 0.5f, 0.1f}, 0.1, 0.0, c), 0);
+}
+
+// Drafting priced per level: a second level costing 0.5 s turns m = 2 of a chain (depths 1, 2) into 2.4 / (1.3 + 0.5)
+// = 1.333 < m = 1's 1.583; the same values as two siblings (depths 1, 1) need no second level: m = 2 (1.846).
+TEST(VerifyCost, BestBudgetPricesEachLevelDrafted) {
+  VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
+  double rate = 0.0;
+  EXPECT_EQ(best_budget({0.9f, 0.5f}, 1.0, 0.0, c, &rate, {1, 2}, 0.5), 1);
+  EXPECT_NEAR(rate, 1.9 / 1.2, 1e-6);
+  EXPECT_EQ(best_budget({0.9f, 0.5f}, 1.0, 0.0, c, &rate, {1, 1}, 0.5), 2);
+  EXPECT_NEAR(rate, 2.4 / 1.3, 1e-6);
+  EXPECT_EQ(best_budget({0.9f, 0.5f}, 1.0, 0.0, c, &rate, {1, 2}, 0.0), 2);
+  EXPECT_THROW(best_budget({0.9f, 0.5f}, 1.0, 0.0, c, &rate, {1}, 0.5), Error);
 }
 
 TEST(VerifyCost, DraftingPaysCountsTheDraftAgainstPlainDecoding) {
@@ -61,32 +75,69 @@ TEST(AutoBudget, VerifiesAPaidDraftButStopsDraftingWhenDraftingLoses) {
     AutoBudget budget(draft_seconds);  // drafting's cost per cycle fixed (auto_cost)
     ASSERT_TRUE(budget.drafts_this_cycle());
     EXPECT_EQ(budget.choose(tree, {0, 1, 2}, c, 0.01).size(), draft_seconds > 0 ? 3u : 2u) << draft_seconds;
-    budget.observe(1, 0.0);
+    budget.observe({0}, 0.0);
     // 2 s of drafting: the next cycle drafts nothing (a probe comes every 8th); free drafting goes on.
     EXPECT_EQ(budget.drafts_this_cycle(), draft_seconds == 0.0) << draft_seconds;
   }
 }
 
-// The expansion follows the budget: unlimited before the first choice, m + 1 after choosing m nodes, the probe's
-// 2 after skipped cycles (and through the probe cycle itself).
+// Calibration per class (confidence bin, first or later sibling): a target that accepts the head's first choice and
+// its child and never the second sibling turns the tree from the two root children (values .9, .6) to the first one
+// and its child (.45), at the same size. One factor for every node (accepted / predicted = 1 / 1.5) would keep the
+// order, and the sibling.
+TEST(AutoBudget, CalibratesEachConfidenceBinAndSiblingRank) {
+  // Up to three rows cost about the same; a fourth triples the cost: at most two nodes a cycle.
+  VerifyCost c({{1, 1.0}, {2, 1.1}, {3, 1.2}, {4, 3.0}});
+  DraftTree tree;
+  tree.add(7, -1, 0.9f);  // 0: depth 1, rank 0
+  tree.add(8, -1, 0.6f);  // 1: depth 1, rank 1
+  tree.add(9, 0, 0.5f);   // 2: depth 2, rank 0, value .45
+  AutoBudget budget(0.0);
+  ASSERT_TRUE(budget.drafts_this_cycle());
+  EXPECT_EQ(budget.choose(tree, {0, 1, 2}, c, 0.0), (std::vector<int32_t>{0, 1}));
+  budget.observe({0}, 0.0);  // the first root child accepted, its sibling not
+  for (int cycle = 0; cycle < 20; ++cycle) {
+    ASSERT_TRUE(budget.drafts_this_cycle());
+    const std::vector<int32_t> chosen = budget.choose(tree, {0, 1, 2}, c, 0.0);
+    ASSERT_EQ(chosen.size(), 2u) << cycle;
+    // The target's path is 0 -> 2: in the chosen subtree, node 0, then node 1 when it is node 2.
+    budget.observe(chosen[1] == 2 ? std::vector<int32_t>{0, 1} : std::vector<int32_t>{0}, 0.0);
+    if (cycle == 19) EXPECT_EQ(chosen, (std::vector<int32_t>{0, 2}));
+  }
+  // Node 2: confidence .5, in the fourth bin (.35, .5]; a first child.
+  EXPECT_EQ(AutoBudget::calibration_class(tree.node(2)), 2 * 3);
+  EXPECT_EQ(AutoBudget::calibration_class(tree.node(1)), 2 * 4 + 1);
+}
+
+// The expansion follows the budget: unlimited before the first choice; after choosing a tree, one level below its
+// deepest node and one node more than its widest level; the probe's 2 x 2 after skipped cycles (and through the probe
+// cycle itself).
 TEST(AutoBudget, TheExpansionFollowsTheBudgetItChose) {
   VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
-  DraftTree tree;
-  for (float confidence : {0.9f, 0.5f, 0.1f}) tree.add(7, -1, confidence);
+  DraftTree siblings;
+  for (float confidence : {0.9f, 0.5f, 0.1f}) siblings.add(7, -1, confidence);
   AutoBudget free_drafts(0.0);
-  EXPECT_EQ(free_drafts.expansion_limit(), 0);
+  EXPECT_EQ(free_drafts.expansion_depth(), 0);
+  EXPECT_EQ(free_drafts.expansion_width(), 0);
   ASSERT_TRUE(free_drafts.drafts_this_cycle());
-  ASSERT_EQ(free_drafts.choose(tree, {0, 1, 2}, c, 0.0).size(), 2u);  // BestBudgetHandComputed's m = 2
-  EXPECT_EQ(free_drafts.expansion_limit(), 3);
+  ASSERT_EQ(free_drafts.choose(siblings, {0, 1, 2}, c, 0.0).size(), 2u);  // BestBudgetHandComputed's m = 2
+  EXPECT_EQ(free_drafts.expansion_depth(), 2);  // two nodes at depth 1
+  EXPECT_EQ(free_drafts.expansion_width(), 3);
+  DraftTree chain;
+  for (int32_t parent : {-1, 0, 1}) chain.add(7, parent, 0.95f);
+  ASSERT_EQ(free_drafts.choose(chain, {0, 1, 2}, c, 0.0).size(), 3u);
+  EXPECT_EQ(free_drafts.expansion_depth(), 4);  // one node at each of depths 1-3
+  EXPECT_EQ(free_drafts.expansion_width(), 2);
   AutoBudget costly(2.0);
   ASSERT_TRUE(costly.drafts_this_cycle());
-  costly.choose(tree, {0, 1, 2}, c, 0.01);
-  costly.observe(1, 0.0);
+  costly.choose(siblings, {0, 1, 2}, c, 0.01);
+  costly.observe({0}, 0.0);
   int probes = 0;
   for (int cycle = 0; cycle < 8; ++cycle)
     if (costly.drafts_this_cycle()) {
       ++probes;
-      EXPECT_EQ(costly.expansion_limit(), 2) << "a probe expands two levels of two children";
+      EXPECT_EQ(costly.expansion_depth(), 2) << "a probe expands two levels of two nodes";
+      EXPECT_EQ(costly.expansion_width(), 2);
     }
   EXPECT_EQ(probes, 1);
 }
