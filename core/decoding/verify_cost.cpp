@@ -32,27 +32,56 @@ VerifyCost VerifyCost::measure(const LlamaModel& target, int64_t max_n, int64_t 
     target.forward_chain(caches.back(), tokens, {ForwardOptions::Logits::None, {}, {}});
   }
 
-  std::vector<std::pair<int64_t, double>> points;
-  for (int64_t n = 1; n <= max_n; n *= 2) {
-    std::vector<int64_t> rows(n), positions(n);
-    for (int64_t i = 0; i < n; ++i) {
-      rows[i] = (i * 31 + 5) % vocab;
-      positions[i] = prefix + i;
+  // Every n up to 8 (a CPU's budgets are small, and its kernels' row tiles make c(n) uneven there), then powers of
+  // two. One warm-up forward of each size first (the first forwards of a process pay for cold caches), then rounds
+  // that visit every size in turn, so that a machine's speed drifting during the measurement moves all sizes alike;
+  // sizes up to 16 are cheap and get twice as many rounds.
+  std::vector<int64_t> sizes;
+  for (int64_t n = 1; n <= max_n; n = n < 8 ? n + 1 : 2 * n) sizes.push_back(n);
+  std::vector<std::vector<int64_t>> rows(sizes.size()), positions(sizes.size());
+  for (size_t k = 0; k < sizes.size(); ++k)
+    for (int64_t i = 0; i < sizes[k]; ++i) {
+      rows[k].push_back((i * 31 + 5) % vocab);
+      positions[k].push_back(prefix + i);
     }
+  const auto time_forward = [&](size_t k) {
     std::vector<SequenceRows> sequences;
-    for (auto& cache : caches) sequences.push_back({&cache, rows.data(), positions.data(), n, nullptr});
-    std::vector<double> times;
-    for (int r = 0; r <= repeats; ++r) {
-      auto t0 = std::chrono::steady_clock::now();
-      target.forward_batch(sequences);  // logits of every row, as a verification needs
-      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      for (auto& cache : caches) cache.truncate(prefix);
-      if (r > 0) times.push_back(dt / batch);  // the first is a warm-up
-    }
-    std::sort(times.begin(), times.end());
-    points.emplace_back(n, times[times.size() / 2]);
+    for (auto& cache : caches) sequences.push_back({&cache, rows[k].data(), positions[k].data(), sizes[k], nullptr});
+    auto t0 = std::chrono::steady_clock::now();
+    target.forward_batch(sequences);  // logits of every row, as a verification needs
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (auto& cache : caches) cache.truncate(prefix);
+    return dt / batch;
+  };
+  for (size_t k = 0; k < sizes.size(); ++k) time_forward(k);
+  std::vector<std::vector<double>> times(sizes.size());
+  for (int r = 0; r < 2 * repeats; ++r)
+    for (size_t k = 0; k < sizes.size(); ++k)
+      if (sizes[k] <= 16 || r < repeats) times[k].push_back(time_forward(k));
+  std::vector<std::pair<int64_t, double>> points;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    std::sort(times[k].begin(), times[k].end());
+    points.emplace_back(sizes[k], times[k][times[k].size() / 2]);
   }
-  return VerifyCost(std::move(points));
+  return VerifyCost(non_decreasing(std::move(points)));
+}
+
+std::vector<std::pair<int64_t, double>> non_decreasing(std::vector<std::pair<int64_t, double>> points) {
+  std::vector<std::pair<double, int>> blocks;  // mean, sizes pooled
+  for (const auto& point : points) {
+    blocks.emplace_back(point.second, 1);
+    while (blocks.size() > 1 && blocks[blocks.size() - 2].first > blocks.back().first) {
+      const auto [t1, c1] = blocks.back();
+      blocks.pop_back();
+      auto& [t0, c0] = blocks.back();
+      t0 = (t0 * c0 + t1 * c1) / (c0 + c1);
+      c0 += c1;
+    }
+  }
+  size_t k = 0;
+  for (const auto& [t, c] : blocks)
+    for (int j = 0; j < c; ++j) points[k++].second = t;
+  return points;
 }
 
 const VerifyCost& VerifyCost::shared(const LlamaModel& target, int64_t max_n, int batch) {

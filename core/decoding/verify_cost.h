@@ -18,8 +18,9 @@ namespace draftlab {
 
 class VerifyCost {
  public:
-  // Measures forwards of n = 1, 2, 4, ..., max_n new tokens after `prefix` cached tokens: median of `repeats`
-  // after one warm-up. Uses a scratch cache; the model is not changed. batch > 1: forwards of `batch` sequences of
+  // Measures forwards of n = 1, 2, ..., 8, 16, 32, ..., max_n new tokens after `prefix` cached tokens: one warm-up
+  // of each, then the median of `repeats` rounds over all sizes (2 x repeats for n <= 16), made non-decreasing in n
+  // (non_decreasing). Uses a scratch cache; the model is not changed. batch > 1: forwards of `batch` sequences of
   // n tokens each in one batched forward (LlamaModel::forward_batch), the curve holding each sequence's share
   // (seconds / batch): what one sequence's n rows cost when every sequence of the batch verifies as many.
   static VerifyCost measure(const LlamaModel& target, int64_t max_n = 64, int64_t prefix = 128, int repeats = 3,
@@ -38,6 +39,10 @@ class VerifyCost {
  private:
   std::vector<std::pair<int64_t, double>> points_;
 };
+
+// A cost curve made non-decreasing in n by isotonic regression (pool adjacent violators: where a larger n measured
+// cheaper, the sizes involved share their mean), so that noise does not make a size look cheaper than a smaller one.
+std::vector<std::pair<int64_t, double>> non_decreasing(std::vector<std::pair<int64_t, double>> points);
 
 // Best number of nodes m in [0, values.size()] to verify, for nodes in verification order (values descending,
 // parents first): maximises (1 + alpha * sum_{i<m} values[i]) / (draft_seconds + cost.seconds(m + 1)). The rate it

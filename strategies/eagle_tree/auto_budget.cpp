@@ -1,6 +1,7 @@
 #include "strategies/eagle_tree/auto_budget.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace draftlab {
 
@@ -35,11 +36,12 @@ bool AutoBudget::drafts_this_cycle() {
 }
 
 std::vector<int32_t> AutoBudget::choose(const DraftTree& tree, std::vector<int32_t> kept, const VerifyCost& cost,
-                                        double draft_seconds) {
+                                        double draft_seconds, bool greedy) {
   expand_seconds_ = draft_seconds;
   chosen_ = true;
   // Expected acceptance: calibrated conditional chances multiplied down the path (flat order puts parents first).
   std::sort(kept.begin(), kept.end());
+  const std::vector<int32_t> candidates = kept;
   std::vector<float> expected(static_cast<size_t>(tree.size()), 0.0f);
   for (int32_t i : kept) {
     const DraftNode& n = tree.node(i);
@@ -81,29 +83,60 @@ std::vector<int32_t> AutoBudget::choose(const DraftTree& tree, std::vector<int32
       expansion_width_ = std::max(expansion_width_, per_level[d] + 1);
     }
   if (!limited) levels_ = 0;  // not a measure
-  verified_.clear();
-  std::vector<int32_t> subtree_index(static_cast<size_t>(tree.size()), -1);
-  for (int32_t i : kept) {
+  // What observe() needs: every node the choice saw, and which of them were verified (in subtree order).
+  std::vector<int32_t> candidate_index(static_cast<size_t>(tree.size()), -1);
+  for (size_t c = 0; c < candidates.size(); ++c) candidate_index[candidates[c]] = static_cast<int32_t>(c);
+  candidates_.clear();
+  for (int32_t i : candidates) {
     const DraftNode& n = tree.node(i);
-    subtree_index[i] = static_cast<int32_t>(verified_.size());
-    verified_.push_back({calibration_class(n), n.confidence, n.parent >= 0 ? subtree_index[n.parent] : -1});
+    // A parent that is no candidate (-1 in candidate_index) would read as the root: kNoCandidate.
+    const int32_t parent = n.parent < 0 ? kRoot : candidate_index[n.parent] < 0 ? kNoCandidate : candidate_index[n.parent];
+    candidates_.push_back({calibration_class(n), n.confidence, n.token, parent});
   }
+  verified_.clear();
+  for (int32_t i : kept) verified_.push_back(candidate_index[i]);
+  greedy_ = greedy;
   return kept;
 }
 
-void AutoBudget::observe(const std::vector<int32_t>& matched_nodes, double sync_seconds) {
+void AutoBudget::observe(const std::vector<int32_t>& matched_nodes, int64_t next_token, double sync_seconds) {
   if (!chosen_) return;  // a cycle without a choice (skipped) says nothing about drafting
   chosen_ = false;
-  std::vector<bool> matched(verified_.size(), false);
-  for (int32_t i : matched_nodes)
-    if (i >= 0 && i < static_cast<int32_t>(verified_.size())) matched[i] = true;
-  // The trials: nodes whose parent was accepted (a node below a rejection says nothing about its own chance).
+  const auto n = static_cast<int32_t>(candidates_.size());
+  // The matched path among the candidates, and the target's token below each of its nodes (kUnknown: not known).
+  constexpr int64_t kUnknown = -1;
+  std::vector<bool> on_path(static_cast<size_t>(n), false), verified(static_cast<size_t>(n), false);
+  std::vector<int64_t> target_below(static_cast<size_t>(n) + 1, kUnknown);  // [parent + 1]: -1 = the root
+  int32_t last = -1;
+  for (int32_t v : verified_) verified[v] = true;
+  for (int32_t i : matched_nodes) {
+    if (i < 0 || i >= static_cast<int32_t>(verified_.size())) continue;
+    const int32_t c = verified_[i];
+    if (candidates_[c].parent == kNoCandidate) continue;  // not in a tree choose() was given
+    on_path[c] = true;
+    target_below[candidates_[c].parent + 1] = candidates_[c].token;
+    last = c;
+  }
+  target_below[last + 1] = next_token;
+  // The trials: nodes whose parent was accepted (a node below a rejection says nothing about its own chance). At
+  // T = 0 acceptance is the target's own token, known below every node of the path: every drafted child there is a
+  // trial, verified or not, so a class the budget never verifies still learns. At T > 0 acceptance is drawn: only
+  // verified nodes.
   std::vector<double> predicted(calibration_.size(), 0.0), accepted(calibration_.size(), 0.0);
-  for (size_t j = 0; j < verified_.size(); ++j) {
-    const Verified& v = verified_[j];
-    if (v.parent >= 0 && !matched[v.parent]) continue;
-    predicted[v.calibration_class] += v.confidence;
-    accepted[v.calibration_class] += matched[j] ? 1.0 : 0.0;
+  for (int32_t c = 0; c < n; ++c) {
+    const Candidate& x = candidates_[c];
+    if (x.parent == kNoCandidate || (x.parent >= 0 && !on_path[x.parent])) continue;
+    bool success;
+    if (greedy_) {
+      const int64_t target = target_below[x.parent + 1];
+      if (target == kUnknown) continue;
+      success = x.token == target;
+    } else {
+      if (!verified[c]) continue;
+      success = on_path[c];
+    }
+    predicted[x.calibration_class] += x.confidence;
+    accepted[x.calibration_class] += success ? 1.0 : 0.0;
   }
   // Only classes with trials learn (and forget): the others keep what they knew.
   for (size_t c = 0; c < calibration_.size(); ++c)

@@ -12,7 +12,6 @@
 #pragma once
 
 #include <cstdint>
-#include <iterator>
 #include <optional>
 #include <vector>
 
@@ -44,15 +43,16 @@ class AutoBudget {
   int32_t expansion_depth() const { return expansion_depth_; }
   int32_t expansion_width() const { return expansion_width_; }
 
-  // Of `kept` (reranked nodes of `tree`), the prefix in value order that maximises expected tokens per second,
-  // returned in increasing flat order; draft_seconds: this cycle's drafting time so far.
+  // Of `kept` (reranked nodes of `tree`, every node's parent among them), the prefix in value order that maximises
+  // expected tokens per second, returned in increasing flat order; draft_seconds: this cycle's drafting time so far;
+  // greedy: T = 0 (the target's tokens then say which unverified nodes would have been accepted too).
   std::vector<int32_t> choose(const DraftTree& tree, std::vector<int32_t> kept, const VerifyCost& cost,
-                              double draft_seconds);
+                              double draft_seconds, bool greedy = true);
 
   // After verification: the nodes of the verified tree (indices into the subtree of choose()'s nodes) the target
-  // agreed with, and the seconds the head's sync took (calibration and drafting time; a skipped cycle says nothing
-  // about drafting).
-  void observe(const std::vector<int32_t>& matched_nodes, double sync_seconds);
+  // agreed with, in path order; the target's token after them (-1: not known, as beyond a commit limit); and the
+  // seconds the head's sync took (calibration and drafting time; a skipped cycle says nothing about drafting).
+  void observe(const std::vector<int32_t>& matched_nodes, int64_t next_token, double sync_seconds);
 
   // The calibration class of a node: its confidence's bin (kConfidenceBins), first child or later sibling.
   static int32_t calibration_class(const DraftNode& node);
@@ -64,19 +64,22 @@ class AutoBudget {
   std::optional<double> fixed_draft_seconds_;
   // Upper edges of the confidence bins (the last one 1).
   static constexpr float kConfidenceBins[] = {0.1f, 0.2f, 0.35f, 0.5f, 0.7f, 0.85f, 1.0f};
-  static constexpr int32_t kClasses = 2 * static_cast<int32_t>(std::size(kConfidenceBins));
   // Per class, factor = accepted / summed confidence, starting at 1 (confidence taken at its word) with the weight of
   // two trials: enough to stop one acceptance of a 0.05 node from tripling it. A class sees about a trial a cycle, and
   // how well a head's confidence is calibrated is a property of the head more than of the context: a long memory
   // (0.97 a cycle made the classes noisy enough to cost tau).
   static constexpr double kCalibrationDecay = 0.995;
   std::vector<AcceptanceCalibration> calibration_;
-  struct Verified {
+  struct Candidate {
     int32_t calibration_class;
     float confidence;
-    int32_t parent;  // subtree index; -1 = the root
+    int64_t token;
+    int32_t parent;  // candidate index, kRoot or kNoCandidate
   };
-  std::vector<Verified> verified_;  // the last tree's nodes, in subtree order
+  static constexpr int32_t kRoot = -1, kNoCandidate = -2;
+  std::vector<Candidate> candidates_;  // the nodes the last choice saw, in flat order
+  std::vector<int32_t> verified_;      // the candidates it kept, in subtree order
+  bool greedy_ = true;
   bool chosen_ = false;           // choose() ran since the last observe()
   double expand_seconds_ = 0.0;  // this cycle's drafting time before the budget choice
   // Drafting time, estimated from the measured cycles (0: none yet): per cycle (sync, first level, reranking) and per

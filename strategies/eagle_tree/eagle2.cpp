@@ -207,7 +207,7 @@ class Eagle2Strategy : public EagleTreeStrategy {
         keep = s.auto_.choose(trees[i], keep,
                               s.o_.fixed_cost ? *s.o_.fixed_cost
                                               : VerifyCost::shared(s.target_, s.o_.max_auto_tokens, requests[i].batch_size),
-                              drafting);
+                              drafting, requests[i].sampler.params().greedy());
       trees[i] = trees[i].subtree(keep);
     }
     return trees;
@@ -222,7 +222,8 @@ class Eagle2Strategy : public EagleTreeStrategy {
       if (strategies[i]->o_.auto_budget)
         // The calibration learns how much of the draft the target agreed with, also what a commit limit
         // (--oracle) dropped.
-        strategies[i]->auto_.observe(results[i]->matched_nodes(), sync);
+        strategies[i]->auto_.observe(results[i]->matched_nodes(),
+                                     results[i]->beyond_commit_limit.empty() ? results[i]->tokens.back() : -1, sync);
   }
 
  private:
@@ -288,8 +289,10 @@ StrategyDescriptor eagle2_descriptor_for(const std::string& name, const HeadFami
       {"eagle2", {}},
       {"eagle2_small", {"total_tokens=12", "depth=4", "top_k=3"}},
       {"eagle2_ablations", {"rank_by=confidence", "rerank=false", "top_k=4", "depth=3"}},
-      // A fixed cost curve (verifying is cheap beside drafting's 0.1 ms): the budget follows the values, not the clock.
-      {"eagle2_auto", {"total_tokens=auto", "max_auto_tokens=32", "auto_cost=1/0.002/0.1"}},
+      // A fixed cost curve (a verified row costs 0.002 ms, drafting nothing): the budget follows the values, not the
+      // clock. Free drafting keeps it drafting: the tiny head's nodes are mostly rejected at T > 0, and with drafting at
+      // 0.1 ms a cycle the calibrated classes soon said no tree pays (630 nodes drafted in 1000 runs, too few to test).
+      {"eagle2_auto", {"total_tokens=auto", "max_auto_tokens=32", "auto_cost=1/0.002/0"}},
       {"eagle2_auto_measured", {"total_tokens=auto", "max_auto_tokens=32"},
        "total_tokens=auto decides from measured wall-clock costs whether drafting pays: on a fast or loaded machine it "
        "drafts only now and then (174 real rejections in 3000 runs seen), too rarely for the control to be reliable; "

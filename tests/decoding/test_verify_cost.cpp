@@ -75,7 +75,7 @@ TEST(AutoBudget, VerifiesAPaidDraftButStopsDraftingWhenDraftingLoses) {
     AutoBudget budget(draft_seconds);  // drafting's cost per cycle fixed (auto_cost)
     ASSERT_TRUE(budget.drafts_this_cycle());
     EXPECT_EQ(budget.choose(tree, {0, 1, 2}, c, 0.01).size(), draft_seconds > 0 ? 3u : 2u) << draft_seconds;
-    budget.observe({0}, 0.0);
+    budget.observe({0}, -1, 0.0);
     // 2 s of drafting: the next cycle drafts nothing (a probe comes every 8th); free drafting goes on.
     EXPECT_EQ(budget.drafts_this_cycle(), draft_seconds == 0.0) << draft_seconds;
   }
@@ -95,18 +95,39 @@ TEST(AutoBudget, CalibratesEachConfidenceBinAndSiblingRank) {
   AutoBudget budget(0.0);
   ASSERT_TRUE(budget.drafts_this_cycle());
   EXPECT_EQ(budget.choose(tree, {0, 1, 2}, c, 0.0), (std::vector<int32_t>{0, 1}));
-  budget.observe({0}, 0.0);  // the first root child accepted, its sibling not
+  budget.observe({0}, 9, 0.0);  // the first root child accepted, its sibling not; the target's next token: node 2's
   for (int cycle = 0; cycle < 20; ++cycle) {
     ASSERT_TRUE(budget.drafts_this_cycle());
     const std::vector<int32_t> chosen = budget.choose(tree, {0, 1, 2}, c, 0.0);
     ASSERT_EQ(chosen.size(), 2u) << cycle;
     // The target's path is 0 -> 2: in the chosen subtree, node 0, then node 1 when it is node 2.
-    budget.observe(chosen[1] == 2 ? std::vector<int32_t>{0, 1} : std::vector<int32_t>{0}, 0.0);
+    if (chosen[1] == 2)
+      budget.observe({0, 1}, 5, 0.0);
+    else
+      budget.observe({0}, 9, 0.0);
     if (cycle == 19) EXPECT_EQ(chosen, (std::vector<int32_t>{0, 2}));
   }
   // Node 2: confidence .5, in the fourth bin (.35, .5]; a first child.
   EXPECT_EQ(AutoBudget::calibration_class(tree.node(2)), 2 * 3);
   EXPECT_EQ(AutoBudget::calibration_class(tree.node(1)), 2 * 4 + 1);
+}
+
+// At T = 0 the target's tokens say which unverified nodes would have been accepted: a child of the path left out of
+// the tree is a trial too (its class learns although the budget never verified it); at T > 0 it is not.
+TEST(AutoBudget, AtTZeroUnverifiedChildrenOfThePathAreTrialsToo) {
+  VerifyCost c({{1, 1.0}, {2, 1.1}, {3, 1.2}, {4, 3.0}});
+  DraftTree tree;
+  tree.add(7, -1, 0.9f);  // 0
+  tree.add(8, -1, 0.6f);  // 1
+  tree.add(9, 0, 0.3f);   // 2: value .27, left out
+  for (bool greedy : {true, false}) {
+    AutoBudget budget(0.0);
+    ASSERT_TRUE(budget.drafts_this_cycle());
+    ASSERT_EQ(budget.choose(tree, {0, 1, 2}, c, 0.0, greedy), (std::vector<int32_t>{0, 1}));
+    budget.observe({0}, 9, 0.0);  // node 0 accepted, and the target's next token is node 2's
+    // Node 2's class (.2, .35]: prior two trials at .275; one success at .3: (1 + .55) / (.3 + .55).
+    EXPECT_NEAR(budget.conditional_acceptance(tree.node(2)), greedy ? 0.3 * 1.55 / 0.85 : 0.3, 1e-6) << greedy;
+  }
 }
 
 // The expansion follows the budget: unlimited before the first choice; after choosing a tree, one level below its
@@ -131,7 +152,7 @@ TEST(AutoBudget, TheExpansionFollowsTheBudgetItChose) {
   AutoBudget costly(2.0);
   ASSERT_TRUE(costly.drafts_this_cycle());
   costly.choose(siblings, {0, 1, 2}, c, 0.01);
-  costly.observe({0}, 0.0);
+  costly.observe({0}, -1, 0.0);
   int probes = 0;
   for (int cycle = 0; cycle < 8; ++cycle)
     if (costly.drafts_this_cycle()) {
@@ -208,9 +229,25 @@ TEST(VerifyCost, CalibrationFollowsObservations) {
   EXPECT_NEAR(cal.alpha(), (99.0 + 1) / (198.0 + 1), 1e-12);
 }
 
-TEST(VerifyCost, MeasuredCurveIsPositiveAndIncreasingInN) {
+TEST(VerifyCost, MeasuredCurveIsPositiveAndNonDecreasingInN) {
   auto model = draftlab::testing::tiny_model();
   auto c = VerifyCost::measure(*model, 16, 32, 3);
-  ASSERT_EQ(c.points().size(), 5u);  // 1, 2, 4, 8, 16
-  for (const auto& [n, s] : c.points()) EXPECT_GT(s, 0.0) << n;
+  ASSERT_EQ(c.points().size(), 9u);  // 1, 2, ..., 8, 16
+  for (size_t k = 0; k < c.points().size(); ++k) {
+    EXPECT_EQ(c.points()[k].first, k < 8 ? static_cast<int64_t>(k) + 1 : 16);
+    EXPECT_GT(c.points()[k].second, 0.0) << k;
+    if (k > 0) EXPECT_GE(c.points()[k].second, c.points()[k - 1].second) << k;
+  }
+}
+
+// Pool adjacent violators, by hand: 2.6 > 1.8 pool to 2.2; then 2.2 > 2.0 pools the three to 2.1; 3.3 stands.
+TEST(VerifyCost, NonDecreasingPoolsWhatNoiseInverted) {
+  const auto out = non_decreasing({{1, 2.6}, {2, 1.8}, {3, 2.0}, {4, 3.3}});
+  ASSERT_EQ(out.size(), 4u);
+  for (int k = 0; k < 3; ++k) EXPECT_NEAR(out[k].second, 6.4 / 3, 1e-12) << k;
+  EXPECT_DOUBLE_EQ(out[3].second, 3.3);
+  EXPECT_EQ(out[3].first, 4);
+  const auto same = non_decreasing({{1, 1.0}, {2, 1.5}});
+  EXPECT_DOUBLE_EQ(same[0].second, 1.0);
+  EXPECT_DOUBLE_EQ(same[1].second, 1.5);
 }
