@@ -60,6 +60,9 @@ struct VerifyResult {
   // Draft nodes the target agreed with: the accepted path before any commit limit cut it.
   int32_t matched() const { return static_cast<int32_t>(accepted_nodes.size() + beyond_commit_limit.size()); }
   std::vector<int32_t> matched_nodes() const;
+  // The target's own token after the matched path: the last of `tokens` when no commit limit cut the path, else -1
+  // (not computed).
+  int64_t token_after_match() const { return beyond_commit_limit.empty() ? tokens.back() : -1; }
 };
 
 // T > 0: the distribution the verifier continues from after rejecting draft `token` (q: the distribution it was

@@ -18,8 +18,8 @@ namespace draftlab {
 
 class VerifyCost {
  public:
-  // Measures forwards of n = 1, 2, ..., 8, 16, 32, ..., max_n new tokens after `prefix` cached tokens: one warm-up
-  // of each, then the median of `repeats` rounds over all sizes (2 x repeats for n <= 16), made non-decreasing in n
+  // Measures forwards of n = 1, 2, ..., 8, 16, 32, ..., max_n new tokens after `prefix` cached tokens: a warm-up
+  // of each n <= 16, then the median of `repeats` rounds over all sizes (2 x repeats for n <= 16), made non-decreasing in n
   // (non_decreasing). Uses a scratch cache; the model is not changed. batch > 1: forwards of `batch` sequences of
   // n tokens each in one batched forward (LlamaModel::forward_batch), the curve holding each sequence's share
   // (seconds / batch): what one sequence's n rows cost when every sequence of the batch verifies as many.

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
+#include <string>
+
+#include "core/base/error.h"
 
 namespace draftlab {
 
@@ -58,7 +62,7 @@ std::vector<int32_t> AutoBudget::choose(const DraftTree& tree, std::vector<int32
   // Drafting: fixed per cycle (auto_cost), or as measured, a part per cycle and a part per level drafted. The first
   // expansion (unlimited: top_k nodes a level) is no measure of the later ones.
   const bool limited = expansion_depth_ > 0;
-  levels_ = tree.max_depth();
+  const int32_t levels = tree.max_depth();
   const double draft = fixed_draft_seconds_.value_or(cycle_seconds_);
   const double level = fixed_draft_seconds_ ? 0.0 : level_seconds_;
   double rate = 0.0;
@@ -71,27 +75,29 @@ std::vector<int32_t> AutoBudget::choose(const DraftTree& tree, std::vector<int32
   std::sort(kept.begin(), kept.end());
   // Next cycle expands only nodes whose value is near or above the least valued node kept (values, not expectations:
   // the expansion sees values); none when the budget was not binding.
-  float least = 0.0f;
-  for (int32_t i : kept) least = least == 0.0f ? tree.node(i).value : std::min(least, tree.node(i).value);
+  float least = std::numeric_limits<float>::max();
+  std::vector<int32_t> per_level(static_cast<size_t>(levels) + 1, 0);
+  for (int32_t i : kept) {
+    least = std::min(least, tree.node(i).value);
+    ++per_level[tree.node(i).depth];
+  }
   prune_below_ = (m > 0 && m < static_cast<int32_t>(values.size())) ? kPruneSlack * least : 0.0f;
-  std::vector<int32_t> per_level(static_cast<size_t>(levels_) + 1, 0);
-  for (int32_t i : kept) ++per_level[tree.node(i).depth];
   expansion_depth_ = 1, expansion_width_ = 1;
-  for (int32_t d = 1; d <= levels_; ++d)
+  for (int32_t d = 1; d <= levels; ++d)
     if (per_level[d] > 0) {
       expansion_depth_ = d + 1;
       expansion_width_ = std::max(expansion_width_, per_level[d] + 1);
     }
-  if (!limited) levels_ = 0;  // not a measure
+  levels_ = limited ? levels : 0;  // 0: no measure of the next expansions
   // What observe() needs: every node the choice saw, and which of them were verified (in subtree order).
-  std::vector<int32_t> candidate_index(static_cast<size_t>(tree.size()), -1);
+  std::vector<int32_t> candidate_index(static_cast<size_t>(tree.size()), kRoot);
   for (size_t c = 0; c < candidates.size(); ++c) candidate_index[candidates[c]] = static_cast<int32_t>(c);
   candidates_.clear();
   for (int32_t i : candidates) {
     const DraftNode& n = tree.node(i);
-    // A parent that is no candidate (-1 in candidate_index) would read as the root: kNoCandidate.
-    const int32_t parent = n.parent < 0 ? kRoot : candidate_index[n.parent] < 0 ? kNoCandidate : candidate_index[n.parent];
-    candidates_.push_back({calibration_class(n), n.confidence, n.token, parent});
+    check(n.parent < 0 || candidate_index[n.parent] != kRoot,
+          [&] { return "AutoBudget::choose: node " + std::to_string(i) + " given without its parent"; });
+    candidates_.push_back({calibration_class(n), n.confidence, n.token, n.parent < 0 ? kRoot : candidate_index[n.parent]});
   }
   verified_.clear();
   for (int32_t i : kept) verified_.push_back(candidate_index[i]);
@@ -112,7 +118,6 @@ void AutoBudget::observe(const std::vector<int32_t>& matched_nodes, int64_t next
   for (int32_t i : matched_nodes) {
     if (i < 0 || i >= static_cast<int32_t>(verified_.size())) continue;
     const int32_t c = verified_[i];
-    if (candidates_[c].parent == kNoCandidate) continue;  // not in a tree choose() was given
     on_path[c] = true;
     target_below[candidates_[c].parent + 1] = candidates_[c].token;
     last = c;
@@ -125,7 +130,7 @@ void AutoBudget::observe(const std::vector<int32_t>& matched_nodes, int64_t next
   std::vector<double> predicted(calibration_.size(), 0.0), accepted(calibration_.size(), 0.0);
   for (int32_t c = 0; c < n; ++c) {
     const Candidate& x = candidates_[c];
-    if (x.parent == kNoCandidate || (x.parent >= 0 && !on_path[x.parent])) continue;
+    if (x.parent != kRoot && !on_path[x.parent]) continue;
     bool success;
     if (greedy_) {
       const int64_t target = target_below[x.parent + 1];

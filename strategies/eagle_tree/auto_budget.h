@@ -5,8 +5,9 @@
 // but for probes whose interval doubles while they keep choosing nothing.
 //
 // Calibration: a node's chance of acceptance given its parent's is its confidence times a factor learned per class
-// (first or later sibling, by confidence), from the verified nodes whose parent was accepted; its expected
-// acceptance is the product of those chances down its path. One factor for every path value (accepted / predicted
+// (first or later sibling, by confidence) from the trials, the nodes whose parent was accepted (at T = 0 also those
+// drafted but not verified: the target's token says whether they would have been); its expected acceptance is the
+// product of those chances down its path. One factor for every path value (accepted / predicted
 // over whole trees) kept later siblings, whose values overestimate their acceptance, in place of deeper first
 // choices, whose values underestimate it, and accepted less than a chain of the same size.
 #pragma once
@@ -43,7 +44,7 @@ class AutoBudget {
   int32_t expansion_depth() const { return expansion_depth_; }
   int32_t expansion_width() const { return expansion_width_; }
 
-  // Of `kept` (reranked nodes of `tree`, every node's parent among them), the prefix in value order that maximises
+  // Of `kept` (reranked nodes of `tree`, every node's parent among them, else Error), the prefix in value order that maximises
   // expected tokens per second, returned in increasing flat order; draft_seconds: this cycle's drafting time so far;
   // greedy: T = 0 (the target's tokens then say which unverified nodes would have been accepted too).
   std::vector<int32_t> choose(const DraftTree& tree, std::vector<int32_t> kept, const VerifyCost& cost,
@@ -74,9 +75,9 @@ class AutoBudget {
     int32_t calibration_class;
     float confidence;
     int64_t token;
-    int32_t parent;  // candidate index, kRoot or kNoCandidate
+    int32_t parent;  // candidate index, or kRoot
   };
-  static constexpr int32_t kRoot = -1, kNoCandidate = -2;
+  static constexpr int32_t kRoot = -1;
   std::vector<Candidate> candidates_;  // the nodes the last choice saw, in flat order
   std::vector<int32_t> verified_;      // the candidates it kept, in subtree order
   bool greedy_ = true;

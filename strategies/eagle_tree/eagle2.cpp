@@ -222,8 +222,7 @@ class Eagle2Strategy : public EagleTreeStrategy {
       if (strategies[i]->o_.auto_budget)
         // The calibration learns how much of the draft the target agreed with, also what a commit limit
         // (--oracle) dropped.
-        strategies[i]->auto_.observe(results[i]->matched_nodes(),
-                                     results[i]->beyond_commit_limit.empty() ? results[i]->tokens.back() : -1, sync);
+        strategies[i]->auto_.observe(results[i]->matched_nodes(), results[i]->token_after_match(), sync);
   }
 
  private:

@@ -110,6 +110,8 @@ TEST(AutoBudget, CalibratesEachConfidenceBinAndSiblingRank) {
   // Node 2: confidence .5, in the fourth bin (.35, .5]; a first child.
   EXPECT_EQ(AutoBudget::calibration_class(tree.node(2)), 2 * 3);
   EXPECT_EQ(AutoBudget::calibration_class(tree.node(1)), 2 * 4 + 1);
+  // A node given without its parent: Error, not a node read as a child of the root.
+  EXPECT_THROW(budget.choose(tree, {1, 2}, c, 0.0), Error);
 }
 
 // At T = 0 the target's tokens say which unverified nodes would have been accepted: a child of the path left out of
