@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/decoding/drafted_token.h"
+
 namespace draftlab {
 
 ChainBudget::ChainBudget(const LlamaModel& target, int32_t max_depth, std::optional<FixedCosts> fixed)
@@ -24,8 +26,9 @@ double ChainBudget::drafting_seconds() const {
   return std::chrono::duration<double>(Clock::now() - start_).count();
 }
 
-void ChainBudget::start(int32_t room, int32_t batch_size) {
+void ChainBudget::start(int32_t room, int32_t batch_size, bool drawn_at_once) {
   values_.clear();
+  drawn_at_once_ = drawn_at_once;
   room_ = std::min(room, max_depth_);
   batch_size_ = batch_size;
   cost();  // a measured curve is measured now, before the clock starts
@@ -41,12 +44,16 @@ bool ChainBudget::another(float value) {
   const Clock::time_point now = Clock::now();
   if (fixed_) {
     token_seconds_ = fixed_->draft_seconds;
+  } else if (drawn_at_once_) {
+    token_seconds_ = 0.0;  // the one forward drew every slot: one more costs only its verification
   } else {
     // The first token's time holds the draft's sync with what was accepted (paid whatever the length); the price of
-    // one more token is what the later ones cost: a running mean of those, the first token's time until there is one.
+    // one more token is what the later ones cost: a running mean of those; until there is one, the least first
+    // token's time (a bound: an outlier, a first cycle's warm-up, must not stop every chain at one token for good).
     const double seconds = std::chrono::duration<double>(now - last_token_).count();
-    if (values_.size() > 1) token_seconds_ = token_seconds_ > 0.0 ? 0.8 * token_seconds_ + 0.2 * seconds : seconds;
-    else if (token_seconds_ <= 0.0) token_seconds_ = seconds;
+    if (values_.size() > 1) token_seconds_ = second_seen_ ? 0.8 * token_seconds_ + 0.2 * seconds : seconds;
+    else if (!second_seen_) token_seconds_ = token_seconds_ > 0.0 ? std::min(token_seconds_, seconds) : seconds;
+    second_seen_ = second_seen_ || values_.size() > 1;
   }
   last_token_ = now;
   const int32_t left = room_ - static_cast<int32_t>(values_.size());
@@ -63,10 +70,20 @@ bool ChainBudget::another(float value) {
 int32_t ChainBudget::finish(DraftTree& chain, bool may_cut) {
   double rate = 0.0;
   const int32_t best = best_budget(expected(), 1.0, drafting_seconds(), cost(), &rate);
+  // Whether the next cycles draft follows the last few cycles' expected tokens over their time (running sums), not
+  // one cycle's rate: a chain's values swing with the context from cycle to cycle, and one unlucky cycle stopped
+  // drafting for a whole probe interval (P-EAGLE's head, paying on average, drafted in none of README's prompts). The
+  // first cycle is left out: it carries the draft's first-forward set-up (30 ms against 1).
+  if (observed_ > 0) {
+    const double seconds = drafting_seconds() + cost().seconds(best + 1);
+    recent_tokens_ = kRecentMemory * recent_tokens_ + rate * seconds;
+    recent_seconds_ = kRecentMemory * recent_seconds_ + seconds;
+  }
   // Judged only once the per-depth calibration has seen a few chains: it starts at alpha 1, which a draft model's
   // low confidences (ts-draft's) turn into "nothing pays" before its first verdicts come in, and skipping (probes
   // only, their interval doubling) would keep it from learning otherwise within a short answer.
-  skipping_.chose(observed_ < kLearningCycles || drafting_pays(best, rate, cost()));
+  const double recent_rate = recent_seconds_ > 0.0 ? recent_tokens_ / recent_seconds_ : rate;
+  skipping_.chose(observed_ < kLearningCycles || drafting_pays(best > 0 ? best : 1, recent_rate, cost()));
   verified_ = may_cut ? best : static_cast<int32_t>(values_.size());
   pending_ = true;
   if (verified_ < chain.size()) {
@@ -85,8 +102,10 @@ void ChainBudget::observe(int64_t accepted) {
     calibration_[static_cast<size_t>(k)].observe(values_[static_cast<size_t>(k)], accepted > k ? 1.0 : 0.0);
 }
 
-std::vector<OptionSpec> chain_budget_options(const std::string& depth, const std::string& max_option) {
-  return {integer_option(max_option, 16, 1, 1024, depth + "=auto: the most tokens a cycle drafts"),
+std::vector<OptionSpec> chain_budget_options(const std::string& depth, const std::string& max_option,
+                                             int64_t default_max, const std::string& cap_meaning) {
+  return {integer_option(max_option, default_max, cap_meaning.empty() ? 1 : 0, 1024,
+                         depth + "=auto: the most tokens a cycle drafts" + (cap_meaning.empty() ? "" : " (0: " + cap_meaning + ")")),
           auto_cost_option(depth, "token")};
 }
 
@@ -96,6 +115,17 @@ std::optional<ChainBudget> chain_budget_from(const LlamaModel& target, const std
   if (!automatic_budget(strategy, options, depth)) return std::nullopt;
   return ChainBudget(target, static_cast<int32_t>(options.get_int(max_option)),
                      parse_auto_cost(strategy, options.get_string("auto_cost")));
+}
+
+DraftTree chain_of_slots(const at::Tensor& logits, Sampler& sampler, ChainBudget* budget) {
+  DraftTree tree;
+  int32_t parent = -1;
+  for (int64_t i = 0; i < logits.size(0); ++i) {
+    parent = add_drafted_token(tree, logits[i], parent, sampler);
+    if (budget && !budget->another(tree.node(parent).value)) break;
+  }
+  if (budget) budget->finish(tree, sampler.params().greedy());
+  return tree;
 }
 
 }  // namespace draftlab

@@ -15,16 +15,24 @@
 // stopping rule), and the drafted chain is cut afterwards to its best prefix only at T = 0. At T > 0 a cut decided
 // by a drawn token's own value would change the distribution that position's draft comes from, and the output with
 // it (the verifier divides by q).
+//
+// The parallel drafters (pard, peagle, dflash: k=auto) draw all their slots in one forward, then offer them to the
+// same rule: start() before the forward, so the first token's time is the forward's and the later ones cost next to
+// nothing, then chain_of_slots() below. Whether slot i + 1 is kept still depends only on slots 1..i, and slot i + 1
+// was drawn from its own q whatever is kept, so the rule stays lossless there too.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/decoding/draft_tree.h"
 #include "core/decoding/verify_cost.h"
 #include "core/model/llama_model.h"
+#include "core/model/sampler.h"
 #include "strategies/auto_cost.h"
 #include "strategies/draft_skipping.h"
 
@@ -41,8 +49,9 @@ class ChainBudget {
   bool drafts_this_cycle() { return skipping_.drafts_this_cycle(); }
 
   // Drafting a cycle: start(), then after each drafted token another(its value): whether to draft the next one
-  // (never more than `room` = min(max_depth, what the request allows) in all).
-  void start(int32_t room, int32_t batch_size);
+  // (never more than `room` = min(max_depth, what the request allows) in all). drawn_at_once: a parallel drafter,
+  // whose one forward (timed from start()) drew every slot, so a further token costs nothing more to draft.
+  void start(int32_t room, int32_t batch_size, bool drawn_at_once = false);
   bool another(float value);
   // After drafting `chain` (nodes 0, 1, ... in chain order, one value each given to another()): at T = 0 (may_cut)
   // cuts it to its best prefix; decides whether the next cycles draft. Returns the tokens kept.
@@ -51,6 +60,9 @@ class ChainBudget {
   void observe(int64_t accepted);
 
   int32_t max_depth() const { return max_depth_; }
+  // How many slots a parallel drafter's next forward should draw: one more than the last chain verified (the room to
+  // grow, as eagle2's expansion goes one level below its kept tree); max_depth before any.
+  int32_t reach() const { return std::min(max_depth_, observed_ > 0 ? verified_ + 1 : max_depth_); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -73,17 +85,27 @@ class ChainBudget {
   int32_t room_ = 0;
   Clock::time_point start_, last_token_;
   double token_seconds_ = 0.0;         // one more token's drafting time: fixed, or a running mean of measured ones
+  bool second_seen_ = false;           // a chain of two or more tokens measured token_seconds_
+  bool drawn_at_once_ = false;         // this cycle's slots came from one forward
   int32_t verified_ = 0;               // tokens of values_ sent to verification
   static constexpr int kLearningCycles = 8;
+  static constexpr double kRecentMemory = 0.8;
+  double recent_tokens_ = 0.0, recent_seconds_ = 0.0;  // expected tokens and seconds of recent drafting cycles
   int observed_ = 0;                   // verified chains seen
   bool pending_ = false;               // finish() ran since the last observe()
 };
 
-// The options of a chain strategy whose `depth` option also takes "auto": its cap (`max_option`) and auto_cost.
-std::vector<OptionSpec> chain_budget_options(const std::string& depth, const std::string& max_option);
+// The options of a chain strategy whose `depth` option also takes "auto": its cap (`max_option`, default
+// `default_max`; `cap_meaning` says what 0 means where 0 is allowed) and auto_cost.
+std::vector<OptionSpec> chain_budget_options(const std::string& depth, const std::string& max_option,
+                                             int64_t default_max = 16, const std::string& cap_meaning = "");
 // The budget when options[depth] is "auto" (capped at options[max_option]), else none.
 std::optional<ChainBudget> chain_budget_from(const LlamaModel& target, const std::string& strategy,
                                              const StrategyOptions& options, const std::string& depth,
                                              const std::string& max_option);
+
+// A parallel drafter's chain: node i from slot i's logits (logits [slots, vocab], drafted_token.h). With a budget
+// (k=auto; started before the forward), slots are added while one more may pay, then finish() cuts at T = 0.
+DraftTree chain_of_slots(const at::Tensor& logits, Sampler& sampler, ChainBudget* budget);
 
 }  // namespace draftlab

@@ -138,7 +138,7 @@ int run_generate(int argc, char** argv) {
   }
   std::fprintf(stderr, "[%zu prompt tokens, %zu generated, stop: %s] prefill %.1f ms, decode %.2f ms: %.1f tokens/s\n",
                prompt_ids.size(), result.tokens.size(), result.stop_reason.c_str(), result.prefill_seconds * 1e3,
-               result.decode_seconds, result.tokens_per_second());
+               result.decode_seconds * 1e3, result.tokens_per_second());
   if (strategy) {
     int64_t drafted = 0, accepted = 0;
     for (const auto& c : spec.cycles) {

@@ -4,11 +4,16 @@
 // best-first heap over the slots' marginals adds the most probable paths (the product of their tokens' slot
 // probabilities) up to the node budget. DDTree's nodes are deterministic top choices, point masses to the verifier
 // at every temperature; the chain's sampled slots carry their q. Either way the output is the target's.
+//
+// k=auto (strategies/chain_budget.h): the chain keeps slots while one more may pay under this machine's verify cost,
+// cut at T = 0 to its best prefix; no draft when no chain pays. The forward always runs the whole block (below), so
+// only the verification is chosen. The verified rows' features wait until the next drafting cycle extends the context
+// with all of them in one call: a cycle that does not draft costs no draft work, and catching up is drafting's cost.
 #include <algorithm>
 #include <queue>
 
 #include "core/base/error.h"
-#include "core/decoding/drafted_token.h"
+#include "strategies/chain_budget.h"
 #include "strategies/dflash/dflash_gguf.h"
 #include "strategies/dflash/dflash_head.h"
 #include "strategies/dflash/dflash_training.h"
@@ -20,17 +25,24 @@ namespace {
 
 class DFlashStrategy : public SequenceStrategy {
  public:
-  DFlashStrategy(std::shared_ptr<const DFlashHead> head, int64_t block, int64_t tree_nodes)
+  // slots: how many of the block's B - 1 a draft may use; budget: k=auto (a chain, slots = its max_depth()).
+  DFlashStrategy(std::shared_ptr<const DFlashHead> head, int64_t block, int64_t slots, int64_t tree_nodes,
+                 std::optional<ChainBudget> budget)
       : head_(std::move(head)),
         block_(block),
+        slots_(slots),
         tree_nodes_(tree_nodes),
-        capacity_(head_->target().config().max_position_embeddings) {}
+        capacity_(head_->target().config().max_position_embeddings),
+        budget_(std::move(budget)) {}
 
   std::string name() const override { return "dflash"; }
   std::vector<int64_t> target_feature_layers() const override { return head_->config().target_layer_ids; }
 
   void begin(const std::vector<int64_t>& prompt, const at::Tensor& features, int64_t) override {
     context_ = head_->make_context(capacity_);
+    waiting_.clear();
+    waiting_rows_ = 0;
+    if (budget_) budget_->begin();
     in_step_ = features.defined() && features.size(0) == static_cast<int64_t>(prompt.size()) &&
                features.size(0) <= capacity_;
     if (in_step_) head_->extend(context_, features);
@@ -38,10 +50,18 @@ class DFlashStrategy : public SequenceStrategy {
 
   DraftTree propose(const DraftRequest& request) override {
     const auto n = static_cast<int64_t>(request.sequence.size());
-    // The context must hold exactly the positions before the root (a sequence from elsewhere: draft nothing).
-    if (!in_step_ || context_.length != n - 1) return {};
-    const int64_t depth = std::min<int64_t>({block_ - 1, request.tokens_wanted, request.max_nodes, capacity_ - n});
+    // The context and the waiting rows must hold exactly the positions before the root (a sequence from elsewhere:
+    // draft nothing).
+    if (!in_step_ || context_.length + waiting_rows_ != n - 1) return {};
+    const int64_t depth = std::min<int64_t>({slots_, request.tokens_wanted, request.max_nodes, capacity_ - n});
     if (depth < 1) return {};
+    if (budget_ && !budget_->drafts_this_cycle()) return {};
+    if (budget_) budget_->start(static_cast<int32_t>(depth), request.batch_size, true);
+    if (!waiting_.empty()) {
+      head_->extend(context_, waiting_.size() == 1 ? waiting_[0] : at::cat(waiting_));
+      waiting_.clear();
+      waiting_rows_ = 0;
+    }
     // The whole block whenever its positions fit, even when fewer slots are wanted: the slots attend to each other,
     // so a shorter block would change every slot's distribution from the one trained (and llama.cpp's, which runs
     // [last, mask x min(--draft-max, B - 1)] to the end).
@@ -49,29 +69,24 @@ class DFlashStrategy : public SequenceStrategy {
     const at::Tensor logits =
         head_->draft(context_, request.sequence.back(), block).to(at::kCPU).narrow(0, 0, depth);  // [depth, V]
     return tree_nodes_ > 0 ? ddtree(logits, std::min<int64_t>(tree_nodes_, request.max_nodes))
-                           : chain(logits, request.sampler);
+                           : chain_of_slots(logits, request.sampler, budget_ ? &*budget_ : nullptr);
   }
 
   void observe(const VerifyResult& result) override {
+    if (budget_) budget_->observe(static_cast<int64_t>(result.accepted_nodes.size()));
     if (!in_step_ || !result.features.defined()) {
       in_step_ = false;
       return;
     }
-    if (context_.length + result.features.size(0) > capacity_) {
+    if (context_.length + waiting_rows_ + result.features.size(0) > capacity_) {
       in_step_ = false;  // past the context: nothing more to draft
       return;
     }
-    head_->extend(context_, result.features);
+    waiting_.push_back(result.features.clone());  // the verifier's tensor is not ours to keep
+    waiting_rows_ += result.features.size(0);
   }
 
  private:
-  static DraftTree chain(const at::Tensor& logits, Sampler& sampler) {
-    DraftTree tree;
-    int32_t parent = -1;
-    for (int64_t i = 0; i < logits.size(0); ++i) parent = add_drafted_token(tree, logits[i], parent, sampler);
-    return tree;
-  }
-
   // DDTree: slot probabilities are the same whatever the path above (the slots are drafted together), so the best
   // paths form a lattice: a popped node offers its next sibling (the next rank at its slot, under its parent) and its
   // first child (rank 0 at the next slot).
@@ -104,9 +119,12 @@ class DFlashStrategy : public SequenceStrategy {
   }
 
   std::shared_ptr<const DFlashHead> head_;
-  int64_t block_, tree_nodes_, capacity_;
+  int64_t block_, slots_, tree_nodes_, capacity_;
   DFlashHead::Context context_;
-  bool in_step_ = false;  // the context mirrors the sequence up to the root
+  bool in_step_ = false;  // the context and waiting_ mirror the sequence up to the root
+  std::vector<at::Tensor> waiting_;  // verified rows' features not yet in the context (the next draft adds them)
+  int64_t waiting_rows_ = 0;
+  std::optional<ChainBudget> budget_;  // k=auto
 };
 
 std::shared_ptr<const DFlashHead> head_from(const StrategyContext& context, const StrategyOptions& o) {
@@ -142,16 +160,40 @@ const StrategyDescriptor& dflash_strategy() {
     d.options = {path_option("head", false, "a trained DFlash draft of the target (a folder); absent: random (tests)"),
                  integer_option("head_seed", 0, 0, 1000000, "the random draft's seed"),
                  integer_option("block_size", 0, 0, 64, "B: B - 1 drafted slots (0: the draft's own block size)"),
-                 integer_option("ddtree_nodes", 0, 0, 1024, "DDTree's node budget (0: a chain of the slots' tops)")};
+                 integer_option("ddtree_nodes", 0, 0, 1024, "DDTree's node budget (0: a chain of the slots' tops)"),
+                 integer_option("k", 0, 0, 63,
+                                "slots a draft uses, the chain's length or DDTree's depth (0: all B - 1); auto: a chain "
+                                "of as many as pay under the measured verify cost and the calibrated confidences (none "
+                                "when none pays)")
+                     .also("auto"),
+                 auto_cost_option("k", "token")};
+    d.check_options = [](const StrategyOptions& o) {
+      if (automatic_budget("dflash", o, "k") && o.get_int("ddtree_nodes") > 0)
+        throw Error("strategy dflash: option k=auto chooses a chain's length; it cannot be given with ddtree_nodes > 0 "
+                    "(a tree), got ddtree_nodes=" + std::to_string(o.get_int("ddtree_nodes")));
+    };
     // A random draft's slots are seldom accepted at T 1.5: the wrong-rule controls run hot (T 8).
     d.test_variants = {with_control_temperature({"dflash", {"block_size=4"}}, 8.0),
-                       with_control_temperature({"dflash_ddtree", {"block_size=4", "ddtree_nodes=6", "head_seed=3"}}, 8.0)};
+                       with_control_temperature({"dflash_ddtree", {"block_size=4", "ddtree_nodes=6", "head_seed=3"}}, 8.0),
+                       // k=auto on fixed costs (drafts independent of the clock), cheap enough to keep drafting.
+                       with_control_temperature({"dflash_auto", {"block_size=5", "k=auto", "auto_cost=1/0.001/0.001"}},
+                                                8.0)};
     d.make = [](const StrategyContext& context, const StrategyOptions& options) -> std::unique_ptr<DraftStrategy> {
       auto head = head_from(context, options);
       int64_t block = options.get_int("block_size");
       if (block == 0) block = head->config().block_size;
       check(block >= 2, "strategy dflash: option block_size: expected 2..64 (or 0), got " + std::to_string(block));
-      return std::make_unique<DFlashStrategy>(std::move(head), block, options.get_int("ddtree_nodes"));
+      std::optional<ChainBudget> budget;
+      int64_t slots = block - 1;
+      if (automatic_budget("dflash", options, "k"))
+        budget.emplace(context.target, static_cast<int32_t>(slots), parse_auto_cost("dflash", options.get_string("auto_cost")));
+      else if (options.get_int("k") > 0) {
+        check(options.get_int("k") <= slots, "strategy dflash: option k: expected at most block_size - 1 = " +
+                                                 std::to_string(slots) + " slots, got " + std::to_string(options.get_int("k")));
+        slots = options.get_int("k");
+      }
+      return std::make_unique<DFlashStrategy>(std::move(head), block, slots, options.get_int("ddtree_nodes"),
+                                              std::move(budget));
     };
     return d;
   }();

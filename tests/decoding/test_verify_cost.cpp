@@ -1,6 +1,8 @@
 // total_tokens=auto's arithmetic against hand-computed cases, and the measured curve's basic sanity.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/base/error.h"
 #include "core/decoding/draft_tree.h"
 #include "core/decoding/verify_cost.h"
@@ -222,6 +224,64 @@ TEST(ChainBudget, StopsDraftingCutsAtTZeroOnlyAndSkipsWhenNothingPays) {
   int drafted = 0;
   for (int cycle = 0; cycle < 8; ++cycle) drafted += costly.drafts_this_cycle() ? 1 : 0;
   EXPECT_EQ(drafted, 1);
+}
+
+// Whether the next cycles draft follows the recent cycles' tokens over their time, not the last cycle alone: after
+// chains that paid (.9 accepted: 1.9 / 1.25 per second against plain decoding's 1 / 1.1), one chain worth nothing
+// (.01, rejected: best 0, 0.87 per second) does not stop drafting; a run of them does.
+TEST(ChainBudget, OneUnluckyChainDoesNotStopDrafting) {
+  auto model = draftlab::testing::tiny_model();
+  const VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
+  ChainBudget budget(*model, 8, FixedCosts{c, 0.05});
+  const auto cycle = [&](float value, int64_t accepted) {
+    budget.start(8, 1);
+    DraftTree chain;
+    chain.add(5, -1, value);
+    budget.another(value);
+    budget.finish(chain, true);
+    budget.observe(accepted);
+  };
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(budget.drafts_this_cycle()) << i;
+    cycle(0.9f, 1);
+  }
+  ASSERT_TRUE(budget.drafts_this_cycle());
+  cycle(0.01f, 0);
+  EXPECT_TRUE(budget.drafts_this_cycle());
+  int cycles = 0;
+  for (; cycles < 40 && budget.drafts_this_cycle(); ++cycles) cycle(0.01f, 0);
+  EXPECT_GT(cycles, 0);
+  EXPECT_LT(cycles, 40);
+}
+
+// A parallel drafter's slots (pard, peagle, dflash k=auto) go through the same rule after their one forward: slot 0
+// (top probability .9) is kept, slot 1 (.05, value .045) says no further one pays, and T = 0 cuts it (the same numbers
+// as above). The next forward then draws one slot beyond the chain verified (reach), the cap before any was.
+TEST(ChainBudget, ChainOfSlotsKeepsWhatPaysAndReachesOneBeyondIt) {
+  auto model = draftlab::testing::tiny_model();
+  const VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
+  ChainBudget budget(*model, 8, FixedCosts{c, 0.05});
+  const int64_t vocab = 8;
+  at::Tensor logits = at::full({4, vocab}, 0.0f);
+  for (int64_t slot = 0; slot < 4; ++slot) {
+    const double top = slot == 1 ? 0.05 : 0.9;  // the top token's probability
+    // top at token `slot + 1`, the rest uniform: logit log(top (V - 1) / (1 - top)) over zeros.
+    logits[slot][slot + 1] = std::log(top * (vocab - 1) / (1 - top));
+  }
+  Sampler greedy{SamplingParams{}};
+  EXPECT_EQ(budget.reach(), 8);
+  ASSERT_TRUE(budget.drafts_this_cycle());
+  budget.start(4, 1);
+  const DraftTree chain = chain_of_slots(logits, greedy, &budget);
+  ASSERT_EQ(chain.size(), 1);
+  EXPECT_EQ(chain.node(0).token, 1);
+  EXPECT_NEAR(chain.node(0).value, 0.9f, 1e-5);
+  budget.observe(1);
+  EXPECT_EQ(budget.reach(), 2);
+  // Without a budget every slot is a node (k fixed).
+  const DraftTree all = chain_of_slots(logits, greedy, nullptr);
+  ASSERT_EQ(all.size(), 4);
+  EXPECT_EQ(all.node(3).token, 4);
 }
 
 TEST(VerifyCost, CalibrationFollowsObservations) {
