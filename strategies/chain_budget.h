@@ -46,7 +46,16 @@ class ChainBudget {
 
   void begin() { skipping_.begin(); }
   // Start of a cycle: false when drafting does not pay and this is not a probe (draft nothing then).
-  bool drafts_this_cycle() { return skipping_.drafts_this_cycle(); }
+  bool drafts_this_cycle() {
+    const bool drafts = skipping_.drafts_this_cycle();
+    // "Recent" is in cycles, drafted or not: what was seen before a stretch of skipped cycles weighs less against
+    // the next probe, so one probe that pays resumes drafting (stopping takes several cycles that do not).
+    if (!drafts) {
+      recent_tokens_ *= kRecentMemory;
+      recent_seconds_ *= kRecentMemory;
+    }
+    return drafts;
+  }
 
   // Drafting a cycle: start(), then after each drafted token another(its value): whether to draft the next one
   // (never more than `room` = min(max_depth, what the request allows) in all). drawn_at_once: a parallel drafter,

@@ -175,7 +175,7 @@ std::vector<MethodSpec> drafters_2026(const ExperimentConfig& c) {
   for (const char* name : {"pld", "suffix", "lookahead"}) m.push_back(method(find_strategy(name)));
   if (!c.draft_path.empty()) m.push_back(method(find_strategy("chain"), {{"draft", c.draft_path}}));
   if (!c.parallel_draft_path.empty())
-    for (const char* k : {"2", "4"})
+    for (const char* k : {"2", "4", "auto"})
       m.push_back(method(find_strategy("pard"), {{"draft", c.parallel_draft_path}, {"k", k}}, std::string("pard k=") + k));
   const std::vector<std::pair<std::string, std::string>> small{{"total_tokens", "4"}, {"depth", "4"}, {"top_k", "1"}};
   for (const StrategyDescriptor* s : {&eagle2_strategy(), &eagle3_strategy()})
@@ -186,12 +186,13 @@ std::vector<MethodSpec> drafters_2026(const ExperimentConfig& c) {
     }
   const StrategyDescriptor& peagle = find_strategy("peagle");
   if (const HeadSpec* h = main_head(c, peagle.head_family))
-    for (const char* k : {"3", "5"})
+    for (const char* k : {"3", "5", "auto"})
       m.push_back(method(peagle, {{"head", h->path}, {"k", k}}, std::string("peagle k=") + k));
   const StrategyDescriptor& dflash = find_strategy("dflash");
   if (const HeadSpec* h = main_head(c, dflash.head_family)) {
     for (const char* b : {"4", "8", "16"})
       m.push_back(method(dflash, {{"head", h->path}, {"block_size", b}}, std::string("dflash B=") + b));
+    m.push_back(method(dflash, {{"head", h->path}, {"block_size", "4"}, {"k", "auto"}}, "dflash B=4 k=auto"));
     m.push_back(method(dflash, {{"head", h->path}, {"block_size", "8"}, {"ddtree_nodes", "8"}}, "dflash+ddtree B=8 n=8"));
   }
   check(m.size() > 3, "exp drafters: expected at least one drafter's model (--draft, --parallel-draft, --head)");
@@ -205,8 +206,8 @@ const std::vector<ExperimentDescriptor>& experiment_table() {
   static const std::vector<ExperimentDescriptor> table = {
       {"speed", "every strategy whose model is given (--head, --draft); six sets, T 0 and 1",
        kAllSets, {0.0, 1.0}, every_strategy},
-      {"drafters", "the 2026 drafters (P-EAGLE, PARD, DFlash, DDTree, SuffixDecoding) beside the model-free ones, the draft "
-       "model and EAGLE-2 / EAGLE-3 at 4 / 4 / 1: each method whose model is given (--draft, --parallel-draft, --head "
+      {"drafters", "the 2026 drafters (P-EAGLE, PARD, DFlash, DDTree, SuffixDecoding; fixed k and k=auto) beside the "
+       "model-free ones, the draft model and EAGLE-2 / EAGLE-3 at 4 / 4 / 1: each method whose model is given (--draft, --parallel-draft, --head "
        "per family); six sets, T 0 and 1",
        kAllSets, {0.0, 1.0}, drafters_2026},
       {"eagle3", "EAGLE-2 with its head beside EAGLE-3 with its head at the same tree settings "

@@ -254,6 +254,42 @@ TEST(ChainBudget, OneUnluckyChainDoesNotStopDrafting) {
   EXPECT_LT(cycles, 40);
 }
 
+// Once stopped, a probe that pays resumes drafting: what was seen before a stretch of skipped cycles weighs less. Here
+// drafting costs 0.3 a token: a chain at .9 accepted pays (1.9 / 1.5 against 1 / 1.1 per second), one at .01 rejected
+// does not (1 / 1.4). After chains that did not pay and probes that did not either, one probe that pays is enough.
+TEST(ChainBudget, OneProbeThatPaysResumesDrafting) {
+  auto model = draftlab::testing::tiny_model();
+  const VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
+  ChainBudget budget(*model, 8, FixedCosts{c, 0.3});
+  const auto cycle = [&](float value, int64_t accepted) {
+    budget.start(8, 1);
+    DraftTree chain;
+    chain.add(5, -1, value);
+    budget.another(value);
+    budget.finish(chain, true);
+    budget.observe(accepted);
+  };
+  const auto skip_to_probe = [&] {
+    int skipped = 0;
+    while (!budget.drafts_this_cycle()) {
+      if (++skipped > 300) return false;
+    }
+    return skipped > 0;
+  };
+  for (int i = 0; i < 12; ++i) cycle(0.9f, 1);
+  int bad = 0;
+  for (; bad < 40 && budget.drafts_this_cycle(); ++bad) cycle(0.01f, 0);
+  ASSERT_LT(bad, 40) << "drafting never stopped";
+  for (int probe = 0; probe < 8; ++probe) {
+    ASSERT_TRUE(skip_to_probe()) << probe;
+    cycle(0.01f, 0);
+  }
+  ASSERT_TRUE(skip_to_probe());
+  cycle(0.9f, 1);
+  EXPECT_TRUE(budget.drafts_this_cycle());
+  EXPECT_TRUE(budget.drafts_this_cycle());
+}
+
 // A parallel drafter's slots (pard, peagle, dflash k=auto) go through the same rule after their one forward: slot 0
 // (top probability .9) is kept, slot 1 (.05, value .045) says no further one pays, and T = 0 cuts it (the same numbers
 // as above). The next forward then draws one slot beyond the chain verified (reach), the cap before any was.
