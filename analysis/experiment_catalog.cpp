@@ -48,7 +48,7 @@ const std::vector<ExperimentEntry>& experiment_catalog() {
       {"batch", "EAGLE Table 7", "speedup, τ and throughput per batch size", {"batch"},
        {{"batch", "batch sizes 1-4 and 8, speedup and throughput"}}, ""},
       {"drafters", "2026 drafters", "drafters of K tokens per forward beside EAGLE-2 / EAGLE-3: speedup and τ per dataset",
-       {"speed"}, {{"drafters", "PARD, DFlash (B 4 / 8 / 16), DDTree, suffix beside EAGLE-2 / EAGLE-3 4 / 4 / 1; drafters-llama-cpp.md: beside llama.cpp's speculative types"}}, ""},
+       {"speed", "profile"}, {{"drafters", "PARD, DFlash (B 4 / 8 / 16), DDTree, suffix beside EAGLE-2 / EAGLE-3 4 / 4 / 1; drafters-llama-cpp.md: beside llama.cpp's speculative types"}}, ""},
       {"compare", "", "speedup and average acceptance length τ of the methods compared", {"speed"}, {}, ""},
   };
   return catalog;

@@ -91,4 +91,9 @@ std::vector<Table> calibration_tables(const Context& ctx);
 // Per static-tree run: acceptance at each tree position across questions.
 std::vector<Table> position_tables(const Context& ctx);
 
+// Per temperature, one row per method, mean over the sets (draft_cost_tables.cpp): draft time per cycle and per
+// drafted node, nodes and verify time per cycle, the share of cycles that draft, conditional acceptance at slots
+// 1..max_slots.
+std::vector<Table> draft_cost_tables(const Context& ctx, int max_slots = 6);
+
 }  // namespace draftlab::analysis::table_parts

@@ -391,7 +391,12 @@ const std::vector<ExperimentTables>& experiment_tables() {
   static const std::vector<ExperimentTables> table = {
       {"speed", by_dataset},
       {"eagle3", by_dataset},
-      {"drafters", by_dataset},
+      {"drafters",
+       [](const Context& ctx, const std::string&) {
+         std::vector<Table> tables = method_by_dataset_tables(ctx);
+         for (Table& t : draft_cost_tables(ctx)) tables.push_back(std::move(t));
+         return tables;
+       }},
       {"ablate-eagle3", by_dataset},
       {"data-scaling", [](const Context& ctx, const std::string&) { return data_scaling_tables(ctx); }},
       {"eagle3-alpha",

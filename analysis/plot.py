@@ -124,6 +124,27 @@ def n_alpha(run, max_n=4):
     return np.array(out)
 
 
+def speculation_profile(runs, max_positions=8):
+    """SPEED-Bench's profile pooled over runs (analysis/speculation_profile.h): conditional acceptance at positions
+    1..max_positions (accepted at k given k - 1 accepted and something drafted at k; NaN where nothing reached k) and
+    the share of cycles per accept length 1..max_positions + 1 (longer ones in the last)."""
+    reached = np.zeros(max_positions)
+    accepted = np.zeros(max_positions)
+    lengths = np.zeros(max_positions + 1)
+    for run in runs:
+        cycles, nodes = run["cycles"], run["nodes"]
+        deepest = np.zeros(len(cycles["accept_length"]), dtype=int)
+        np.maximum.at(deepest, nodes["cycle"].astype(int), nodes["depth"].astype(int))
+        got = cycles["accept_length"].astype(int) - 1  # draft tokens accepted
+        for k in range(1, max_positions + 1):
+            at = (got >= k - 1) & (deepest >= k)
+            reached[k - 1] += at.sum()
+            accepted[k - 1] += (at & (got >= k)).sum()
+        lengths += np.bincount(np.minimum(got, max_positions), minlength=max_positions + 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return accepted / reached, lengths / lengths.sum()
+
+
 def is_baseline(run):
     """A run without drafting (draft_shape none): the baseline speedups divide by."""
     return run["draft_shape"] == DRAFT_SHAPE_NONE
@@ -462,9 +483,42 @@ def figure_batch(results):
     return fig
 
 
+def figure_profile(results, max_positions=8):
+    """SPEED-Bench's speculation profile per method, all sets pooled: conditional acceptance per draft position and
+    the share of cycles per accept length; one row per temperature."""
+    import matplotlib.pyplot as plt
+    runs = [r for r in results["runs"] if not is_baseline(r)]
+    temps = sorted({r["temperature"] for r in runs})
+    methods = list(dict.fromkeys(r["method"] for r in runs))
+    fig, axes = plt.subplots(len(temps), 2, figsize=(13, 3.8 * len(temps)), squeeze=False)
+    positions = np.arange(1, max_positions + 1)
+    width = 0.8 / max(len(methods), 1)
+    for row, t in zip(axes, temps):
+        for k, m in enumerate(methods):
+            conditional, shares = speculation_profile(
+                [r for r in runs if r["method"] == m and r["temperature"] == t], max_positions)
+            style = dict(color=f"C{k % 10}", ls=("-", "--", ":")[k // 10 % 3])
+            row[0].plot(positions, conditional, marker="o", label=m, **style)
+            row[1].bar(np.arange(1, max_positions + 2) + (k - (len(methods) - 1) / 2) * width, shares, width,
+                       color=style["color"], label=m)
+        row[0].set(xlabel="draft position k", ylabel="P(accepted at k | k - 1 accepted)", ylim=(0, 1.02),
+                   title=f"conditional acceptance, T = {t:g}")
+        row[0].set_xticks(positions)
+        row[1].set(xlabel="accept length (tokens per cycle, bonus included)", ylabel="share of cycles",
+                   title=f"accept lengths, T = {t:g}")
+        row[1].set_xticks(np.arange(1, max_positions + 2),
+                          [str(i) for i in range(1, max_positions + 1)] + [f"≥{max_positions + 1}"])
+        for ax in row:
+            ax.grid(alpha=0.3)
+    axes[0][1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.suptitle(machine_caption(results), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 FIGURES = {"reliability": figure_reliability, "positions": figure_positions, "speed": figure_speed,
            "sweep": figure_sweep, "ablation": figure_ablation, "training": figure_training, "batch": figure_batch,
-           "n_alpha": figure_n_alpha, "scaling": figure_scaling}
+           "n_alpha": figure_n_alpha, "scaling": figure_scaling, "profile": figure_profile}
 
 
 def experiment_figures(experiment):

@@ -201,6 +201,6 @@ EXPERIMENTS = {
     "moe": Experiment("EAGLE Table 3", "speedup, τ, n-α and experts read per verification", ["ablation"], ["moe", "moe-dense"], True),
     "quantized": Experiment("EAGLE Table 4", "every method per weight storage beside llama.cpp's plain and speculative decoding on the same GGUF files", [], ["quantized"], False),
     "batch": Experiment("EAGLE Table 7", "speedup, τ and throughput per batch size", ["batch"], ["batch"], True),
-    "drafters": Experiment("2026 drafters", "drafters of K tokens per forward beside EAGLE-2 / EAGLE-3: speedup and τ per dataset", ["speed"], ["drafters"], True),
+    "drafters": Experiment("2026 drafters", "drafters of K tokens per forward beside EAGLE-2 / EAGLE-3: speedup and τ per dataset", ["speed", "profile"], ["drafters"], True),
     "compare": Experiment("", "speedup and average acceptance length τ of the methods compared", ["speed"], [], True),
 }

@@ -46,6 +46,9 @@ NOTEBOOKS = {
                 "from scripts/train_scaling_heads.sh)."),
     "batch": ("batch", "Speedup, τ and throughput per batch size",
               "One line per method against the batch size, beside batched vanilla of the same size."),
+    "profile": ("profile", "Speculation profile",
+                "SPEED-Bench's conditional acceptance per draft position and the share of cycles per accept length, "
+                "one line and one bar per method, all sets pooled, one row per temperature."),
     "training": ("training", "Training curves",
                  "Loss, learning rate, eval accuracy and n-α of every /training group of the file (any results "
                  "file whose methods use heads with a training log)."),

@@ -70,6 +70,35 @@ TEST(PaperTables, SpeedIsEagle2Table1Layout) {
       << md;
 }
 
+// The drafters table adds what each drafter pays per cycle and its acceptance by slot, mean over the sets:
+//   mt_bench: cycles accepting 3 and 1 of 4-node chains, draft 2 + 4 ms, verify 10 + 10 ms
+//     -> 3 ms / cycle, 6 ms / 8 nodes = 750 µs, 4 nodes, 10 ms, all drafting; α 1, 1/2, 1, 0
+//   gsm8k: one chain accepting 0, one cycle drafting nothing, draft 1 + 1 ms, verify 4 + 2 ms
+//     -> 1 ms, 2 ms / 4 nodes = 500 µs, 2 nodes, 3 ms, half drafting; α1 0, nothing reaches slot 2
+TEST(PaperTables, DraftersAddDraftCostAndAcceptanceBySlot) {
+  ResultsFile f = speed_file("drafters");
+  f.runs.clear();
+  const std::vector<std::vector<CycleSpec>> cycles = {{chain(3), chain(1)}, {chain(0), CycleSpec{}}};
+  const std::vector<std::vector<double>> draft = {{0.002, 0.004}, {0.001, 0.001}}, verify = {{0.010, 0.010}, {0.004, 0.002}};
+  const std::vector<std::string> sets = {"mt_bench", "gsm8k"};
+  for (size_t d = 0; d < sets.size(); ++d) {
+    f.runs.push_back(make_vanilla(sets[d], 0.0, {1}, {4.0}));
+    RunRecord run = make_run("pard k=4", "chain", sets[d], 0.0, {{1, 0, 2.0, cycles[d], 1}});
+    run.cycles.draft_seconds = draft[d];
+    run.cycles.verify_seconds = verify[d];
+    f.runs.push_back(run);
+  }
+  const Report r = paper_tables(f, "drafters.h5");
+  ASSERT_EQ(r.tables.size(), 2u);  // speedup and τ, then the cost table
+  const Table& t = r.tables[1];
+  EXPECT_EQ(t.title, "Temperature = 0: draft cost and acceptance by slot (mean over sets)");
+  EXPECT_EQ(t.columns, (std::vector<std::string>{"Method", "Draft ms / cycle", "Draft µs / node", "Nodes / cycle",
+                                                 "Verify ms / cycle", "Drafting cycles", "α1", "α2", "α3", "α4"}));
+  ASSERT_EQ(t.rows.size(), 1u);
+  EXPECT_EQ(texts(t.rows[0]), (std::vector<std::string>{"pard k=4", "2.00", "625", "3.00", "6.50", "75%", "0.50",
+                                                        "0.50", "1.00", "0.00"}));
+}
+
 TEST(PaperTables, IntervalsWhenAsked) {
   TableOptions options;
   options.intervals = true;
