@@ -23,7 +23,10 @@ const VerifyCost& ChainBudget::cost() const {
 
 double ChainBudget::drafting_seconds() const {
   if (fixed_) return fixed_->draft_seconds * static_cast<double>(values_.size());
-  return std::chrono::duration<double>(Clock::now() - start_).count();
+  const double seconds = std::chrono::duration<double>(now_() - start_).count();
+  if (catching_up_ && steady_first_seconds_ >= 0.0 && !values_.empty())
+    return seconds - first_seconds_ + steady_first_seconds_;
+  return seconds;
 }
 
 void ChainBudget::start(int32_t room, int32_t batch_size, bool drawn_at_once) {
@@ -32,16 +35,19 @@ void ChainBudget::start(int32_t room, int32_t batch_size, bool drawn_at_once) {
   room_ = std::min(room, max_depth_);
   batch_size_ = batch_size;
   cost();  // a measured curve is measured now, before the clock starts
-  start_ = last_token_ = Clock::now();
+  start_ = last_token_ = now_();
 }
 
-bool ChainBudget::another(float value) {
-  if (!values_.empty() && values_.back() > 0.0f) {
+bool ChainBudget::another(float value, bool sampled) {
+  sampled_ = sampled;
+  if (sampled) value = 1.0f;  // calibrated per depth, alpha_k is then depth k's acceptance (marginal)
+  if (!sampled && !values_.empty() && values_.back() > 0.0f) {
     const double ratio = static_cast<double>(value) / values_.back();
     confidence_ = confidence_ > 0.0 ? 0.9 * confidence_ + 0.1 * ratio : ratio;
   }
   values_.push_back(value);
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = now_();
+  if (values_.size() == 1) first_seconds_ = std::chrono::duration<double>(now - start_).count();
   if (fixed_) {
     token_seconds_ = fixed_->draft_seconds;
   } else if (drawn_at_once_) {
@@ -60,8 +66,16 @@ bool ChainBudget::another(float value) {
   if (left <= 0) return false;
   // A further token's value is expected at the last one's times the typical confidence (at most the last one's
   // before any is known); its calibration at most the largest of the deeper depths'.
+  const size_t n = values_.size();  // < calibration_.size(): left > 0
+  if (sampled) {
+    // The next depth at its own acceptance, the ones after it shrinking as it did from this one (a depth not yet
+    // verified is at the prior, 1: drafted until it is).
+    const double next = calibration_[n].alpha(), here = calibration_[n - 1].alpha();
+    const double decay = here > 0.0 ? std::min(1.0, next / here) : 0.0;
+    return another_token_may_pay(expected(), next, drafting_seconds(), token_seconds_, cost(), left, decay);
+  }
   double scale = 0.0;
-  for (size_t k = values_.size(); k < calibration_.size(); ++k) scale = std::max(scale, calibration_[k].alpha());
+  for (size_t k = n; k < calibration_.size(); ++k) scale = std::max(scale, calibration_[k].alpha());
   const double decay = confidence_ > 0.0 ? std::min(1.0, confidence_) : 1.0;
   const double next = std::min(1.0, scale * value * decay);
   return another_token_may_pay(expected(), next, drafting_seconds(), token_seconds_, cost(), left, decay);
@@ -69,12 +83,20 @@ bool ChainBudget::another(float value) {
 
 int32_t ChainBudget::finish(DraftTree& chain, bool may_cut) {
   double rate = 0.0;
-  const int32_t best = best_budget(expected(), 1.0, drafting_seconds(), cost(), &rate);
+  int32_t best = best_budget(expected(), 1.0, drafting_seconds(), cost(), &rate);
+  if (!may_cut) {
+    // At T > 0 the whole chain is verified (a cut by drawn values would change the output's distribution), so the
+    // verdict below follows its rate, not the best prefix's.
+    const std::vector<float> e = expected();
+    best = static_cast<int32_t>(e.size());
+    rate = std::accumulate(e.begin(), e.end(), 1.0) / (drafting_seconds() + cost().seconds(best + 1));
+  }
   // Whether the next cycles draft follows the last few cycles' expected tokens over their time (running sums), not
   // one cycle's rate: a chain's values swing with the context from cycle to cycle, and one unlucky cycle stopped
   // drafting for a whole probe interval (P-EAGLE's head, paying on average, drafted in none of README's prompts). The
-  // first cycle is left out: it carries the draft's first-forward set-up (20-45 ms against about 1).
-  if (observed_ > 0) {
+  // first cycle is left out: it carries the draft's first-forward set-up (20-45 ms against about 1), as are cycles
+  // catching up before a steady first-token time is known.
+  if (observed_ > 0 && (fixed_ || !catching_up_ || steady_first_seconds_ >= 0.0)) {
     const double seconds = drafting_seconds() + cost().seconds(best + 1);
     recent_tokens_ = kRecentMemory * recent_tokens_ + rate * seconds;
     recent_seconds_ = kRecentMemory * recent_seconds_ + seconds;
@@ -82,9 +104,13 @@ int32_t ChainBudget::finish(DraftTree& chain, bool may_cut) {
   // Judged only once the per-depth calibration has seen a few chains: it starts at alpha 1, which a draft model's
   // low confidences (ts-draft's) turn into "nothing pays" before its first verdicts come in, and skipping (probes
   // only, their interval doubling) would keep it from learning otherwise within a short answer.
-  // (Past the learning cycles the sums hold at least one cycle, whose time is positive.)
-  skipping_.chose(observed_ < kLearningCycles || recent_tokens_ / recent_seconds_ > 1.0 / cost().seconds(1));
-  verified_ = may_cut ? best : static_cast<int32_t>(values_.size());
+  // Sums that hold no cycle yet (every one so far was catching up) say nothing: drafting goes on.
+  skipping_.chose(observed_ < kLearningCycles || recent_seconds_ <= 0.0 ||
+                  recent_tokens_ / recent_seconds_ > 1.0 / cost().seconds(1));
+  if (!fixed_ && !catching_up_ && !values_.empty())
+    steady_first_seconds_ = steady_first_seconds_ < 0.0 ? first_seconds_ : 0.8 * steady_first_seconds_ + 0.2 * first_seconds_;
+  catching_up_ = false;
+  verified_ = best;
   pending_ = true;
   if (verified_ < chain.size()) {
     std::vector<int32_t> prefix(static_cast<size_t>(verified_));
@@ -122,7 +148,7 @@ DraftTree chain_of_slots(const at::Tensor& logits, Sampler& sampler, ChainBudget
   int32_t parent = -1;
   for (int64_t i = 0; i < logits.size(0); ++i) {
     parent = add_drafted_token(tree, logits[i], parent, sampler);
-    if (budget && !budget->another(tree.node(parent).value)) break;
+    if (budget && !budget->another(tree.node(parent))) break;
   }
   if (budget) budget->finish(tree, sampler.params().greedy());
   return tree;

@@ -5,7 +5,8 @@
 //
 // A further token is expected to be worth the last one's value times the drafter's typical confidence per token
 // (learned from the chains drawn; the bound "worth as much as the last" before any), so it is drawn only when its
-// expected value can pay for its drafting and verification.
+// expected value can pay for its drafting and verification. At T > 0 (tokens drawn from q) a token's value predicts
+// little, and each depth is expected at its recent acceptance (the share of verified chains that got past it).
 //
 // Calibration is per depth: a draft model's confidences are often off by a factor that grows along the chain (ts-draft
 // at 0.3 a token is accepted about twice as often, so its products fall far faster than its acceptance), which one
@@ -44,7 +45,10 @@ class ChainBudget {
   // target's cost curve, VerifyCost::shared, and the drafter's own time per token).
   ChainBudget(const LlamaModel& target, int32_t max_depth, std::optional<FixedCosts> fixed);
 
-  void begin() { skipping_.begin(); }
+  void begin() {
+    skipping_.begin();
+    catching_up_ = true;
+  }
   // Start of a cycle: false when drafting does not pay and this is not a probe (draft nothing then).
   bool drafts_this_cycle() {
     const bool drafts = skipping_.drafts_this_cycle();
@@ -53,6 +57,7 @@ class ChainBudget {
     if (!drafts) {
       recent_tokens_ *= kRecentMemory;
       recent_seconds_ *= kRecentMemory;
+      catching_up_ = true;
     }
     return drafts;
   }
@@ -61,7 +66,11 @@ class ChainBudget {
   // (never more than `room` = min(max_depth, what the request allows) in all). drawn_at_once: a parallel drafter,
   // whose one forward (timed from start()) drew every slot, so a further token costs nothing more to draft.
   void start(int32_t room, int32_t batch_size, bool drawn_at_once = false);
-  bool another(float value);
+  bool another(const DraftNode& last) { return another(last.value, last.distribution >= 0); }
+  // sampled: the token was drawn from a q (T > 0). Its value then says little about its acceptance (min(1, p/q) is
+  // about as likely at q 0.01 as at 0.3: calibrating by it kept P-ARD's chains at one token and stopped drafting
+  // where two paid), so at T > 0 each depth is expected at its own recent acceptance instead (value 1 calibrated).
+  bool another(float value, bool sampled = false);
   // After drafting `chain` (nodes 0, 1, ... in chain order, one value each given to another()): at T = 0 (may_cut)
   // cuts it to its best prefix; decides whether the next cycles draft. Returns the tokens kept.
   int32_t finish(DraftTree& chain, bool may_cut);
@@ -73,8 +82,11 @@ class ChainBudget {
   // grow, as eagle2's expansion goes one level below its kept tree); max_depth before any.
   int32_t reach() const { return std::min(max_depth_, observed_ > 0 ? verified_ + 1 : max_depth_); }
 
- private:
   using Clock = std::chrono::steady_clock;
+  // Tests: the clock the measured drafting times are read from.
+  void use_clock(Clock::time_point (*now)()) { now_ = now; }
+
+ private:
   const VerifyCost& cost() const;
   double drafting_seconds() const;
 
@@ -92,10 +104,20 @@ class ChainBudget {
   // then dropped in most cycles). 0 until a second token has been drawn: the bound until then.
   double confidence_ = 0.0;
   int32_t room_ = 0;
+  Clock::time_point (*now_)() = &Clock::now;
   Clock::time_point start_, last_token_;
+  // A draft that skipped cycles, or starts a sequence, first takes in every token it missed (the prompt, the skipped
+  // cycles' tokens) with its first token: a cost of having stopped, not of drafting, that grows with the stretch
+  // skipped. Judged with it, probes after ever longer stretches never paid (PARD stopped for good where k = 2 paid
+  // 1.06-1.32x). Such a catching-up cycle is judged at the steady first-token time: a running mean over cycles that
+  // follow a drafting cycle.
+  bool catching_up_ = true;
+  double first_seconds_ = 0.0;          // this cycle's first token's time (start() to the first another())
+  double steady_first_seconds_ = -1.0;  // < 0: none measured yet
   double token_seconds_ = 0.0;         // one more token's drafting time: fixed, or a running mean of measured ones
   bool second_seen_ = false;           // a chain of two or more tokens measured token_seconds_
   bool drawn_at_once_ = false;         // this cycle's slots came from one forward
+  bool sampled_ = false;               // this cycle's tokens were drawn from q (T > 0): values_ are all 1
   int32_t verified_ = 0;               // tokens of values_ sent to verification
   static constexpr int kLearningCycles = 8;
   static constexpr double kRecentMemory = 0.8;

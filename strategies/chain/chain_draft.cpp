@@ -67,7 +67,7 @@ class ChainDraftStrategy : public SequenceStrategy {
       const at::Tensor logits = feed(pending, ForwardOptions::Logits::Last);  // [1, vocab]
       parent = add_drafted_token(tree, logits[0], parent, request.sampler);
       pending = {tree.node(parent).token};
-      if (budget_ && !budget_->another(tree.node(parent).value)) break;
+      if (budget_ && !budget_->another(tree.node(parent))) break;
     }
     last_root_ = n - 1;
     if (budget_) budget_->finish(tree, request.sampler.params().greedy());

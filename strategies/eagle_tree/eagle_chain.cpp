@@ -26,7 +26,7 @@ struct ChainPolicy : TreePolicy {
     if (stopped) return {};
     bool more = tree.size() < depth;
     // The budget sees every drafted token once, the last one too (its values are what finish() cuts by).
-    if (budget && tree.size() > 0) more = budget->another(tree.node(last).value) && more;
+    if (budget && tree.size() > 0) more = budget->another(tree.node(last)) && more;
     stopped = !more;
     return more ? std::vector<int32_t>{last} : std::vector<int32_t>{};
   }

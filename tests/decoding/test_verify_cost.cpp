@@ -1,6 +1,7 @@
 // total_tokens=auto's arithmetic against hand-computed cases, and the measured curve's basic sanity.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "core/base/error.h"
@@ -196,8 +197,8 @@ TEST(ChainBudget, StopsDraftingCutsAtTZeroOnlyAndSkipsWhenNothingPays) {
     budget.start(8, 1);
     DraftTree chain;
     chain.add(7, chain.add(5, -1, 0.9f), 0.05f);  // values .9 and .045
-    EXPECT_TRUE(budget.another(chain.node(0).value));  // as AnotherTokenMayPayBoundsEveryLongerChain
-    EXPECT_FALSE(budget.another(chain.node(1).value));
+    EXPECT_TRUE(budget.another(chain.node(0)));  // as AnotherTokenMayPayBoundsEveryLongerChain
+    EXPECT_FALSE(budget.another(chain.node(1)));
     // Two tokens drafted: at T = 0 the best prefix (one token: 1.9 / 1.3 = 1.46 against 1.945 / 1.4 = 1.39); at
     // T > 0 both (the second was drawn before its value was known).
     EXPECT_EQ(budget.finish(chain, greedy), greedy ? 1 : 2);
@@ -282,6 +283,80 @@ TEST(ChainBudget, OneProbeThatPaysResumesDrafting) {
   }
   ASSERT_TRUE(skip_to_probe());
   cycle(0.9f, 1);
+  EXPECT_TRUE(budget.drafts_this_cycle());
+}
+
+// At T > 0 a drawn token's probability under q says little about its acceptance, so each depth is expected at its
+// recent acceptance. Here the first two tokens of every chain are accepted and the third never, whatever q gave them
+// (values .01-.05): after the first cycle (every depth at the prior, the chain drafted to its room), chains stop at
+// two tokens (a third, expected at about .1 / 1.1, cannot pay its .05 and the verify row) and drafting goes on:
+// 3 tokens in .1 + 1.3 against plain decoding's 1 in 1.1. Calibrating by the values kept chains at one token.
+TEST(ChainBudget, AtTAboveZeroEachDepthIsExpectedAtItsAcceptanceNotAtItsValue) {
+  auto model = draftlab::testing::tiny_model();
+  const VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
+  ChainBudget budget(*model, 8, FixedCosts{c, 0.05});
+  for (int cycle = 0; cycle < 20; ++cycle) {
+    ASSERT_TRUE(budget.drafts_this_cycle()) << cycle;
+    budget.start(8, 1);
+    DraftTree chain;
+    int32_t parent = -1;
+    for (int k = 0; k < 8; ++k) {
+      const float q = 0.01f + 0.01f * static_cast<float>((cycle * 3 + k * 7) % 5);  // the drawn token's q
+      parent = chain.add(5, parent, q);
+      if (!budget.another(chain.node(parent).value, true)) break;
+    }
+    const int32_t verified = budget.finish(chain, false);
+    EXPECT_EQ(verified, chain.size()) << cycle;  // T > 0: never cut
+    EXPECT_EQ(verified, cycle == 0 ? 8 : 2) << cycle;
+    budget.observe(std::min<int64_t>(2, verified));
+  }
+}
+
+// A clock the next test moves by hand.
+ChainBudget::Clock::time_point fake_now_value;
+ChainBudget::Clock::time_point fake_now() { return fake_now_value; }
+void advance_fake_clock(double seconds) {
+  fake_now_value += std::chrono::duration_cast<ChainBudget::Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// A draft that starts a sequence or comes back after skipped cycles first takes in what it missed, with its first
+// token. Such a cycle is judged at the steady first-token time, not its own: measured drafting (the tiny model's
+// verify curve c), a one-token chain at .9, accepted, drafted in c(1) / 10 pays (2 tokens in c(1) / 10 + c(2)); taking
+// in a prompt or a skipped stretch first (30 c(1)), it would not, and each new request stopped drafting; and a probe
+// that pays but for its catching up never resumed it.
+TEST(ChainBudget, ACycleCatchingUpIsJudgedAtTheSteadyDraftTime) {
+  auto model = draftlab::testing::tiny_model();
+  ChainBudget budget(*model, 8, std::nullopt);
+  budget.use_clock(&fake_now);
+  const double c1 = VerifyCost::shared(*model, 9, 1).seconds(1);
+  const auto cycle = [&](double first_seconds, float value, int64_t accepted) {
+    budget.start(8, 1);
+    advance_fake_clock(first_seconds);
+    DraftTree chain;
+    chain.add(5, -1, value);
+    budget.another(chain.node(0));
+    budget.finish(chain, true);
+    budget.observe(accepted);
+  };
+  budget.begin();
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(budget.drafts_this_cycle()) << i;
+    cycle(i == 0 ? 30 * c1 : c1 / 10, 0.9f, 1);
+  }
+  for (int request = 0; request < 3; ++request) {
+    budget.begin();
+    ASSERT_TRUE(budget.drafts_this_cycle());
+    cycle(30 * c1, 0.9f, 1);
+    EXPECT_TRUE(budget.drafts_this_cycle()) << request;
+    cycle(c1 / 10, 0.9f, 1);
+  }
+  // Chains worth nothing (.01, rejected) stop drafting; then a probe that catches up on the skipped stretch and pays.
+  int bad = 0;
+  for (; bad < 40 && budget.drafts_this_cycle(); ++bad) cycle(c1 / 10, 0.01f, 0);
+  ASSERT_LT(bad, 40) << "drafting never stopped";
+  int skipped = 0;
+  while (!budget.drafts_this_cycle()) ASSERT_LT(++skipped, 300);
+  cycle(30 * c1, 0.9f, 1);
   EXPECT_TRUE(budget.drafts_this_cycle());
 }
 
