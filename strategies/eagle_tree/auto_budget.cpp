@@ -34,8 +34,11 @@ bool AutoBudget::drafts_this_cycle() {
   // for probes (draft_skipping.h).
   if (!skipping_.drafts_this_cycle()) {
     expansion_depth_ = expansion_width_ = kProbeLimit;  // the next draft is a probe
+    skipped_ = true;
     return false;
   }
+  catching_up_ = skipped_;
+  skipped_ = false;
   return true;
 }
 
@@ -147,8 +150,8 @@ void AutoBudget::observe(const std::vector<int32_t>& matched_nodes, int64_t next
   for (size_t c = 0; c < calibration_.size(); ++c)
     if (predicted[c] > 0.0) calibration_[c].observe(predicted[c], accepted[c]);
   // Each level below the first is one draft forward: expansion = a + b (levels - 1), fitted over the measured
-  // cycles (exponentially weighted least squares); the sync, a running mean.
-  if (levels_ == 0) return;
+  // cycles (exponentially weighted least squares); the sync, a running mean. A probe catching up is no measure.
+  if (levels_ == 0 || catching_up_) return;
   const double decay = 0.95, x = levels_ - 1, y = expand_seconds_;
   for (double* sum : {&fit_.w, &fit_.x, &fit_.y, &fit_.xx, &fit_.xy, &sync_seconds_}) *sum *= decay;
   fit_.w += 1.0, fit_.x += x, fit_.y += y, fit_.xx += x * x, fit_.xy += x * y, sync_seconds_ += sync_seconds;

@@ -91,6 +91,10 @@ class AutoBudget {
   } fit_;  // expansion seconds y against levels - 1 x
   double sync_seconds_ = 0.0;  // weighted sum (weights as fit_.w)
   int32_t levels_ = 0;  // the levels of the last expansion; 0 when it was no measure of the next ones
+  // This cycle is a probe after skipped cycles: its head first took in the features it missed, a cost of having
+  // skipped that grows with the stretch, not of drafting. Learned as drafting time, it made the cycles after a probe
+  // that paid look too costly, and drafting stopped again.
+  bool catching_up_ = false, skipped_ = false;
   DraftSkipping skipping_;
   static constexpr float kPruneSlack = 0.75f;  // margin for the next context being easier than this one
   float prune_below_ = 0.0f;

@@ -135,6 +135,38 @@ TEST(AutoBudget, AtTZeroUnverifiedChildrenOfThePathAreTrialsToo) {
   }
 }
 
+// A probe after skipped cycles first takes in what the head missed: its drafting time is no measure of drafting's.
+// Measured drafting (no auto_cost): chains .9 / .9, accepted, drafted in .05 s pay (2.7 tokens in .05 + c(3) = 1.35
+// against plain decoding's 1 in 1.1). One draft worth nothing (.01, m = 0) starts skipping; the probe, 60 s of it
+// catching up, pays at the drafting time known before it. Learned as drafting time, those 60 s stopped drafting
+// again on the next cycle (2.7 tokens in about 3 + 1.3 s).
+TEST(AutoBudget, AProbeCatchingUpIsNoMeasureOfDraftingTime) {
+  VerifyCost c({{1, 1.1}, {2, 1.2}, {4, 1.4}, {8, 1.8}});
+  DraftTree chain, worthless;
+  chain.add(8, chain.add(7, -1, 0.9f), 0.9f);
+  worthless.add(7, -1, 0.01f);
+  AutoBudget budget;  // measured
+  const auto cycle = [&](double draft_seconds) {
+    EXPECT_EQ(budget.choose(chain, {0, 1}, c, draft_seconds).size(), 2u);
+    budget.observe({0, 1}, 9, 0.0);
+  };
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(budget.drafts_this_cycle()) << i;
+    cycle(0.05);
+  }
+  ASSERT_TRUE(budget.drafts_this_cycle());
+  EXPECT_TRUE(budget.choose(worthless, {0}, c, 0.05).empty());
+  budget.observe({}, 5, 0.0);
+  int skipped = 0;
+  while (!budget.drafts_this_cycle()) ASSERT_LT(++skipped, 300);
+  ASSERT_GT(skipped, 0);
+  cycle(60.0);  // the probe
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(budget.drafts_this_cycle()) << i;
+    cycle(0.05);
+  }
+}
+
 // The expansion follows the budget: unlimited before the first choice; after choosing a tree, one level below its
 // deepest node and one node more than its widest level; the probe's 2 x 2 after skipped cycles (and through the probe
 // cycle itself).
