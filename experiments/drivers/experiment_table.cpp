@@ -169,7 +169,8 @@ std::vector<MethodSpec> every_strategy(const ExperimentConfig& c) {
 
 // The 2026 drafters beside the EAGLE family, each method when its model is given (--draft, --parallel-draft, a
 // --head of the family): the model-free ones, the draft model and PARD, EAGLE-2 and EAGLE-3 at the CPU-sized
-// 4 / 4 / 1, P-EAGLE at k 3 and 5, DFlash at blocks 4, 8 and 16 and with DDTree's tree.
+// 4 / 4 / 1, P-EAGLE at k 3 and 5, DFlash at blocks 4, 8 and 16 and with DDTree's tree; k=auto and
+// ddtree_nodes=auto beside them.
 std::vector<MethodSpec> drafters_2026(const ExperimentConfig& c) {
   std::vector<MethodSpec> m;
   for (const char* name : {"pld", "suffix", "lookahead"}) m.push_back(method(find_strategy(name)));
@@ -194,6 +195,8 @@ std::vector<MethodSpec> drafters_2026(const ExperimentConfig& c) {
       m.push_back(method(dflash, {{"head", h->path}, {"block_size", b}}, std::string("dflash B=") + b));
     m.push_back(method(dflash, {{"head", h->path}, {"block_size", "4"}, {"k", "auto"}}, "dflash B=4 k=auto"));
     m.push_back(method(dflash, {{"head", h->path}, {"block_size", "8"}, {"ddtree_nodes", "8"}}, "dflash+ddtree B=8 n=8"));
+    m.push_back(method(dflash, {{"head", h->path}, {"block_size", "8"}, {"ddtree_nodes", "auto"}},
+                       "dflash+ddtree B=8 n=auto"));
   }
   check(m.size() > 3, "exp drafters: expected at least one drafter's model (--draft, --parallel-draft, --head)");
   return m;

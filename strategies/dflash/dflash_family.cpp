@@ -6,10 +6,15 @@
 // at every temperature; the chain's sampled slots carry their q. Either way the output is the target's.
 //
 // k=auto (strategies/chain_budget.h): the chain keeps slots while one more may pay under this machine's verify cost,
-// cut at T = 0 to its best prefix; no draft when no chain pays. The forward always runs the whole block (below), so
-// only the verification is chosen. The verified rows' features wait until the next drafting cycle extends the context
+// cut at T = 0 to its best prefix; no draft when no chain pays. ddtree_nodes=auto (strategies/eagle_tree/auto_budget.h,
+// eagle2's total_tokens=auto): DDTree's tree of up to max_auto_nodes, cut to the value-ordered prefix that maximises
+// expected tokens per second under the calibrated slot probabilities; no draft when no tree pays. Its nodes are point
+// masses chosen from the slots' distributions, not drawn, so the cut keeps the output the target's at every
+// temperature. The forward always runs the whole block (below), so only the verification is chosen. The verified rows' features wait until the next drafting cycle extends the context
 // with all of them in one call: a cycle that does not draft costs no draft work, and catching up is drafting's cost.
 #include <algorithm>
+#include <chrono>
+#include <numeric>
 #include <queue>
 
 #include "core/base/error.h"
@@ -17,6 +22,7 @@
 #include "strategies/dflash/dflash_gguf.h"
 #include "strategies/dflash/dflash_head.h"
 #include "strategies/dflash/dflash_training.h"
+#include "strategies/eagle_tree/auto_budget.h"
 #include "strategies/registry.h"
 
 namespace draftlab {
@@ -25,15 +31,25 @@ namespace {
 
 class DFlashStrategy : public SequenceStrategy {
  public:
-  // slots: how many of the block's B - 1 a draft may use; budget: k=auto (a chain, slots = its max_depth()).
+  // The automatic budgets: k=auto's chain, or ddtree_nodes=auto's tree (with auto_cost's fixed costs, if given).
+  struct Budgets {
+    std::optional<ChainBudget> chain;
+    bool tree = false;
+    std::optional<FixedCosts> tree_costs;
+  };
+  // slots: how many of the block's B - 1 a draft may use (k=auto: the chain budget's max_depth()); tree_nodes: DDTree's
+  // node budget (ddtree_nodes=auto: the most nodes it considers).
   DFlashStrategy(std::shared_ptr<const DFlashHead> head, int64_t block, int64_t slots, int64_t tree_nodes,
-                 std::optional<ChainBudget> budget)
+                 Budgets budgets)
       : head_(std::move(head)),
         block_(block),
         slots_(slots),
         tree_nodes_(tree_nodes),
         capacity_(head_->target().config().max_position_embeddings),
-        budget_(std::move(budget)) {}
+        budget_(std::move(budgets.chain)),
+        tree_costs_(std::move(budgets.tree_costs)) {
+    if (budgets.tree) tree_budget_.emplace(tree_costs_ ? std::optional<double>(tree_costs_->draft_seconds) : std::nullopt);
+  }
 
   std::string name() const override { return "dflash"; }
   std::vector<int64_t> target_feature_layers() const override { return head_->config().target_layer_ids; }
@@ -43,6 +59,7 @@ class DFlashStrategy : public SequenceStrategy {
     waiting_.clear();
     waiting_rows_ = 0;
     if (budget_) budget_->begin();
+    if (tree_budget_) tree_budget_->begin();
     in_step_ = features.defined() && features.size(0) == static_cast<int64_t>(prompt.size()) &&
                features.size(0) <= capacity_;
     if (in_step_) head_->extend(context_, features);
@@ -56,7 +73,15 @@ class DFlashStrategy : public SequenceStrategy {
     const int64_t depth = std::min<int64_t>({slots_, request.tokens_wanted, request.max_nodes, capacity_ - n});
     if (depth < 1) return {};
     if (budget_ && !budget_->drafts_this_cycle()) return {};
+    if (tree_budget_ && !tree_budget_->drafts_this_cycle()) return {};
     if (budget_) budget_->start(static_cast<int32_t>(depth), request.batch_size, true);
+    // The tree budget's cost curve, measured once per model and batch size, before the draft is timed.
+    const int64_t tree_nodes = std::min<int64_t>(tree_nodes_, request.max_nodes);
+    const VerifyCost* tree_cost =
+        !tree_budget_ ? nullptr
+                      : tree_costs_ ? &tree_costs_->verify
+                                    : &VerifyCost::shared(head_->target(), tree_nodes_ + 1, request.batch_size);
+    const auto t0 = std::chrono::steady_clock::now();
     if (!waiting_.empty()) {
       head_->extend(context_, waiting_.size() == 1 ? waiting_[0] : at::cat(waiting_));
       waiting_.clear();
@@ -68,12 +93,21 @@ class DFlashStrategy : public SequenceStrategy {
     const int64_t block = std::min<int64_t>(block_, capacity_ - n + 1);
     const at::Tensor logits =
         head_->draft(context_, request.sequence.back(), block).to(at::kCPU).narrow(0, 0, depth);  // [depth, V]
-    return tree_nodes_ > 0 ? ddtree(logits, std::min<int64_t>(tree_nodes_, request.max_nodes))
-                           : chain_of_slots(logits, request.sampler, budget_ ? &*budget_ : nullptr);
+    if (tree_nodes_ == 0) return chain_of_slots(logits, request.sampler, budget_ ? &*budget_ : nullptr);
+    DraftTree tree = ddtree(logits, tree_nodes);
+    if (!tree_budget_) return tree;
+    // Best-first order puts every parent before its children: all nodes are candidates, the prefix chosen in value
+    // order keeps its nodes' ancestors.
+    std::vector<int32_t> all(static_cast<size_t>(tree.size()));
+    std::iota(all.begin(), all.end(), 0);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return tree.subtree(tree_budget_->choose(tree, all, *tree_cost, seconds, request.sampler.params().greedy()));
   }
 
   void observe(const VerifyResult& result) override {
     if (budget_) budget_->observe(static_cast<int64_t>(result.accepted_nodes.size()));
+    // No sync to time: the verified rows' features wait for the next draft, whose time holds them.
+    if (tree_budget_) tree_budget_->observe(result.matched_nodes(), result.token_after_match(), 0.0);
     if (!in_step_ || !result.features.defined()) {
       in_step_ = false;
       return;
@@ -125,7 +159,22 @@ class DFlashStrategy : public SequenceStrategy {
   std::vector<at::Tensor> waiting_;  // verified rows' features not yet in the context (the next draft adds them)
   int64_t waiting_rows_ = 0;
   std::optional<ChainBudget> budget_;  // k=auto
+  std::optional<FixedCosts> tree_costs_;  // ddtree_nodes=auto with auto_cost
+  std::optional<AutoBudget> tree_budget_;  // ddtree_nodes=auto
 };
+
+// Which budget is automatic: k=auto (a chain) or ddtree_nodes=auto (a tree), not both, and not k=auto with a fixed
+// tree; auto_cost only with one of them. Error naming the options otherwise.
+std::pair<bool, bool> automatic_budgets(const StrategyOptions& o) {
+  const bool chain = o.get_string("k") == "auto", tree = o.get_string("ddtree_nodes") == "auto";
+  if (chain && (tree || o.get_int("ddtree_nodes") > 0))
+    throw Error("strategy dflash: option k=auto chooses a chain's length; it cannot be given with ddtree_nodes=" +
+                o.get_string("ddtree_nodes") + " (a tree: ddtree_nodes=auto chooses the tree)");
+  if (!chain && !tree && o.given("auto_cost"))
+    throw Error("strategy dflash: auto_cost applies to k=auto or ddtree_nodes=auto only");
+  if (chain || tree) parse_auto_cost("dflash", o.get_string("auto_cost"));
+  return {chain, tree};
+}
 
 std::shared_ptr<const DFlashHead> head_from(const StrategyContext& context, const StrategyOptions& o) {
   const std::string path = o.get_string("head");
@@ -160,40 +209,54 @@ const StrategyDescriptor& dflash_strategy() {
     d.options = {path_option("head", false, "a trained DFlash draft of the target (a folder); absent: random (tests)"),
                  integer_option("head_seed", 0, 0, 1000000, "the random draft's seed"),
                  integer_option("block_size", 0, 0, 64, "B: B - 1 drafted slots (0: the draft's own block size)"),
-                 integer_option("ddtree_nodes", 0, 0, 1024, "DDTree's node budget (0: a chain of the slots' tops)"),
+                 integer_option("ddtree_nodes", 0, 0, 1024,
+                                "DDTree's node budget (0: a chain of the slots' tops); auto: the part of a tree of "
+                                "max_auto_nodes that pays most under the measured verify cost and the calibrated slot "
+                                "probabilities (none when none pays)")
+                     .also("auto"),
+                 integer_option("max_auto_nodes", 16, 1, 1024, "ddtree_nodes=auto: the most nodes a tree has"),
                  integer_option("k", 0, 0, 63,
                                 "slots a draft uses, the chain's length or DDTree's depth (0: all B - 1); auto: a chain "
                                 "of as many as pay under the measured verify cost and the calibrated confidences (none "
                                 "when none pays)")
                      .also("auto"),
-                 auto_cost_option("k", "token")};
-    d.check_options = [](const StrategyOptions& o) {
-      if (automatic_budget("dflash", o, "k") && o.get_int("ddtree_nodes") > 0)
-        throw Error("strategy dflash: option k=auto chooses a chain's length; it cannot be given with ddtree_nodes > 0 "
-                    "(a tree), got ddtree_nodes=" + std::to_string(o.get_int("ddtree_nodes")));
-    };
+                 auto_cost_option("k=auto or ddtree_nodes", "token (k=auto) or cycle (ddtree_nodes=auto)")};
+    d.check_options = [](const StrategyOptions& o) { automatic_budgets(o); };
     // A random draft's slots are seldom accepted at T 1.5: the wrong-rule controls run hot (T 8).
     d.test_variants = {with_control_temperature({"dflash", {"block_size=4"}}, 8.0),
                        with_control_temperature({"dflash_ddtree", {"block_size=4", "ddtree_nodes=6", "head_seed=3"}}, 8.0),
                        // k=auto on fixed costs (drafts independent of the clock), cheap enough to keep drafting.
                        with_control_temperature({"dflash_auto", {"block_size=5", "k=auto", "auto_cost=1/0.001/0.001"}},
+                                                8.0),
+                       with_control_temperature({"dflash_ddtree_auto", {"block_size=4", "ddtree_nodes=auto",
+                                                                        "max_auto_nodes=6", "head_seed=3",
+                                                                        "auto_cost=1/0.001/0.001"}},
                                                 8.0)};
     d.make = [](const StrategyContext& context, const StrategyOptions& options) -> std::unique_ptr<DraftStrategy> {
       auto head = head_from(context, options);
       int64_t block = options.get_int("block_size");
       if (block == 0) block = head->config().block_size;
       check(block >= 2, "strategy dflash: option block_size: expected 2..64 (or 0), got " + std::to_string(block));
-      std::optional<ChainBudget> budget;
+      DFlashStrategy::Budgets budgets;
       int64_t slots = block - 1;
-      if (automatic_budget("dflash", options, "k"))
-        budget.emplace(context.target, static_cast<int32_t>(slots), parse_auto_cost("dflash", options.get_string("auto_cost")));
+      const auto [chain_auto, tree_auto] = automatic_budgets(options);
+      if (chain_auto)
+        budgets.chain.emplace(context.target, static_cast<int32_t>(slots),
+                              parse_auto_cost("dflash", options.get_string("auto_cost")));
       else if (options.get_int("k") > 0) {
         check(options.get_int("k") <= slots, "strategy dflash: option k: expected at most block_size - 1 = " +
                                                  std::to_string(slots) + " slots, got " + std::to_string(options.get_int("k")));
         slots = options.get_int("k");
       }
-      return std::make_unique<DFlashStrategy>(std::move(head), block, slots, options.get_int("ddtree_nodes"),
-                                              std::move(budget));
+      int64_t tree_nodes = 0;
+      if (tree_auto) {
+        budgets.tree = true;
+        budgets.tree_costs = parse_auto_cost("dflash", options.get_string("auto_cost"));
+        tree_nodes = options.get_int("max_auto_nodes");
+      } else {
+        tree_nodes = options.get_int("ddtree_nodes");
+      }
+      return std::make_unique<DFlashStrategy>(std::move(head), block, slots, tree_nodes, std::move(budgets));
     };
     return d;
   }();

@@ -138,6 +138,36 @@ TEST(DFlashStrategy, DDTreeHoldsTheMostProbablePaths) {
   }
 }
 
+// ddtree_nodes=auto verifies the part of DDTree's tree (max_auto_nodes) that pays most: with verification free per row
+// (auto_cost 1/0/0) the whole tree, the same as ddtree_nodes=7; at 10 ms a row (1/10/0) a node would need a chance
+// above .9 to pay (1 + e tokens in 21 ms against 1 in 11): a random head's nodes never do, so nothing is verified.
+TEST(DFlashStrategy, DDTreeAutoVerifiesThePartThatPays) {
+  const auto target = draftlab::testing::tiny_model(at::kFloat, 2, 7, false, 97, CpuPath::Reference);
+  auto head = DFlashHead::random(*target, 4, 1, 4);
+  const std::vector<int64_t> prompt{1, 5, 9, 13};
+  ForwardOptions fo;
+  fo.feature_layers = head->config().target_layer_ids;
+  KvCache cache = target->make_cache(32);
+  const at::Tensor features = target->forward_chain(cache, prompt, fo).features;
+  std::vector<int64_t> seq = prompt;
+  seq.push_back(20);
+  Sampler greedy{SamplingParams{}};
+  const auto first_tree = [&](std::vector<std::string> options) {
+    options.insert(options.end(), {"block_size=4", "head_seed=4"});
+    auto strategy = make_strategy("dflash", StrategyContext{*target}, StrategyOptions::parse(options));
+    strategy->begin(prompt, features, 0);
+    return propose_one(*strategy, DraftRequest{seq, 100, 100, greedy});
+  };
+  const DraftTree fixed = first_tree({"ddtree_nodes=7"});
+  const DraftTree free_rows = first_tree({"ddtree_nodes=auto", "max_auto_nodes=7", "auto_cost=1/0/0"});
+  ASSERT_EQ(free_rows.size(), fixed.size());
+  for (int32_t i = 0; i < fixed.size(); ++i) {
+    EXPECT_EQ(free_rows.node(i).token, fixed.node(i).token) << i;
+    EXPECT_EQ(free_rows.node(i).parent, fixed.node(i).parent) << i;
+  }
+  EXPECT_EQ(first_tree({"ddtree_nodes=auto", "max_auto_nodes=7", "auto_cost=1/10/0"}).size(), 0);
+}
+
 TEST(DFlashTraining, LearnsToDraftAPeriodicStream) {
   // A stream of period 5: from the features of the prefix, the block's slots learn the next three tokens.
   std::vector<int32_t> train, validation;
