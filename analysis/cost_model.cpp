@@ -91,4 +91,10 @@ CostModel parse_cost_model(const std::string& json_text, const std::string& sour
 
 CostModel read_cost_model(const std::string& path) { return parse_cost_model(read_text_file(path), path); }
 
+std::optional<CostModel> recorded_cost_model(const ResultsFile& results, const std::string& path) {
+  const auto it = results.attributes.find("cost_model");
+  if (it == results.attributes.end() || it->second.empty()) return std::nullopt;
+  return parse_cost_model(it->second, path + ": attribute cost_model");
+}
+
 }  // namespace draftlab::analysis

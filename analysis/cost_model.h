@@ -6,9 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "core/results/results_file.h"
 
 namespace draftlab::analysis {
 
@@ -29,5 +32,9 @@ struct CostModel {
 // or non-positive times, n not increasing from 1, no curves).
 CostModel read_cost_model(const std::string& path);
 CostModel parse_cost_model(const std::string& json_text, const std::string& source);
+
+// The model a results file records (attribute cost_model, `exp --cost`), none when it has none; Error naming the file
+// and the attribute when the text is not a cost model.
+std::optional<CostModel> recorded_cost_model(const ResultsFile& results, const std::string& path);
 
 }  // namespace draftlab::analysis

@@ -145,6 +145,42 @@ def speculation_profile(runs, max_positions=8):
         return accepted / reached, lengths / lengths.sum()
 
 
+def cost_model_seconds(model, n, cached):
+    """Seconds of a target forward of n rows after `cached` tokens under a cost model (format draftlab-cost/1), as
+    analysis/cost_model.h computes it: linear in n between measured points (the last segment extended), linear in
+    the cached length between curves, the nearest curve outside them."""
+    def on_curve(curve, n):
+        pts = [(r["n"], r["median_ms"] * 1e-3) for r in curve["results"]]
+        if len(pts) == 1 or n <= 1:
+            return pts[0][1] * max(n, 1)
+        hi = 1
+        while hi + 1 < len(pts) and pts[hi][0] < n:
+            hi += 1
+        (n0, s0), (n1, s1) = pts[hi - 1], pts[hi]
+        return s0 + (s1 - s0) * (n - n0) / (n1 - n0)
+    curves = model["curves"]
+    if cached <= curves[0]["cached"]:
+        return on_curve(curves[0], n)
+    if cached >= curves[-1]["cached"]:
+        return on_curve(curves[-1], n)
+    hi = 1
+    while curves[hi]["cached"] < cached:
+        hi += 1
+    a, b = curves[hi - 1], curves[hi]
+    t = (cached - a["cached"]) / (b["cached"] - a["cached"])
+    return (1 - t) * on_curve(a, n) + t * on_curve(b, n)
+
+
+def cached_at_cycles(run):
+    """Per cycle: tokens in the cache before it (the prompt, then what earlier cycles of its question emitted)."""
+    q, c = run["questions"], run["cycles"]
+    out = np.zeros(len(c["accept_length"]), dtype=np.int64)
+    for prompt, begin, count in zip(q["prompt_tokens"], q["cycle_offset"], q["cycles"]):
+        emitted = np.concatenate([[0], np.cumsum(c["accept_length"][begin:begin + count])[:-1]])
+        out[begin:begin + count] = prompt + emitted
+    return out
+
+
 def is_baseline(run):
     """A run without drafting (draft_shape none): the baseline speedups divide by."""
     return run["draft_shape"] == DRAFT_SHAPE_NONE
@@ -516,9 +552,57 @@ def figure_profile(results, max_positions=8):
     return fig
 
 
+def figure_cost(results):
+    """The forward cost model the run recorded (exp --cost): its measured curves (median, min-max) per cached length,
+    and its residuals on the runs: each cycle's recorded verify time against the model's forward of drafted + 1 rows
+    at that cycle's cached length, the median per row count and method (the rest is acceptance and bookkeeping)."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), squeeze=False)
+    left, right = axes[0]
+    text = results["attrs"].get("cost_model", "")
+    if not text:
+        for ax in (left, right):
+            ax.text(0.5, 0.5, "no cost model recorded\n(draftlab exp ... --cost COST.json)", ha="center", va="center",
+                    transform=ax.transAxes)
+            ax.set_axis_off()
+        return fig
+    model = json.loads(text)
+    for k, curve in enumerate(model["curves"]):
+        n = np.array([r["n"] for r in curve["results"]])
+        med = np.array([r["median_ms"] for r in curve["results"]])
+        low = np.array([r.get("min_ms", m) for r, m in zip(curve["results"], med)])
+        high = np.array([r.get("max_ms", m) for r, m in zip(curve["results"], med)])
+        left.errorbar(n, med, yerr=[med - low, high - med], marker="o", ms=3, capsize=2, color=f"C{k % 10}",
+                      label=f"cached {curve['cached']}")
+    left.set(xscale="log", xlabel="rows in the forward (n)", ylabel="ms (median, min-max)",
+             title=f"forward cost: {model.get('forward', '?')}, {model.get('threads', '?')} thread(s)")
+    left.legend(fontsize=7)
+    for k, run in enumerate(r for r in results["runs"] if not is_baseline(r) and len(r["cycles"]["drafted"])):
+        c = run["cycles"]
+        rows = c["drafted"].astype(int) + 1
+        cached = cached_at_cycles(run)
+        predicted = np.array([cost_model_seconds(model, n, kv) for n, kv in zip(rows, cached)])
+        residual = 1e3 * (c["verify_seconds"] - predicted)
+        sizes = np.unique(rows)
+        right.plot(sizes, [np.median(residual[rows == n]) for n in sizes], marker="o", ms=3, color=f"C{k % 10}",
+                   label=f"{run['method']}, {DATASET_NAMES.get(run['dataset'], run['dataset'])}, "
+                         f"T = {run['temperature']:g}")
+    right.axhline(0.0, color="k", lw=0.8, ls=":")
+    right.set(xlabel="rows verified (drafted + 1)", ylabel="recorded verify - model forward (ms, median)",
+              title="residuals on the runs")
+    if right.lines[1:]:
+        right.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1))
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+    fig.suptitle(machine_caption(results), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 FIGURES = {"reliability": figure_reliability, "positions": figure_positions, "speed": figure_speed,
            "sweep": figure_sweep, "ablation": figure_ablation, "training": figure_training, "batch": figure_batch,
-           "n_alpha": figure_n_alpha, "scaling": figure_scaling, "profile": figure_profile}
+           "n_alpha": figure_n_alpha, "scaling": figure_scaling, "profile": figure_profile,
+           "cost": figure_cost}
 
 
 def experiment_figures(experiment):
@@ -543,7 +627,7 @@ def main(argv=None):
         print(f"plot.py: error: {args.results}: not a draftlab results file ({e})", file=sys.stderr)
         return 1
     names = args.figure or experiment_figures(results["attrs"].get("experiment")) + (
-        ["training"] if results["training"] else [])
+        ["training"] if results["training"] else []) + (["cost"] if results["attrs"].get("cost_model") else [])
     if "all" in names:
         names = list(FIGURES)
     os.makedirs(args.out, exist_ok=True)

@@ -44,6 +44,8 @@ ROOT_ATTRIBUTES = {
               "`i/n` for a shard of a sweep, `0/1` otherwise; a merged file records `merged:n`"),
     "settings": Attribute("string", False, None,
               "JSON object of the driver's settings (datasets, questions per set, max_new_tokens, warmup, repeats, temperatures, ...)"),
+    "cost_model": Attribute("string", False, None,
+              "the forward cost model the run was given (`exp --cost`: bench/forward_cost --out of this machine, model and settings, format draftlab-cost/1), its JSON text; `table` and `bounds` use it when given no --cost"),
 }
 
 RUN_ATTRIBUTES = {

@@ -49,6 +49,9 @@ NOTEBOOKS = {
     "profile": ("profile", "Speculation profile",
                 "SPEED-Bench's conditional acceptance per draft position and the share of cycles per accept length, "
                 "one line and one bar per method, all sets pooled, one row per temperature."),
+    "cost": ("cost", "Forward cost model and its residuals",
+             "The cost model a results file records (exp --cost): its measured curves per cached length, and each "
+             "method's recorded verify time less the model's forward, per rows verified."),
     "training": ("training", "Training curves",
                  "Loss, learning rate, eval accuracy and n-α of every /training group of the file (any results "
                  "file whose methods use heads with a training log)."),

@@ -48,7 +48,10 @@ inline constexpr const char* kResultsSchema = "draftlab-results/3";
   S(shard, optional, "`i/n` for a shard of a sweep, `0/1` otherwise; a merged file records `merged:n`")             \
   S(settings, optional,                                                                                             \
     "JSON object of the driver's settings (datasets, questions per set, max_new_tokens, warmup, repeats, "          \
-    "temperatures, ...)")
+    "temperatures, ...)")                                                                                           \
+  S(cost_model, optional,                                                                                           \
+    "the forward cost model the run was given (`exp --cost`: bench/forward_cost --out of this machine, model and "  \
+    "settings, format draftlab-cost/1), its JSON text; `table` and `bounds` use it when given no --cost")
 
 // Attributes of a /runs/NNNN group. X(field, name, type, default, presence, meaning): RunRecord::field is
 // written as the attribute `name`. A required attribute is always written and must be present to read; a

@@ -30,7 +30,7 @@ int run_bounds(int argc, char** argv) {
   desc.add_options()
       ("help,h", "show this help")
       ("results", po::value(&path)->required(), "results file (draftlab exp ... --out FILE.h5)")
-      ("cost", po::value(&cost_path), "cost model file of bench/forward_cost --out")
+      ("cost", po::value(&cost_path), "cost model file of bench/forward_cost --out (default: the one the file records, exp --cost)")
       ("format", po::value(&format)->default_value(format), "md, latex or text")
       ("max-nodes", po::value(&options.max_nodes)->default_value(options.max_nodes),
        "largest tree the bounds consider")
@@ -49,11 +49,9 @@ int run_bounds(int argc, char** argv) {
   if (!tree_path.empty() && tree_run < 0) throw Error("--tree-out: needs --run INDEX (the run whose acceptance to use)");
 
   const ResultsFile results = read_results(path);
-  std::optional<analysis::CostModel> cost;
-  if (!cost_path.empty()) {
-    cost = analysis::read_cost_model(cost_path);
-    options.cost = &*cost;
-  }
+  std::optional<analysis::CostModel> cost =
+      cost_path.empty() ? analysis::recorded_cost_model(results, path) : analysis::read_cost_model(cost_path);
+  if (cost) options.cost = &*cost;
   if (tree_run >= static_cast<int>(results.runs.size()))
     throw Error("--run: expected a run index below " + std::to_string(results.runs.size()) + " (" + path + ")");
   // Everything is computed before anything is written: bad input leaves no file behind.

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <iostream>
 
+#include "analysis/cost_model.h"
 #include "analysis/speculation_profile.h"
 #include "core/base/error.h"
 #include "core/base/file_bytes.h"
@@ -150,7 +151,7 @@ int run_exp(int argc, char** argv) {
   ModelOptions model_opts;
   ExperimentConfig c;
   std::vector<std::string> heads, datasets, temperatures, batch_sizes, total_tokens, depth, top_k, grid;
-  std::string out_path, jsonl_dir, shard = "0/1";
+  std::string out_path, jsonl_dir, shard = "0/1", cost_path;
   int64_t seed = 0;
   std::string names;
   for (const auto& n : experiment_names()) names += (names.empty() ? "" : ", ") + n;
@@ -170,6 +171,9 @@ int run_exp(int argc, char** argv) {
        "first unlabelled one of its kind)")
       ("draft", po::value(&c.draft_path), "small draft model for the classic chain method (speed)")
       ("parallel-draft", po::value(&c.parallel_draft_path), "parallel draft model for pard (train-lm --parallel; speed)")
+      ("cost", po::value(&cost_path),
+       "this machine's forward cost model for the run's model and settings (bench/forward_cost --out), recorded in the "
+       "results (attribute cost_model): table, bounds and plot then predict and bound from it")
       ("datasets", po::value(&datasets)->composing(),
        "comma-separated bench sets (mt_bench, humaneval, gsm8k, alpaca, sum, qa under $DRAFTLAB_SHARED/data/bench) "
        "or .jsonl files (default: all six for speed, mt_bench otherwise)")
@@ -244,7 +248,11 @@ int run_exp(int argc, char** argv) {
   }
   parse_shard(shard, c.shard_index, c.shard_count);
   c.command_line = recorded_command_line(argc, argv, vm);
-  const ResultsFile results = run_experiment_from_cli(c, model_opts, argc, argv, progress).results;
+  // The cost model is checked before the run: a bad file stops it before any model loads.
+  const std::string cost_text = cost_path.empty() ? "" : read_text_file(cost_path);
+  if (!cost_path.empty()) analysis::parse_cost_model(cost_text, cost_path);
+  ResultsFile results = run_experiment_from_cli(c, model_opts, argc, argv, progress).results;
+  if (!cost_text.empty()) results.attributes["cost_model"] = cost_text;
   if (!out_path.empty()) {
     // SPEED-Bench's speculation profile beside the results (FILE.h5 -> FILE.speculation_profile.json), computed
     // first so that a run whose tables disagree leaves neither file behind.

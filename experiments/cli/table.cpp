@@ -54,7 +54,8 @@ int run_table(int argc, char** argv) {
        "acceptance per position, cycles per acceptance length")
       ("cost", po::value(&cost_path),
        "a cost model (bench/forward_cost --out) of the machine and settings of the run: add draftlab bounds' "
-       "speed table (decode speedup, predicted, Sequoia's bound, decode / bound, the ceiling) under the paper's");
+       "speed table (decode speedup, predicted, Sequoia's bound, decode / bound, the ceiling) under the paper's "
+       "(default: the one the file records, exp --cost)");
   po::positional_options_description positional;
   positional.add("results", 1);
   po::variables_map vm;
@@ -75,8 +76,8 @@ int run_table(int argc, char** argv) {
     return 0;
   }
   const ResultsFile results = read_results(path);
-  std::optional<analysis::CostModel> cost;
-  if (!cost_path.empty()) cost = analysis::read_cost_model(cost_path);
+  std::optional<analysis::CostModel> cost =
+      cost_path.empty() ? analysis::recorded_cost_model(results, path) : analysis::read_cost_model(cost_path);
   analysis::Report report = analysis::paper_tables(analysis::split_by_category(results, grouping), path, options);
   if (profile)
     for (analysis::Table& t : analysis::speculation_profile_tables(results)) report.tables.push_back(std::move(t));

@@ -62,13 +62,34 @@ has "--ci adds intervals" "$TMP/ci.md" "| eagle2 | 2.00x [2.00, 2.00] | 4.00 [4.
 # 2. Figures as PNG (magic bytes) and SVG: every figure from the sweep fixture (it has confidences, a static tree,
 #    a grid and training curves) in one run; the default choice for a speed file is its bars + training curves.
 "$BIN" plot "$TMP/fixture-sweep.h5" --out "$TMP/fig-all" --figure all >"$TMP/out" 2>&1 || bad "plot --figure all: $(tail -5 "$TMP/out")"
-for f in reliability positions speed sweep ablation training n_alpha scaling; do
+for f in reliability positions speed sweep ablation training n_alpha scaling profile cost; do
   if [ -s "$TMP/fig-all/$f.png" ] && [ -s "$TMP/fig-all/$f.svg" ] && [ "$(head -c 4 "$TMP/fig-all/$f.png" | tail -c 3)" = "PNG" ] &&
      grep -q "<svg" "$TMP/fig-all/$f.svg"; then ok "plot: $f.png and .svg"; else bad "plot: $f missing or not PNG/SVG"; fi
 done
 "$BIN" plot "$TMP/fixture-speed.h5" --out "$TMP/fig-speed" >"$TMP/out" 2>&1 || bad "plot speed: $(tail -5 "$TMP/out")"
 [ -s "$TMP/fig-speed/speed.png" ] && [ -s "$TMP/fig-speed/training.svg" ] && [ ! -e "$TMP/fig-speed/reliability.png" ] &&
   ok "plot: a speed file gives speed + training" || bad "plot speed: $(ls "$TMP/fig-speed")"
+# A file that records its cost model (exp --cost): table adds the bounds' speed table, bounds predicts, and plot
+# draws the model and its residuals on the runs, all without --cost. A malformed one is named as the attribute.
+cat >"$TMP/cost.json" <<'JSON'
+{"format": "draftlab-cost/1", "forward": "test", "threads": 1, "curves": [
+ {"cached": 0, "results": [{"n": 1, "median_ms": 100}, {"n": 8, "median_ms": 110}]},
+ {"cached": 64, "results": [{"n": 1, "median_ms": 120}, {"n": 8, "median_ms": 130}]}]}
+JSON
+cp "$TMP/fixture-speed.h5" "$TMP/costed.h5"
+$PY -c "import h5py, sys; h5py.File(sys.argv[1], 'r+').attrs['cost_model'] = open(sys.argv[2]).read()" \
+  "$TMP/costed.h5" "$TMP/cost.json"
+"$BIN" table "$TMP/costed.h5" >"$TMP/costed.md" 2>&1
+has "table: the recorded cost model adds the bounds' speed table" "$TMP/costed.md" "Speed, temperature = 0"
+"$BIN" bounds "$TMP/costed.h5" >"$TMP/costed-bounds.md" 2>&1
+has "bounds: the recorded cost model is used" "$TMP/costed-bounds.md" "Speed, temperature = 0"
+"$BIN" plot "$TMP/costed.h5" --out "$TMP/fig-costed" >"$TMP/out" 2>&1 || bad "plot costed: $(tail -5 "$TMP/out")"
+[ -s "$TMP/fig-costed/cost.png" ] && ok "plot: a file with a cost model gets the cost figure" ||
+  bad "plot costed: $(ls "$TMP/fig-costed")"
+cp "$TMP/fixture-speed.h5" "$TMP/bad-cost.h5"
+$PY -c "import h5py, sys; h5py.File(sys.argv[1], 'r+').attrs['cost_model'] = '{\"format\": \"x\"}'" "$TMP/bad-cost.h5"
+expect_error "table: malformed recorded cost model" "bad-cost.h5: attribute cost_model: format" "$BIN" table "$TMP/bad-cost.h5"
+
 [ -z "$(find "$TMP" -name '*.tmp.*')" ] && ok "no temporary files left" || bad "temporary files left: $(find "$TMP" -name '*.tmp.*')"
 
 # 3. Not a results file: exit 1, a message naming the file, nothing written.
