@@ -39,7 +39,6 @@ void ChainBudget::start(int32_t room, int32_t batch_size, bool drawn_at_once) {
 }
 
 bool ChainBudget::another(float value, bool sampled) {
-  sampled_ = sampled;
   if (sampled) value = 1.0f;  // calibrated per depth, alpha_k is then depth k's acceptance (marginal)
   if (!sampled && !values_.empty() && values_.back() > 0.0f) {
     const double ratio = static_cast<double>(value) / values_.back();
@@ -64,16 +63,16 @@ bool ChainBudget::another(float value, bool sampled) {
   last_token_ = now;
   const int32_t left = room_ - static_cast<int32_t>(values_.size());
   if (left <= 0) return false;
-  // A further token's value is expected at the last one's times the typical confidence (at most the last one's
-  // before any is known); its calibration at most the largest of the deeper depths'.
   const size_t n = values_.size();  // < calibration_.size(): left > 0
   if (sampled) {
-    // The next depth at its own acceptance, the ones after it shrinking as it did from this one (a depth not yet
-    // verified is at the prior, 1: drafted until it is).
+    // T > 0: the next depth at its own acceptance, the ones after it shrinking as it did from this one (a depth not
+    // yet verified is at the prior, 1: drafted until it is).
     const double next = calibration_[n].alpha(), here = calibration_[n - 1].alpha();
     const double decay = here > 0.0 ? std::min(1.0, next / here) : 0.0;
     return another_token_may_pay(expected(), next, drafting_seconds(), token_seconds_, cost(), left, decay);
   }
+  // T = 0: a further token's value is expected at the last one's times the typical confidence (at most the last
+  // one's before any is known); its calibration at most the largest of the deeper depths'.
   double scale = 0.0;
   for (size_t k = n; k < calibration_.size(); ++k) scale = std::max(scale, calibration_[k].alpha());
   const double decay = confidence_ > 0.0 ? std::min(1.0, confidence_) : 1.0;

@@ -68,7 +68,7 @@ class ChainBudget {
   void start(int32_t room, int32_t batch_size, bool drawn_at_once = false);
   bool another(const DraftNode& last) { return another(last.value, last.distribution >= 0); }
   // sampled: the token was drawn from a q (T > 0). Its value then says little about its acceptance (min(1, p/q) is
-  // about as likely at q 0.01 as at 0.3: calibrating by it kept P-ARD's chains at one token and stopped drafting
+  // about as likely at q 0.01 as at 0.3: calibrating by it kept PARD's chains at one token and stopped drafting
   // where two paid), so at T > 0 each depth is expected at its own recent acceptance instead (value 1 calibrated).
   bool another(float value, bool sampled = false);
   // After drafting `chain` (nodes 0, 1, ... in chain order, one value each given to another()): at T = 0 (may_cut)
@@ -117,7 +117,6 @@ class ChainBudget {
   double token_seconds_ = 0.0;         // one more token's drafting time: fixed, or a running mean of measured ones
   bool second_seen_ = false;           // a chain of two or more tokens measured token_seconds_
   bool drawn_at_once_ = false;         // this cycle's slots came from one forward
-  bool sampled_ = false;               // this cycle's tokens were drawn from q (T > 0): values_ are all 1
   int32_t verified_ = 0;               // tokens of values_ sent to verification
   static constexpr int kLearningCycles = 8;
   static constexpr double kRecentMemory = 0.8;
