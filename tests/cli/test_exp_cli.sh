@@ -180,6 +180,12 @@ PY
 "$BIN" bounds "$TMP/oracle.h5" --cost "$TMP/cost.json" --format text >"$TMP/bounds" 2>"$TMP/err" \
   && grep -q "Oracle draft length" "$TMP/bounds" && grep -q "best of 2 per step" "$TMP/bounds" && grep -q "Oracle-K bound" "$TMP/bounds" \
   && ok "bounds: the oracle draft length table, best of the proposers" || bad "bounds of oracle.h5: $(cat "$TMP/bounds" "$TMP/err")"
+# exp --cost records the model (attribute cost_model, the file's text): table then adds the bounds' table unasked.
+"$BIN" exp calibration "${TINY[@]}" --head "$HEAD" --cost "$TMP/cost.json" --out "$TMP/costed.h5" >"$TMP/out" 2>"$TMP/err" \
+  && "$BIN" table "$TMP/costed.h5" >"$TMP/table_costed" 2>>"$TMP/err" && grep -q "Sequoia bound" "$TMP/table_costed" \
+  && /usr/bin/python3 -c "import h5py, sys; a = h5py.File(sys.argv[1], 'r').attrs['cost_model']
+assert (a.decode() if isinstance(a, bytes) else a) == open(sys.argv[2]).read()" "$TMP/costed.h5" "$TMP/cost.json" \
+  && ok "exp --cost records the cost model; table uses it" || bad "exp --cost: $(cat "$TMP/out" "$TMP/err" | tail -5)"
 expect_error "bounds: a cost file of another format" "config.json: format: expected \"draftlab-cost/1\"" \
   "$BIN" bounds "$TMP/compare.h5" --cost "$MODEL/config.json" --profile "$TMP/p2.json"
 expect_error "bounds: --tree-out without --run" "needs --run" "$BIN" bounds "$TMP/compare.h5" --tree-out "$TMP/t2.json"
@@ -194,6 +200,8 @@ expect_error "unknown strategy option" "frobs" "$BIN" exp calibration "${TINY[@]
   --strategy eagle2:frobs=1 --out "$TMP/x.h5"
 expect_error "missing dataset" "nothing.jsonl" "$BIN" exp calibration "${TINY[@]}" --head "$HEAD" \
   --datasets "$TMP/nothing.jsonl" --out "$TMP/x.h5"
+expect_error "exp: a cost file of another format" "config.json: format: expected \"draftlab-cost/1\"" \
+  "$BIN" exp calibration "${TINY[@]}" --head "$HEAD" --cost "$MODEL/config.json" --out "$TMP/x.h5"
 expect_error "merge of different experiments" "experiment" "$BIN" merge "$TMP/m2.h5" "$TMP/alpha.h5" "$TMP/sweep0.h5"
 expect_error "merge of a non-results file" "config.json" "$BIN" merge "$TMP/m3.h5" "$MODEL/config.json"
 [ ! -e "$TMP/x.h5" ] && [ ! -e "$TMP/m2.h5" ] && ok "failed commands wrote nothing" || bad "a failed command left a file"
