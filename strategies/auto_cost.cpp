@@ -24,10 +24,22 @@ OptionSpec auto_cost_option(const std::string& budget, const std::string& draft_
 }
 
 bool automatic_budget(const std::string& strategy, const StrategyOptions& options, const std::string& budget) {
-  const bool automatic = options.get_string(budget) == "auto";
-  if (!automatic && options.given("auto_cost"))
-    throw Error("strategy " + strategy + ": auto_cost applies to " + budget + "=auto only");
-  if (automatic) parse_auto_cost(strategy, options.get_string("auto_cost"));
+  return !automatic_budget(strategy, options, std::vector<std::string>{budget}).empty();
+}
+
+std::string automatic_budget(const std::string& strategy, const StrategyOptions& options,
+                             const std::vector<std::string>& budgets) {
+  std::string automatic, names;
+  for (const std::string& b : budgets) {
+    names += (names.empty() ? "" : " or ") + b + "=auto";
+    if (options.get_string(b) != "auto") continue;
+    if (!automatic.empty())
+      throw Error("strategy " + strategy + ": " + automatic + "=auto and " + b + "=auto: expected one automatic budget");
+    automatic = b;
+  }
+  if (automatic.empty() && options.given("auto_cost"))
+    throw Error("strategy " + strategy + ": auto_cost applies to " + names + " only");
+  if (!automatic.empty()) parse_auto_cost(strategy, options.get_string("auto_cost"));
   return automatic;
 }
 

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/decoding/verify_cost.h"
 #include "strategies/option_spec.h"
@@ -28,5 +29,9 @@ OptionSpec auto_cost_option(const std::string& budget, const std::string& draft_
 
 // Whether options[budget] is "auto"; Error naming the strategy when auto_cost is given without it or is malformed.
 bool automatic_budget(const std::string& strategy, const StrategyOptions& options, const std::string& budget);
+// The same for a strategy with several budget options (dflash: k, ddtree_nodes): which of them is "auto" ("" for
+// none); Error when more than one is, or as above.
+std::string automatic_budget(const std::string& strategy, const StrategyOptions& options,
+                             const std::vector<std::string>& budgets);
 
 }  // namespace draftlab

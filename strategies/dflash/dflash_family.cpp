@@ -10,8 +10,9 @@
 // eagle2's total_tokens=auto): DDTree's tree of up to max_auto_nodes, cut to the value-ordered prefix that maximises
 // expected tokens per second under the calibrated slot probabilities; no draft when no tree pays. Its nodes are point
 // masses chosen from the slots' distributions, not drawn, so the cut keeps the output the target's at every
-// temperature. The forward always runs the whole block (below), so only the verification is chosen. The verified rows' features wait until the next drafting cycle extends the context
-// with all of them in one call: a cycle that does not draft costs no draft work, and catching up is drafting's cost.
+// temperature. The forward always runs the whole block (below), so only the verification is chosen. The verified
+// rows' features wait until the next drafting cycle extends the context with all of them in one call: a cycle that
+// does not draft costs no draft work.
 #include <algorithm>
 #include <chrono>
 #include <numeric>
@@ -163,17 +164,14 @@ class DFlashStrategy : public SequenceStrategy {
   std::optional<AutoBudget> tree_budget_;  // ddtree_nodes=auto
 };
 
-// Which budget is automatic: k=auto (a chain) or ddtree_nodes=auto (a tree), not both, and not k=auto with a fixed
-// tree; auto_cost only with one of them. Error naming the options otherwise.
-std::pair<bool, bool> automatic_budgets(const StrategyOptions& o) {
-  const bool chain = o.get_string("k") == "auto", tree = o.get_string("ddtree_nodes") == "auto";
-  if (chain && (tree || o.get_int("ddtree_nodes") > 0))
+// Which budget is automatic: k=auto (a chain), ddtree_nodes=auto (a tree) or none (""); k=auto with a fixed tree is an
+// Error too.
+std::string automatic_budget_of(const StrategyOptions& o) {
+  const std::string automatic = automatic_budget("dflash", o, std::vector<std::string>{"k", "ddtree_nodes"});
+  if (automatic == "k" && o.get_int("ddtree_nodes") > 0)
     throw Error("strategy dflash: option k=auto chooses a chain's length; it cannot be given with ddtree_nodes=" +
                 o.get_string("ddtree_nodes") + " (a tree: ddtree_nodes=auto chooses the tree)");
-  if (!chain && !tree && o.given("auto_cost"))
-    throw Error("strategy dflash: auto_cost applies to k=auto or ddtree_nodes=auto only");
-  if (chain || tree) parse_auto_cost("dflash", o.get_string("auto_cost"));
-  return {chain, tree};
+  return automatic;
 }
 
 std::shared_ptr<const DFlashHead> head_from(const StrategyContext& context, const StrategyOptions& o) {
@@ -221,7 +219,7 @@ const StrategyDescriptor& dflash_strategy() {
                                 "when none pays)")
                      .also("auto"),
                  auto_cost_option("k=auto or ddtree_nodes", "token (k=auto) or cycle (ddtree_nodes=auto)")};
-    d.check_options = [](const StrategyOptions& o) { automatic_budgets(o); };
+    d.check_options = [](const StrategyOptions& o) { automatic_budget_of(o); };
     // A random draft's slots are seldom accepted at T 1.5: the wrong-rule controls run hot (T 8).
     d.test_variants = {with_control_temperature({"dflash", {"block_size=4"}}, 8.0),
                        with_control_temperature({"dflash_ddtree", {"block_size=4", "ddtree_nodes=6", "head_seed=3"}}, 8.0),
@@ -239,8 +237,8 @@ const StrategyDescriptor& dflash_strategy() {
       check(block >= 2, "strategy dflash: option block_size: expected 2..64 (or 0), got " + std::to_string(block));
       DFlashStrategy::Budgets budgets;
       int64_t slots = block - 1;
-      const auto [chain_auto, tree_auto] = automatic_budgets(options);
-      if (chain_auto)
+      const std::string automatic = automatic_budget_of(options);
+      if (automatic == "k")
         budgets.chain.emplace(context.target, static_cast<int32_t>(slots),
                               parse_auto_cost("dflash", options.get_string("auto_cost")));
       else if (options.get_int("k") > 0) {
@@ -249,7 +247,7 @@ const StrategyDescriptor& dflash_strategy() {
         slots = options.get_int("k");
       }
       int64_t tree_nodes = 0;
-      if (tree_auto) {
+      if (automatic == "ddtree_nodes") {
         budgets.tree = true;
         budgets.tree_costs = parse_auto_cost("dflash", options.get_string("auto_cost"));
         tree_nodes = options.get_int("max_auto_nodes");
