@@ -9,7 +9,9 @@ namespace draftlab {
 
 ChainBudget::ChainBudget(const LlamaModel& target, int32_t max_depth, std::optional<FixedCosts> fixed)
     : target_(target), max_depth_(max_depth), fixed_(std::move(fixed)),
-      calibration_(static_cast<size_t>(std::max(max_depth, 1)), AcceptanceCalibration(0.95, kCalibrationPrior)) {}
+      calibration_(static_cast<size_t>(std::max(max_depth, 1)), AcceptanceCalibration(0.95, kCalibrationPrior)) {
+  skipping_.measure_rates(!fixed_);
+}
 
 std::vector<float> ChainBudget::expected() const {
   std::vector<float> e(values_.size());
@@ -123,6 +125,7 @@ void ChainBudget::observe(int64_t accepted) {
   if (!pending_) return;  // this cycle drafted nothing (skipped, or no room): nothing to learn
   pending_ = false;
   ++observed_;
+  skipping_.committed(std::min<int64_t>(accepted, verified_) + 1);
   for (int32_t k = 0; k < verified_; ++k)
     calibration_[static_cast<size_t>(k)].observe(values_[static_cast<size_t>(k)], accepted > k ? 1.0 : 0.0);
 }

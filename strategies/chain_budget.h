@@ -53,12 +53,13 @@ class ChainBudget {
   bool drafts_this_cycle() {
     const bool drafts = skipping_.drafts_this_cycle();
     // "Recent" is in cycles, drafted or not: what was seen before a stretch of skipped cycles weighs less against
-    // the next probe, so one probe that pays resumes drafting (stopping takes several cycles that do not).
-    if (!drafts) {
+    // the next probe, so one probe that pays resumes drafting (stopping takes several cycles that do not). A cycle
+    // that only measures plain decoding is no stretch; its next cycle catches up on one token all the same.
+    if (!drafts && !skipping_.measuring()) {
       recent_tokens_ *= kRecentMemory;
       recent_seconds_ *= kRecentMemory;
-      catching_up_ = true;
     }
+    if (!drafts) catching_up_ = true;
     return drafts;
   }
 
@@ -84,7 +85,10 @@ class ChainBudget {
 
   using Clock = std::chrono::steady_clock;
   // Tests: the clock the measured drafting times are read from.
-  void use_clock(Clock::time_point (*now)()) { now_ = now; }
+  void use_clock(Clock::time_point (*now)()) {
+    now_ = now;
+    skipping_.use_clock(now);
+  }
 
  private:
   const VerifyCost& cost() const;

@@ -33,7 +33,8 @@ bool AutoBudget::drafts_this_cycle() {
   // A weak head, or a draft as costly as the target: when the last choice was nothing, skip the expansion too, but
   // for probes (draft_skipping.h).
   if (!skipping_.drafts_this_cycle()) {
-    expansion_depth_ = expansion_width_ = kProbeLimit;  // the next draft is a probe
+    // The next draft is a probe; after a cycle that only measured plain decoding, it goes on as before.
+    if (!skipping_.measuring()) expansion_depth_ = expansion_width_ = kProbeLimit;
     skipped_ = true;
     return false;
   }
@@ -111,6 +112,7 @@ std::vector<int32_t> AutoBudget::choose(const DraftTree& tree, std::vector<int32
 void AutoBudget::observe(const std::vector<int32_t>& matched_nodes, int64_t next_token, double sync_seconds) {
   if (!chosen_) return;  // a cycle without a choice (skipped) says nothing about drafting
   chosen_ = false;
+  skipping_.committed(static_cast<int64_t>(matched_nodes.size()) + 1);
   const auto n = static_cast<int32_t>(candidates_.size());
   // The matched path among the candidates, and the target's token below each of its nodes (kUnknown: not known).
   constexpr int64_t kUnknown = -1;

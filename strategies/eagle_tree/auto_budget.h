@@ -26,7 +26,9 @@ class AutoBudget {
  public:
   // fixed_draft_seconds: drafting's cost per cycle, fixed (auto_cost=F/P/D); empty: measured as cycles go.
   explicit AutoBudget(std::optional<double> fixed_draft_seconds = std::nullopt)
-      : fixed_draft_seconds_(fixed_draft_seconds), calibration_(calibrations()) {}
+      : fixed_draft_seconds_(fixed_draft_seconds), calibration_(calibrations()) {
+    skipping_.measure_rates(!fixed_draft_seconds_);  // measured costs: checked against the clock (draft_skipping.h)
+  }
 
   // Called at the start of a cycle: false when the last choice was to verify nothing and this is not a probe
   // cycle (then the strategy drafts nothing and defers its head's sync). skipping() keeps the answer until the
@@ -34,6 +36,8 @@ class AutoBudget {
   bool drafts_this_cycle();
   bool skipping() const { return skipping_.skipping(); }
   void begin() { skipping_.begin(); }
+  // Tests: the clock cycles are timed by (draft_skipping.h).
+  void use_clock(DraftSkipping::Clock::time_point (*now)()) { skipping_.use_clock(now); }
 
   // A node valued below this need not be expanded: last cycle's cut-off with a margin (0: no cut-off).
   float prune_below() const { return prune_below_; }
