@@ -26,15 +26,10 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROMPTS = [
-    "once upon a time, there was a little dog named max",
-    "lily and her mom went to the park. lily saw a big tree",
-    "tom had a red ball. he liked to play with it every day",
-]
-WEIGHTS = {  # Table 4's storages: --weights and --quant-dot
-    "f32": ("float32", "float"), "f16": ("float16", "float"), "q8_0": ("q8_0", "float"),
-    "q8_0+int8": ("q8_0", "int8"), "q4_0": ("q4_0", "float"), "q4_0+int8": ("q4_0", "int8"),
-}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vs_llama_cpp import DRAFTLAB_WEIGHTS, PROMPTS, gguf_type, quant_dot  # noqa: E402 (README's prompts, the storages)
+
+WEIGHTS = ["f32", "f16", "q8_0", "q8_0+int8", "q4_0", "q4_0+int8"]  # Table 4's storages
 # Per family: the draft's option, the automatic budget, and the fixed budgets it is judged against (Table 4's grid for
 # eagle2: chains of 1-4 and 6 / 4 / 2; the parallel drafters: k = 1-4).
 FAMILIES = {
@@ -49,7 +44,7 @@ FAMILIES = {
 
 def compare(draftlab, a, isa, weights, strategies):
     """tokens/s of vanilla and each strategy, one compare run (the methods interleaved inside it)."""
-    name, dot = WEIGHTS[weights]
+    name, dot = DRAFTLAB_WEIGHTS[gguf_type(weights)], quant_dot(weights)
     env = dict(os.environ)
     if isa == "avx2":
         env["DRAFTLAB_ISA"] = "avx2"

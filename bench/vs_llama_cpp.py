@@ -186,6 +186,10 @@ def gguf_type(dt):
     return dt.split("+")[0]
 
 
+# draftlab's --weights for a GGUF type.
+DRAFTLAB_WEIGHTS = {"f32": "float32", "f16": "float16", "q8_0": "q8_0", "q4_0": "q4_0"}
+
+
 def quant_dot(dt):
     return dt.split("+")[1] if "+" in dt else "float"
 
@@ -360,7 +364,7 @@ def main():
     peer_types = [t for t in PEER_TYPES if a.methods == "all" or a.methods[0] in t[4]]
     work = tempfile.mkdtemp(prefix="vs-llama-")
     # q8_0: draftlab quantizes the checkpoint's values at load exactly as the exported Q8_0 GGUF holds them.
-    weights_name = {"f32": "float32", "f16": "float16", "q8_0": "q8_0", "q4_0": "q4_0"}
+    weights_name = DRAFTLAB_WEIGHTS
     gguf = {}
     for dt in sorted({gguf_type(dt) for dt in a.dtypes.split(",")}):
         if dt not in weights_name:

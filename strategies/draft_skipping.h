@@ -72,15 +72,15 @@ class DraftSkipping {
   // swings.
   static constexpr double kDraftingMemory = 0.97, kKnownDrafting = 12.0, kSkippedMemory = 0.99;
   static constexpr double kPlainMemory = 0.9, kKnownPlain = 3.0;
-  // A cycle counts at most kOutlier times the mean so far: one cycle the machine stalled (50 ms against 2) weighed as
-  // much as 25 and stopped drafting that paid 1.3x for the rest of a run. Drafting stops only when measured slower than
-  // plain decoding by kMargin: a loss that small is within what the ratio of two noisy means can tell.
+  // A cycle counts at most kOutlier times the mean so far: one cycle the machine stalled (50 ms against 2) would weigh
+  // as much as 25. Drafting stops only when measured slower than plain decoding by more than kMargin: a smaller loss
+  // is within the noise of the ratio of two running means.
   static constexpr double kOutlier = 4.0, kMargin = 0.97;
   // Drafting cycles in a row that paid for a stretch to count as lasting (the verdicts' memory is about 5 cycles).
   static constexpr int kLasting = 16;
   int probe_every_ = kProbeEvery;
   int cycles_without_draft_ = 0;
-  int paying_in_a_row_ = kLasting;  // a sequence's first drafting counts as lasting: its first stop probes every 8th
+  int paying_in_a_row_ = kLasting;  // the drafting before the first stop counts as lasting: that stop probes every 8th
   bool last_paid_ = true;
   bool skipping_ = false, measuring_ = false;
 
